@@ -1,0 +1,49 @@
+"""The `loopx-chat` command line: global options and the command groups.
+
+Parses, calls and renders; it owns no logic of its own. Environment is read once here, at
+startup, and handed down as a snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from loopx_chat import __version__
+from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.demo_cmd import demo
+from loopx_chat.cli.home_cmd import home
+from loopx_chat.cli.sessions_cmd import sessions
+from loopx_chat.store import default_state_dir
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Owner-local state folder (default: $LOOPX_CHAT_STATE_DIR, else the platform state dir).",
+)
+@click.option(
+    "--codex-bin",
+    default=None,
+    help="codex executable to drive (default: $LOOPX_CHAT_CODEX_BIN, else codex on PATH).",
+)
+@click.version_option(__version__, prog_name="loopx-chat")
+@click.pass_context
+def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
+    """Local control plane beside the Codex agent host."""
+    environ = dict(os.environ)
+    ctx.obj = CliContext(
+        environ=environ,
+        cwd=Path.cwd(),
+        state_dir=(state_dir.expanduser().resolve() if state_dir else default_state_dir(environ)),
+        codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
+    )
+
+
+main.add_command(demo)
+main.add_command(home)
+main.add_command(sessions)

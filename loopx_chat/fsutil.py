@@ -1,0 +1,58 @@
+"""Atomic, permission-explicit file writes shared by the state store and the plist writer.
+
+Owns: same-folder temp file, fsync, chmod, `os.replace`, fsync of the folder. It never
+follows a symlink at the destination and never writes in place, so a reader (or a crash)
+sees either the old bytes or the new bytes, nothing in between.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from pathlib import Path
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+
+
+def ensure_private_dir(path: Path) -> None:
+    """Create `path` (and parents we create) as 0700; tighten it if it already exists."""
+    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
+    # mkdir's mode is filtered by the umask; state must be owner-only whatever the umask.
+    if (path.stat().st_mode & 0o777) != PRIVATE_DIR_MODE:
+        os.chmod(path, PRIVATE_DIR_MODE)
+
+
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int) -> None:
+    """Replace `path` with `data` atomically; the file ends with exactly `mode`."""
+    if path.is_symlink():
+        raise IsADirectoryError(f"refusing to write through a symlink: {path}")
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(path: Path) -> None:
+    # The rename is only durable once the folder entry is on disk.
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -1,0 +1,192 @@
+"""Owner-local records: the session and the compact turn, as frozen dataclasses.
+
+Owns the on-disk shape (`loopx_chat_session_state_v1`, `loopx_chat_turn_state_v1`), the
+field rules that do not need the disk (id syntax, the Codex-home shape rule) and the
+conversion to and from JSON-ready dicts. It never does I/O and never stores transcript
+text: a turn is ids, a status, timestamps, token counts and an error code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+from loopx_chat.errors import StateError
+
+SESSION_SCHEMA_VERSION = "loopx_chat_session_state_v1"
+TURN_SCHEMA_VERSION = "loopx_chat_turn_state_v1"
+
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,160}$")
+SessionMode = Literal["managed_runtime", "attached_host"]
+SESSION_MODES: frozenset[str] = frozenset({"managed_runtime", "attached_host"})
+
+# Session statuses. `resume_failed` is terminal until a successful resume.
+RESUMABLE_STATUSES: frozenset[str] = frozenset({"ready", "busy", "stale", "resuming"})
+TERMINAL_TURN_STATUSES: frozenset[str] = frozenset(
+    {"completed", "interrupted", "timed_out", "failed"}
+)
+
+# Fields a caller may change after creation; identity fields never change.
+IMMUTABLE_SESSION_FIELDS: frozenset[str] = frozenset({"schema_version", "session_id", "created_at"})
+
+
+def validate_session_id(session_id: object) -> str:
+    """Return the id if it is a safe opaque id, else raise `invalid_session_id`."""
+    if (
+        not isinstance(session_id, str)
+        or not SESSION_ID_RE.match(session_id)
+        or session_id in {".", ".."}
+    ):
+        shown = session_id if isinstance(session_id, str) and len(session_id) <= 60 else "…"
+        raise StateError(
+            f"invalid session id {shown!r}: use 1-160 characters from A-Z a-z 0-9 . _ -",
+            error_code="invalid_session_id",
+        )
+    return session_id
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One chat session as owner-local state; `codex_home` is its pinned host identity."""
+
+    session_id: str
+    goal_id: str
+    created_at: str
+    updated_at: str
+    agent_id: str = "codex"
+    adapter_kind: str = "codex_app_server"
+    upstream_thread_id: str | None = None
+    codex_home: str | None = None
+    session_mode: str = "managed_runtime"
+    host_surface: str | None = None
+    status: str = "ready"
+    active_turn_id: str | None = None
+    last_error_code: str | None = None
+    last_activity_at: str | None = None
+    work_dir: str | None = None
+    turn_count: int = 0
+    schema_version: str = SESSION_SCHEMA_VERSION
+    # Keys written by a newer v1 writer that this version does not know; kept so a
+    # rewrite never drops them.
+    extra: Mapping[str, Any] = field(default_factory=dict, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "extra"}
+        return {**dict(self.extra), **data}
+
+    def public_dict(self) -> dict[str, Any]:
+        """What status output shows: no local paths (the home and work dir stay internal)."""
+        data = self.to_dict()
+        for key in ("codex_home", "work_dir", *self.extra.keys()):
+            data.pop(key, None)
+        data["codex_home_bound"] = self.codex_home is not None
+        return data
+
+    def with_changes(self, changes: Mapping[str, Any]) -> SessionRecord:
+        unknown = sorted(set(changes) - _SESSION_FIELD_NAMES)
+        if unknown:
+            raise StateError(
+                f"unsupported chat session fields: {unknown}",
+                error_code="unsupported_session_fields",
+            )
+        frozen = sorted(set(changes) & IMMUTABLE_SESSION_FIELDS)
+        if frozen:
+            raise StateError(
+                f"session fields cannot change after creation: {frozen}",
+                error_code="unsupported_session_fields",
+            )
+        new_home = changes.get("codex_home", self.codex_home)
+        if "codex_home" in changes and self.codex_home is not None and new_home != self.codex_home:
+            raise StateError(
+                "cannot rebind a managed Codex home: this session belongs to "
+                f"{self.codex_home}; restart loopx-chat with that home instead",
+                error_code="codex_home_rebind_refused",
+            )
+        updated = replace(self, **dict(changes))
+        updated.check_invariants()
+        return updated
+
+    def check_invariants(self) -> None:
+        validate_session_id(self.session_id)
+        if self.session_mode not in SESSION_MODES:
+            raise StateError(
+                f"unknown session_mode {self.session_mode!r}", error_code="state_corrupt"
+            )
+        if self.codex_home is not None and not (
+            isinstance(self.codex_home, str)
+            and os.path.isabs(self.codex_home)
+            and self.agent_id == "codex"
+            and self.session_mode == "managed_runtime"
+        ):
+            raise StateError(
+                "codex_home must be an absolute managed Codex home",
+                error_code="codex_home_invalid",
+            )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SessionRecord:
+        known: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in data.items():
+            (known if key in _SESSION_FIELD_NAMES else extra)[key] = value
+        missing = [
+            k for k in ("session_id", "goal_id", "created_at", "updated_at") if k not in known
+        ]
+        if missing:
+            raise ValueError(f"missing fields {missing}")
+        for key in ("session_id", "goal_id", "created_at", "updated_at", "status", "agent_id"):
+            if key in known and not isinstance(known[key], str):
+                raise ValueError(f"field {key} is not a string")
+        if not isinstance(known.get("turn_count", 0), int):
+            raise ValueError("field turn_count is not an integer")
+        record = cls(**known, extra=extra)
+        record.check_invariants()
+        return record
+
+
+_SESSION_FIELD_NAMES: frozenset[str] = frozenset(
+    f.name for f in fields(SessionRecord) if f.name != "extra"
+)
+
+
+@dataclass(frozen=True)
+class TokenCounts:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """A compact turn: ids, status, timestamps, token counts, error code. Never text."""
+
+    turn_id: str
+    session_id: str
+    status: str
+    created_at: str
+    updated_at: str
+    client_turn_id: str | None = None
+    upstream_turn_id: str | None = None
+    completed_at: str | None = None
+    error_code: str | None = None
+    tokens: TokenCounts = field(default_factory=TokenCounts)
+    steered: bool = False
+    schema_version: str = TURN_SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        tokens = values.get("tokens") or {}
+        if not isinstance(tokens, Mapping):
+            raise ValueError("tokens is not an object")
+        values["tokens"] = TokenCounts(
+            **{k: int(v) for k, v in tokens.items() if k in TokenCounts.__dataclass_fields__}
+        )
+        return cls(**values)

@@ -1,0 +1,270 @@
+"""Owner-local session state: `<state>/sessions/<session_id>/session.json` plus compact turns.
+
+Owns where state lives (platformdirs, `--state-dir`, `LOOPX_CHAT_STATE_DIR`), atomic writes
+with 0600 files in 0700 folders, the per-session lock (a filelock across processes plus an
+in-process lock), and the refusal to read files it does not understand. It never repairs,
+rewrites or deletes a file it could not read: a corrupt or future-schema file is reported
+with the path and left byte-for-byte as it was.
+
+Readers never take the lock: every write is a rename, so a reader sees old or new bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from filelock import FileLock
+
+from loopx_chat.errors import StateError
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.records import (
+    SESSION_SCHEMA_VERSION,
+    TURN_SCHEMA_VERSION,
+    SessionRecord,
+    TurnRecord,
+    validate_session_id,
+)
+
+STATE_DIR_ENV = "LOOPX_CHAT_STATE_DIR"
+APP_NAME = "loopx-chat"
+SESSION_FILE = "session.json"
+LOCK_FILE = ".lock"
+
+
+def default_state_dir(environ: Mapping[str, str]) -> Path:
+    """`LOOPX_CHAT_STATE_DIR` when set and non-empty, else the platform's user state dir."""
+    value = environ.get(STATE_DIR_ENV, "")
+    if value:
+        return Path(value).expanduser().resolve(strict=False)
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+
+
+def utc_now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class StoreProblem:
+    """A session folder that could not be read; listed instead of crashing the listing."""
+
+    session_id: str
+    error_code: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"session_id": self.session_id, "error_code": self.error_code, "error": self.message}
+
+
+@dataclass(frozen=True)
+class SessionListing:
+    sessions: tuple[SessionRecord, ...]
+    problems: tuple[StoreProblem, ...]
+
+
+def _encode(data: Mapping[str, Any]) -> bytes:
+    return (json.dumps(data, separators=(",", ":"), sort_keys=True) + "\n").encode("utf-8")
+
+
+def _decode_file(path: Path | str, expected_schema: str) -> dict[str, Any]:
+    """Read and check a versioned JSON file; raise state_corrupt / state_schema_unsupported."""
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise StateError(
+            f"cannot read {path}: {exc.strerror}", error_code="state_corrupt"
+        ) from None
+    try:
+        data = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise StateError(
+            f"{path} is not valid JSON ({exc.__class__.__name__} at byte "
+            f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))}); it was left untouched — "
+            "restore it from a backup or move it aside",
+            error_code="state_corrupt",
+        ) from None
+    if not isinstance(data, dict):
+        raise StateError(
+            f"{path} does not hold a JSON object; it was left untouched",
+            error_code="state_corrupt",
+        )
+    schema = data.get("schema_version")
+    if schema != expected_schema:
+        raise StateError(
+            f"{path} has schema_version {schema!r}; this loopx-chat reads only "
+            f"{expected_schema!r}. It was left untouched — upgrade loopx-chat to read it",
+            error_code="state_schema_unsupported",
+        )
+    return data
+
+
+class SessionStore:
+    """Sessions and their compact turns under one owner-local root."""
+
+    def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        self.root = root
+        self.sessions_dir = root / "sessions"
+        self._clock = clock
+        self._guard = threading.Lock()
+        self._thread_locks: dict[str, threading.RLock] = {}
+
+    # -- paths -------------------------------------------------------------------------
+    def session_dir(self, session_id: str) -> Path:
+        return self.sessions_dir / validate_session_id(session_id)
+
+    def session_path(self, session_id: str) -> Path:
+        return self.session_dir(session_id) / SESSION_FILE
+
+    def now(self) -> str:
+        return self._clock()
+
+    # -- locking -----------------------------------------------------------------------
+    @contextmanager
+    def lock(self, session_id: str) -> Iterator[None]:
+        """Exclusive writer lock for one session, across threads and processes."""
+        folder = self.session_dir(session_id)
+        with self._guard:
+            thread_lock = self._thread_locks.setdefault(session_id, threading.RLock())
+        with thread_lock:
+            ensure_private_dir(folder)
+            lock = FileLock(str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE)
+            with lock:
+                yield
+
+    # -- sessions ----------------------------------------------------------------------
+    def create(self, record: SessionRecord) -> SessionRecord:
+        record.check_invariants()
+        ensure_private_dir(self.sessions_dir)
+        with self.lock(record.session_id):
+            path = self.session_path(record.session_id)
+            if path.exists():
+                raise StateError(
+                    f"session {record.session_id} already exists", error_code="session_exists"
+                )
+            self._write(path, record.to_dict())
+        return record
+
+    def load(self, session_id: str) -> SessionRecord:
+        return self._load_file(self.session_path(session_id), session_id)
+
+    def _load_file(self, path: Path | str, session_id: str) -> SessionRecord:
+        try:
+            data = _decode_file(path, SESSION_SCHEMA_VERSION)
+        except FileNotFoundError:
+            raise StateError(
+                f"no session {session_id} in {self.sessions_dir}",
+                error_code="session_not_found",
+            ) from None
+        try:
+            return SessionRecord.from_dict(data)
+        except StateError as exc:
+            raise StateError(f"{path}: {exc.message}", error_code="state_corrupt") from None
+        except (TypeError, ValueError) as exc:
+            raise StateError(
+                f"{path} is not a valid session record ({exc}); it was left untouched",
+                error_code="state_corrupt",
+            ) from None
+
+    def update(self, session_id: str, **changes: Any) -> SessionRecord:
+        return self.mutate(session_id, lambda record: record.with_changes(changes))
+
+    def mutate(
+        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
+    ) -> SessionRecord:
+        """Read-modify-write under the session lock; `change` may raise to abort."""
+        with self.lock(session_id):
+            current = self.load(session_id)
+            updated = change(current)
+            if updated == current and updated.extra == current.extra:
+                return current
+            updated = updated.with_changes({"updated_at": self.now()})
+            self._write(self.session_path(session_id), updated.to_dict())
+            return updated
+
+    def list(self) -> SessionListing:
+        sessions: list[SessionRecord] = []
+        problems: list[StoreProblem] = []
+        try:
+            entries = sorted(os.scandir(self.sessions_dir), key=lambda e: e.name)
+        except FileNotFoundError:
+            return SessionListing((), ())
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
+                continue
+            try:
+                record = self._load_file(os.path.join(entry.path, SESSION_FILE), entry.name)
+                if record.session_id != entry.name:
+                    raise StateError(
+                        f"{entry.path} holds session {record.session_id!r}; it was left untouched",
+                        error_code="state_corrupt",
+                    )
+                sessions.append(record)
+            except StateError as exc:
+                if exc.error_code == "session_not_found":
+                    continue  # a folder mid-creation, or one holding only a lock file
+                problems.append(StoreProblem(entry.name, exc.error_code, exc.message))
+        sessions.sort(key=lambda s: (s.created_at, s.session_id))
+        return SessionListing(tuple(sessions), tuple(problems))
+
+    # -- turns -------------------------------------------------------------------------
+    def turn_path(self, session_id: str, turn_id: str) -> Path:
+        return self.session_dir(session_id) / "turns" / f"{validate_session_id(turn_id)}.json"
+
+    def save_turn(self, turn: TurnRecord) -> TurnRecord:
+        """Write a turn record; callers hold the session lock."""
+        path = self.turn_path(turn.session_id, turn.turn_id)
+        ensure_private_dir(path.parent)
+        self._write(path, turn.to_dict())
+        return turn
+
+    def load_turn(self, session_id: str, turn_id: str) -> TurnRecord:
+        path = self.turn_path(session_id, turn_id)
+        try:
+            data = _decode_file(path, TURN_SCHEMA_VERSION)
+        except FileNotFoundError:
+            raise StateError(
+                f"no turn {turn_id} in session {session_id}", error_code="session_not_found"
+            ) from None
+        try:
+            return TurnRecord.from_dict(data)
+        except (TypeError, ValueError) as exc:
+            raise StateError(
+                f"{path} is not a valid turn record ({exc}); it was left untouched",
+                error_code="state_corrupt",
+            ) from None
+
+    def list_turns(self, session_id: str) -> list[TurnRecord]:
+        folder = self.session_dir(session_id) / "turns"
+        try:
+            names = sorted(p.stem for p in folder.glob("*.json"))
+        except FileNotFoundError:
+            return []
+        turns = [self.load_turn(session_id, name) for name in names]
+        turns.sort(key=lambda t: (t.created_at, t.turn_id))
+        return turns
+
+    def find_turn_by_client_id(self, session_id: str, client_turn_id: str) -> TurnRecord | None:
+        for turn in self.list_turns(session_id):
+            if turn.client_turn_id == client_turn_id:
+                return turn
+        return None
+
+    # -- io ----------------------------------------------------------------------------
+    def _write(self, path: Path, data: Mapping[str, Any]) -> None:
+        try:
+            atomic_write_bytes(path, _encode(data), mode=PRIVATE_FILE_MODE)
+        except OSError as exc:
+            raise StateError(
+                f"cannot write {path}: {exc.strerror or exc}", error_code="state_unwritable"
+            ) from None
