@@ -92,6 +92,9 @@ ERROR_CODES: frozenset[str] = frozenset(
         "hard_timeout",
         "startup_timeout",
         "session_closed",
+        "codex_home_missing",
+        "controller_stopped",
+        "turn_failed",
         # usage
         "usage_error",
     }

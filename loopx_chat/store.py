@@ -118,6 +118,7 @@ class SessionStore:
         self._clock = clock
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
+        self._file_locks: dict[str, FileLock] = {}
 
     # -- paths -------------------------------------------------------------------------
     def session_dir(self, session_id: str) -> Path:
@@ -137,9 +138,16 @@ class SessionStore:
         with self._guard:
             thread_lock = self._thread_locks.setdefault(session_id, threading.RLock())
         with thread_lock:
-            ensure_private_dir(folder)
-            lock = FileLock(str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE)
-            with lock:
+            file_lock = self._file_locks.get(session_id)
+            if file_lock is None:
+                ensure_private_dir(folder)
+                # One instance per session: FileLock counts re-entries on the same instance,
+                # so nested lock() calls in one thread do not deadlock.
+                file_lock = FileLock(
+                    str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE, thread_local=False
+                )
+                self._file_locks[session_id] = file_lock
+            with file_lock:
                 yield
 
     # -- sessions ----------------------------------------------------------------------

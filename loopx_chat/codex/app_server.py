@@ -1,0 +1,364 @@
+"""One `codex app-server` process and its newline-delimited JSON-RPC stream.
+
+Owns: spawning (argv, child env with the pinned `CODEX_HOME`, cwd, a new process group,
+stderr into a size-capped log), request/response correlation, the notification queue,
+answering server requests by policy so a turn never blocks, and shutdown (stdin EOF, then
+SIGTERM, then SIGKILL of the whole group).
+
+It never mutates the parent environment, never interprets turn content, and never writes
+stdout payloads anywhere: a line that is not JSON is counted and noted in the log by size
+only, then skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from loopx_chat.errors import CodexError, Gate
+
+STDERR_LOG_CAP_BYTES = 1 << 20
+
+START_GATE = Gate(
+    summary="Codex app-server could not start for loopx-chat.",
+    next_action="Verify the Codex CLI installation and app-server support, then retry.",
+)
+
+
+class RpcError(Exception):
+    """A JSON-RPC error response; `message` is upstream text, used only for classification."""
+
+    def __init__(self, method: str, message: str) -> None:
+        super().__init__(f"{method}: {message}")
+        self.method = method
+        self.message = message
+
+
+class ProcessGone(Exception):
+    """The app-server's stdout closed (it exited or was killed)."""
+
+
+@dataclass(frozen=True)
+class Notification:
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ServerRequestPolicy:
+    """How server-initiated requests are answered. Default: decline everything.
+
+    Approvals get `decision` (`decline` by default); any other request (user input,
+    elicitation, unknown future methods) gets a JSON-RPC error so the server moves on.
+    """
+
+    approval_decision: str = "decline"
+
+    def answer(self, method: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        if method.endswith("/requestApproval"):
+            return {"decision": self.approval_decision}, None
+        if method in {"execCommandApproval", "applyPatchApproval"}:
+            return {"decision": "denied"}, None
+        return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
+
+
+@dataclass
+class ProcessStats:
+    skipped_lines: int = 0
+    server_requests: list[str] = field(default_factory=list)
+
+
+class _CappedLog:
+    """Copies a byte stream into a file up to a cap; the rest is counted, not kept."""
+
+    def __init__(self, path: Path, cap: int) -> None:
+        self._file: BinaryIO = open(path, "ab")  # noqa: SIM115 - closed by the pump thread
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o600)
+        self._remaining = max(0, cap - self._file.tell())
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            if self._file.closed:
+                return
+            keep = data[: self._remaining]
+            if keep:
+                self._file.write(keep)
+                self._file.flush()
+                self._remaining -= len(keep)
+            self._dropped += len(data) - len(keep)
+
+    def note(self, text: str) -> None:
+        self.write(f"[loopx-chat] {text}\n".encode())
+
+    def close(self) -> None:
+        with self._lock:
+            if self._dropped and not self._file.closed:
+                self._file.write(f"[loopx-chat] {self._dropped} bytes over cap dropped\n".encode())
+            self._file.close()
+
+
+def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str, str]:
+    """A copy of `environ` with `CODEX_HOME` pinned; the parent's env is never touched."""
+    env = dict(environ)
+    env["CODEX_HOME"] = str(codex_home)
+    # Keep stderr to warnings unless the user asked for more; info logs a line per second.
+    env.setdefault("RUST_LOG", "warn")
+    return env
+
+
+class AppServerProcess:
+    """A running app-server; construct with `spawn`."""
+
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        argv: Sequence[str],
+        log: _CappedLog,
+        policy: ServerRequestPolicy,
+    ) -> None:
+        self.proc = proc
+        self.argv = tuple(argv)
+        self.stats = ProcessStats()
+        self._log = log
+        self._policy = policy
+        self._write_lock = threading.Lock()
+        self._id_lock = threading.Lock()
+        self._next_id = 0
+        self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
+        self._pending_lock = threading.Lock()
+        self.notifications: queue.Queue[Notification | None] = queue.Queue()
+        self.closed = threading.Event()
+        self._reader = threading.Thread(target=self._read_stdout, daemon=True)
+        self._stderr_pump = threading.Thread(target=self._pump_stderr, daemon=True)
+        self._reader.start()
+        self._stderr_pump.start()
+
+    # -- spawning -----------------------------------------------------------------------
+    @classmethod
+    def spawn(
+        cls,
+        *,
+        executable: Path,
+        codex_home: Path,
+        work_dir: Path,
+        environ: Mapping[str, str],
+        config_args: Sequence[str] = (),
+        stderr_log: Path,
+        policy: ServerRequestPolicy | None = None,
+        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
+    ) -> AppServerProcess:
+        argv = [str(executable), "app-server"]
+        for item in config_args:
+            argv += ["-c", item]
+        argv += ["--listen", "stdio://"]
+        log = _CappedLog(stderr_log, STDERR_LOG_CAP_BYTES)
+        try:
+            proc = popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=str(work_dir),
+                env=child_environment(environ, codex_home),
+                # Own process group: shutdown can signal the whole tree (a wrapper's child
+                # included) without touching ours.
+                start_new_session=True,
+            )
+        except OSError as exc:
+            log.close()
+            raise CodexError(
+                f"Codex app-server could not start ({exc.strerror or type(exc).__name__})",
+                error_code="app_server_start_failed",
+                gate=START_GATE,
+            ) from None
+        return cls(proc, argv, log, policy or ServerRequestPolicy())
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    # -- JSON-RPC -----------------------------------------------------------------------
+    def _send(self, message: Mapping[str, Any]) -> None:
+        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
+        with self._write_lock:
+            if self.proc.stdin is None or self.proc.stdin.closed:
+                raise ProcessGone("app-server stdin is closed")
+            try:
+                self.proc.stdin.write(data)
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError, ValueError):
+                raise ProcessGone("app-server stdin is closed") from None
+
+    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
+        """Send a request and wait for its response; raise RpcError, ProcessGone, TimeoutError."""
+        with self._id_lock:
+            self._next_id += 1
+            request_id = self._next_id
+        slot: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=1)
+        with self._pending_lock:
+            if self.closed.is_set():
+                raise ProcessGone(f"app-server exited before {method}")
+            self._pending[request_id] = slot
+        try:
+            self._send({"id": request_id, "method": method, "params": dict(params)})
+            try:
+                response = slot.get(timeout=timeout)
+            except queue.Empty:
+                raise TimeoutError(f"{method} got no response in {timeout:g}s") from None
+        finally:
+            with self._pending_lock:
+                self._pending.pop(request_id, None)
+        if response.get("_gone"):
+            raise ProcessGone(f"app-server exited during {method}")
+        error = response.get("error")
+        if error is not None:
+            message = error.get("message") if isinstance(error, dict) else None
+            raise RpcError(method, message if isinstance(message, str) else str(error))
+        result = response.get("result")
+        return result if isinstance(result, dict) else {}
+
+    def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        self._send(message)
+
+    def next_notification(self, timeout: float) -> Notification | None:
+        """The next notification; None on timeout; raises ProcessGone once stdout closed."""
+        try:
+            item = self.notifications.get(timeout=timeout)
+        except queue.Empty:
+            return None
+        if item is None:
+            self.notifications.put(None)  # keep the end marker for later callers
+            raise ProcessGone("app-server exited")
+        return item
+
+    def drain_notifications(self) -> None:
+        while True:
+            try:
+                item = self.notifications.get_nowait()
+            except queue.Empty:
+                return
+            if item is None:
+                self.notifications.put(None)
+                return
+
+    # -- reader threads -----------------------------------------------------------------
+    def _read_stdout(self) -> None:
+        stream = self.proc.stdout
+        assert stream is not None
+        try:
+            for raw in stream:
+                self._dispatch(raw)
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self._pending_lock:
+                self.closed.set()
+                waiting = list(self._pending.values())
+            for slot in waiting:
+                with contextlib.suppress(queue.Full):
+                    slot.put_nowait({"_gone": True})
+            self.notifications.put(None)
+
+    def _dispatch(self, raw: bytes) -> None:
+        try:
+            message = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            message = None
+        if not isinstance(message, dict):
+            if raw.strip():
+                self.stats.skipped_lines += 1
+                # Size only: the line might be model output, which never reaches our logs.
+                self._log.note(f"skipped a non-JSON stdout line ({len(raw)} bytes)")
+            return
+        method = message.get("method")
+        if "id" in message and method is None:
+            with self._pending_lock:
+                slot = self._pending.get(message["id"])  # type: ignore[arg-type]
+            if slot is not None:
+                with contextlib.suppress(queue.Full):
+                    slot.put_nowait(message)
+            return
+        if not isinstance(method, str):
+            self.stats.skipped_lines += 1
+            self._log.note("skipped a JSON message with neither a known id nor a method")
+            return
+        if "id" in message:
+            self._answer_server_request(message["id"], method)
+            return
+        params = message.get("params")
+        self.notifications.put(Notification(method, params if isinstance(params, dict) else {}))
+
+    def _answer_server_request(self, request_id: Any, method: str) -> None:
+        self.stats.server_requests.append(method)
+        result, error = self._policy.answer(method)
+        reply: dict[str, Any] = {"id": request_id}
+        if error is not None:
+            reply["error"] = error
+        else:
+            reply["result"] = result
+        with contextlib.suppress(ProcessGone):
+            self._send(reply)
+
+    def _pump_stderr(self) -> None:
+        stream = self.proc.stderr
+        assert stream is not None
+        try:
+            for chunk in iter(lambda: stream.read1(65536), b""):
+                self._log.write(chunk)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._log.close()
+
+    # -- shutdown -----------------------------------------------------------------------
+    def close(self, grace: float = 3.0) -> int | None:
+        """Close stdin (the graceful exit), then SIGTERM, then SIGKILL the process group."""
+        if self.proc.poll() is None:
+            with self._write_lock, contextlib.suppress(OSError, ValueError):
+                if self.proc.stdin and not self.proc.stdin.closed:
+                    self.proc.stdin.close()
+            for sig in (None, signal.SIGTERM, signal.SIGKILL):
+                if sig is not None:
+                    self._signal_group(sig)
+                try:
+                    self.proc.wait(timeout=grace)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        # A wrapper's orphaned child may still hold the group; make sure it is gone.
+        self._signal_group(signal.SIGKILL)
+        self._reader.join(timeout=2)
+        self._stderr_pump.join(timeout=2)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        self._signal_group(signal.SIGKILL)
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError, OSError):
+            os.killpg(self.proc.pid, sig)
+
+    def wait_exit(self, timeout: float) -> int | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            code = self.proc.poll()
+            if code is not None:
+                return code
+            time.sleep(0.02)
+        return self.proc.poll()

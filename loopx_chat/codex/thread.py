@@ -1,0 +1,442 @@
+"""Open or resume one Codex thread on a pinned home and run turns on it.
+
+Owns the handshake (`initialize` with `experimentalApi`, the `codexHome` check,
+`initialized`), `thread/start` / `thread/resume` with `sandbox` and `approvalPolicy` every
+time, the catalog-compatibility retry (once, same pinned home), and the turn loop with its
+idle and hard timeouts. It reports turns as compact outcomes (ids, status, error code,
+token counts); agent text goes only to the caller's `on_delta` callback, never into state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopx_chat import __version__
+from loopx_chat.codex.app_server import (
+    AppServerProcess,
+    Notification,
+    ProcessGone,
+    RpcError,
+    ServerRequestPolicy,
+)
+from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
+from loopx_chat.codex.errors_map import HOST_GATE, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.errors import CodexError, Gate
+from loopx_chat.records import TokenCounts
+
+HOME_HOST_GATE = Gate(
+    summary="The Codex app-server runs on a different home than loopx-chat pinned.",
+    next_action="Check for a wrapper that rewrites CODEX_HOME, then restart loopx-chat.",
+)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    startup: float = 30.0
+    request: float = 30.0
+    idle: float = 180.0  # no notification at all for this long during a turn
+    hard: float = 900.0  # whole turn
+    close_grace: float = 3.0
+    interrupt_settle: float = 5.0
+
+
+@dataclass(frozen=True)
+class ThreadOptions:
+    sandbox: str = "read-only"
+    approval_policy: str = "never"
+    config_args: tuple[str, ...] = ()
+    server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)
+
+
+@dataclass(frozen=True)
+class TurnOutcome:
+    upstream_turn_id: str
+    status: str  # completed | failed | interrupted
+    error_code: str | None
+    tokens: TokenCounts
+
+
+class _LegacyCatalog(Exception):
+    pass
+
+
+def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
+    code = proc.wait_exit(2.0)
+    return CodexError(
+        f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
+        error_code="app_server_exited",
+        gate=Gate(
+            summary="Codex app-server stopped unexpectedly.",
+            next_action="Read the stderr log named above, fix the cause, then retry.",
+        ),
+    )
+
+
+class CodexThread:
+    """A warm app-server process with one thread loaded."""
+
+    def __init__(
+        self, proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+    ) -> None:
+        self.proc = proc
+        self.thread_id = thread_id
+        self.timeouts = timeouts
+        self.log_path = log_path
+        self.active_turn_id: str | None = None
+        self.catalog_compat_applied = False
+
+    # -- opening ------------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        *,
+        executable: Path,
+        codex_home: Path,
+        work_dir: Path,
+        environ: Mapping[str, str],
+        log_path: Path,
+        resume_thread_id: str | None,
+        options: ThreadOptions,
+        timeouts: Timeouts,
+        developer_instructions: str | None = None,
+    ) -> CodexThread:
+        kwargs: dict[str, Any] = {
+            "executable": executable,
+            "codex_home": codex_home,
+            "work_dir": work_dir,
+            "environ": environ,
+            "log_path": log_path,
+            "resume_thread_id": resume_thread_id,
+            "options": options,
+            "timeouts": timeouts,
+            "developer_instructions": developer_instructions,
+        }
+        try:
+            return cls._open_once(**kwargs, catalog_path=None)
+        except _LegacyCatalog:
+            pass
+        catalog = write_builtin_catalog(executable, environ)
+        try:
+            # The retry is a second process: it gets the same pinned home, never a re-derived one.
+            thread = cls._open_once(**kwargs, catalog_path=catalog)
+        except _LegacyCatalog:
+            raise catalog_incompatible("the built-in catalog was rejected too") from None
+        finally:
+            with contextlib.suppress(OSError):
+                catalog.unlink()
+        thread.catalog_compat_applied = True
+        return thread
+
+    @classmethod
+    def _open_once(
+        cls,
+        *,
+        executable: Path,
+        codex_home: Path,
+        work_dir: Path,
+        environ: Mapping[str, str],
+        log_path: Path,
+        resume_thread_id: str | None,
+        options: ThreadOptions,
+        timeouts: Timeouts,
+        developer_instructions: str | None,
+        catalog_path: Path | None,
+    ) -> CodexThread:
+        config_args = list(options.config_args)
+        if catalog_path is not None:
+            config_args.append(f"model_catalog_json={json.dumps(str(catalog_path))}")
+        proc = AppServerProcess.spawn(
+            executable=executable,
+            codex_home=codex_home,
+            work_dir=work_dir,
+            environ=environ,
+            config_args=config_args,
+            stderr_log=log_path,
+            policy=options.server_requests,
+        )
+        try:
+            cls._handshake(proc, codex_home, timeouts, log_path)
+            thread_id = cls._load_thread(
+                proc,
+                resume_thread_id=resume_thread_id,
+                work_dir=work_dir,
+                options=options,
+                timeouts=timeouts,
+                developer_instructions=developer_instructions,
+                retry_allowed=catalog_path is None,
+                log_path=log_path,
+            )
+        except BaseException:
+            proc.close(timeouts.close_grace)
+            raise
+        return cls(proc, thread_id, timeouts, log_path)
+
+    @staticmethod
+    def _handshake(
+        proc: AppServerProcess, codex_home: Path, timeouts: Timeouts, log_path: Path
+    ) -> None:
+        try:
+            result = proc.request(
+                "initialize",
+                {
+                    "clientInfo": {
+                        "name": "loopx_chat",
+                        "title": "loopx-chat",
+                        "version": __version__,
+                    },
+                    "capabilities": {"experimentalApi": True},
+                },
+                timeouts.startup,
+            )
+        except ProcessGone:
+            raise _exited_error(proc, log_path, "before answering initialize") from None
+        except TimeoutError:
+            raise CodexError(
+                f"Codex app-server did not answer initialize within {timeouts.startup:g}s",
+                error_code="startup_timeout",
+                gate=HOST_GATE,
+            ) from None
+        except RpcError:
+            raise CodexError(
+                "Codex app-server rejected initialize.",
+                error_code="app_server_rejected",
+                gate=HOST_GATE,
+            ) from None
+        reported = result.get("codexHome")
+        if not isinstance(reported, str) or Path(reported).resolve() != codex_home:
+            raise CodexError(
+                f"Codex app-server reports home {reported!r}, "
+                f"but loopx-chat pinned {str(codex_home)!r}",
+                error_code="codex_home_host_mismatch",
+                gate=HOME_HOST_GATE,
+            )
+        proc.notify("initialized")
+
+    @staticmethod
+    def _load_thread(
+        proc: AppServerProcess,
+        *,
+        resume_thread_id: str | None,
+        work_dir: Path,
+        options: ThreadOptions,
+        timeouts: Timeouts,
+        developer_instructions: str | None,
+        retry_allowed: bool,
+        log_path: Path,
+    ) -> str:
+        params: dict[str, Any] = {
+            "cwd": str(work_dir),
+            # Resume restores most settings but not the sandbox: pass both every time.
+            "sandbox": options.sandbox,
+            "approvalPolicy": options.approval_policy,
+        }
+        if resume_thread_id is not None:
+            method = "thread/resume"
+            params.update(threadId=resume_thread_id, excludeTurns=True)
+        else:
+            method = "thread/start"
+            if developer_instructions:
+                params["developerInstructions"] = developer_instructions
+        try:
+            result = proc.request(method, params, timeouts.request)
+        except RpcError as exc:
+            if is_legacy_catalog_error(exc.message):
+                if retry_allowed:
+                    raise _LegacyCatalog() from None
+                raise catalog_incompatible("the built-in catalog was rejected too") from None
+            raise classify_rpc_error(method, exc.message) from None
+        except ProcessGone:
+            raise _exited_error(proc, log_path, f"during {method}") from None
+        except TimeoutError:
+            raise CodexError(
+                f"Codex app-server did not answer {method} within {timeouts.request:g}s",
+                error_code="startup_timeout",
+                gate=HOST_GATE,
+            ) from None
+        thread = result.get("thread")
+        thread_id = thread.get("id") if isinstance(thread, dict) else None
+        if not isinstance(thread_id, str) or not thread_id:
+            raise CodexError(
+                "Codex app-server did not return a thread id.",
+                error_code="app_server_protocol",
+                gate=HOST_GATE,
+            )
+        if resume_thread_id is not None and thread_id != resume_thread_id:
+            raise CodexError(
+                "Codex app-server resumed an unexpected thread.",
+                error_code="app_server_protocol",
+                gate=HOST_GATE,
+            )
+        return thread_id
+
+    # -- turns --------------------------------------------------------------------------
+    def start_turn(self, text: str) -> tuple[str, bool]:
+        """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id."""
+        try:
+            result = self.proc.request(
+                "turn/start",
+                {
+                    "threadId": self.thread_id,
+                    "input": [{"type": "text", "text": text, "text_elements": []}],
+                },
+                self.timeouts.request,
+            )
+        except RpcError as exc:
+            raise classify_rpc_error("turn/start", exc.message) from None
+        except ProcessGone:
+            raise _exited_error(self.proc, self.log_path, "during turn/start") from None
+        turn = result.get("turn")
+        turn_id = turn.get("id") if isinstance(turn, dict) else None
+        if not isinstance(turn_id, str) or not turn_id:
+            raise CodexError(
+                "Codex app-server did not return a turn id.",
+                error_code="app_server_protocol",
+                gate=HOST_GATE,
+            )
+        steered = self.active_turn_id is not None and turn_id == self.active_turn_id
+        self.active_turn_id = turn_id
+        return turn_id, steered
+
+    def wait_turn(
+        self,
+        turn_id: str,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        should_interrupt: Callable[[], bool] = lambda: False,
+        on_notification: Callable[[Notification], None] | None = None,
+    ) -> TurnOutcome:
+        """Consume notifications until `turn_id` completes, a timeout fires or the process dies."""
+        tokens = TokenCounts()
+        started = last_event = time.monotonic()
+        interrupt_sent_for: str | None = None
+        settle_deadline: float | None = None
+        while True:
+            now = time.monotonic()
+            if interrupt_sent_for is None:
+                reason: str | None = None
+                if should_interrupt():
+                    reason = "interrupted"
+                elif now - last_event > self.timeouts.idle:
+                    reason = "idle_timeout"
+                elif now - started > self.timeouts.hard:
+                    reason = "hard_timeout"
+                if reason is not None:
+                    interrupt_sent_for = reason
+                    settle_deadline = now + self.timeouts.interrupt_settle
+                    self._send_interrupt(turn_id)
+            elif settle_deadline is not None and now > settle_deadline:
+                # The server never confirmed the interrupt: treat the turn as over.
+                return self._finish(
+                    turn_id, "interrupted", _timeout_code(interrupt_sent_for), tokens
+                )
+            try:
+                note = self.proc.next_notification(timeout=0.1)
+            except ProcessGone:
+                self.active_turn_id = None
+                return TurnOutcome(turn_id, "interrupted", "app_server_exited", tokens)
+            if note is None:
+                continue
+            last_event = time.monotonic()
+            if on_notification is not None:
+                on_notification(note)
+            params = note.params
+            if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
+                continue
+            if note.method == "item/agentMessage/delta":
+                delta = params.get("delta")
+                if on_delta is not None and isinstance(delta, str):
+                    on_delta(delta)
+            elif note.method == "thread/tokenUsage/updated":
+                tokens = _add_tokens(tokens, params.get("tokenUsage"))
+            elif note.method == "turn/completed":
+                turn = params.get("turn")
+                if not isinstance(turn, dict) or turn.get("id") != turn_id:
+                    continue
+                status = turn.get("status")
+                if status == "completed":
+                    return self._finish(turn_id, "completed", None, tokens)
+                if status == "interrupted":
+                    code = _timeout_code(interrupt_sent_for)
+                    return self._finish(turn_id, "interrupted", code, tokens)
+                return self._finish(turn_id, "failed", "turn_failed", tokens)
+
+    def _finish(
+        self, turn_id: str, status: str, code: str | None, tokens: TokenCounts
+    ) -> TurnOutcome:
+        if self.active_turn_id == turn_id:
+            self.active_turn_id = None
+        return TurnOutcome(turn_id, status, code, tokens)
+
+    def _send_interrupt(self, turn_id: str) -> None:
+        # Errors here mean the turn already ended or the process died; the loop sees both.
+        with contextlib.suppress(RpcError, ProcessGone, TimeoutError):
+            self.proc.request(
+                "turn/interrupt",
+                {"threadId": self.thread_id, "turnId": turn_id},
+                self.timeouts.request,
+            )
+
+    def read_history(self) -> list[dict[str, Any]]:
+        """Turns with their user and agent text, read from the host on demand (never stored)."""
+        try:
+            result = self.proc.request(
+                "thread/read",
+                {"threadId": self.thread_id, "includeTurns": True},
+                self.timeouts.request,
+            )
+        except RpcError as exc:
+            raise classify_rpc_error("thread/read", exc.message) from None
+        except ProcessGone:
+            raise _exited_error(self.proc, self.log_path, "during thread/read") from None
+        thread = result.get("thread") if isinstance(result.get("thread"), dict) else {}
+        return [_render_turn(t) for t in thread.get("turns") or [] if isinstance(t, dict)]
+
+    def close(self) -> int | None:
+        return self.proc.close(self.timeouts.close_grace)
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.proc.poll() is None and not self.proc.closed.is_set()
+
+
+def _timeout_code(reason: str | None) -> str | None:
+    return reason if reason in ("idle_timeout", "hard_timeout") else None
+
+
+def _add_tokens(total: TokenCounts, usage: object) -> TokenCounts:
+    last = usage.get("last") if isinstance(usage, dict) else None
+    if not isinstance(last, dict):
+        return total
+
+    def num(key: str) -> int:
+        value = last.get(key)
+        return value if isinstance(value, int) else 0
+
+    return TokenCounts(
+        input_tokens=total.input_tokens + num("inputTokens"),
+        output_tokens=total.output_tokens + num("outputTokens"),
+        total_tokens=total.total_tokens + num("totalTokens"),
+    )
+
+
+def _render_turn(turn: Mapping[str, Any]) -> dict[str, Any]:
+    messages: list[dict[str, str]] = []
+    for item in turn.get("items") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "userMessage":
+            text = " ".join(
+                part.get("text", "")
+                for part in item.get("content") or []
+                if isinstance(part, dict) and part.get("type") == "text"
+            )
+            messages.append({"role": "user", "text": text})
+        elif item.get("type") == "agentMessage" and isinstance(item.get("text"), str):
+            messages.append({"role": "agent", "text": item["text"]})
+    return {"turn_id": turn.get("id"), "status": turn.get("status"), "messages": messages}

@@ -1,0 +1,529 @@
+"""The chat controller: sessions on one pinned Codex home, driven through app-servers.
+
+Owns the orchestration rules of the spec's "Managed Codex home ownership":
+- the home is resolved once, at construction, from the environment snapshot it is given;
+- resume and submit compare a session's `codex_home` with ours before any state write,
+  before any spawn and before a turn is accepted (`codex_home_mismatch`);
+- new managed sessions store the bound home; legacy sessions (no home) get it only after
+  their upstream thread is restored; attached-host sessions never spawn and are never bound;
+- submit is idempotent by `client_turn_id`; one writer per thread (`thread_busy`);
+- turn records are compact; agent text only streams to the caller.
+
+It never mutates the process environment and never spawns anything itself: the codex
+adapter does. Interrupts from another process arrive as a marker file in the session folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.codex.binary import CodexBinary, find_codex
+from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts, TurnOutcome
+from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.home import CodexHomeBinding, resolve_codex_home
+from loopx_chat.records import (
+    TERMINAL_TURN_STATUSES,
+    SessionRecord,
+    TokenCounts,
+    TurnRecord,
+    validate_session_id,
+)
+from loopx_chat.store import SessionStore
+from loopx_chat.thread_lock import ThreadWriterLock
+
+INTERRUPT_MARKER = "interrupt.request"
+STDERR_LOG = "app-server.stderr.log"
+
+MISMATCH_MESSAGE = (
+    "This managed session belongs to a different Codex home. Restart loopx-chat with its "
+    "original LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history."
+)
+MISSING_HOME_GATE = Gate(
+    summary="The pinned Codex home does not exist.",
+    next_action="Create the folder, or start loopx-chat with LOOPX_CHAT_CODEX_HOME pointing at "
+    "an existing Codex home.",
+)
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    options: ThreadOptions = field(default_factory=ThreadOptions)
+    warm_idle_close_sec: float = 180.0
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session: SessionRecord
+    turn: TurnRecord
+    created: bool
+
+
+@dataclass
+class _Warm:
+    """A thread this controller has loaded, and the writer lock that goes with it."""
+
+    thread: CodexThread
+    lock: ThreadWriterLock
+    running_turn_id: str | None = None
+    interrupt: threading.Event = field(default_factory=threading.Event)
+    idle_timer: threading.Timer | None = None
+
+
+class ChatController:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        environ: Mapping[str, str],
+        cwd: Path,
+        codex_bin: str | None = None,
+        config: ControllerConfig | None = None,
+    ) -> None:
+        # Capture once; the service's startup environment is not session identity.
+        self._environ: dict[str, str] = dict(environ)
+        self.binding: CodexHomeBinding = resolve_codex_home(self._environ, cwd)
+        self.store = store
+        self.config = config or ControllerConfig()
+        self._codex_bin = codex_bin
+        self._binary: CodexBinary | None = None
+        self._warm: dict[str, _Warm] = {}
+        self._session_locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+        self._closed = False
+
+    @property
+    def codex_home(self) -> Path:
+        return self.binding.path
+
+    # -- helpers ------------------------------------------------------------------------
+    def _session_lock(self, session_id: str) -> threading.RLock:
+        with self._guard:
+            return self._session_locks.setdefault(session_id, threading.RLock())
+
+    def _binary_path(self) -> Path:
+        if self._binary is None:
+            self._binary = find_codex(self._codex_bin, self._environ)
+        return self._binary.path
+
+    def _check_home(self, record: SessionRecord) -> None:
+        if record.agent_id != "codex" or record.session_mode == "attached_host":
+            return
+        if record.codex_home is not None and record.codex_home != str(self.binding.path):
+            raise CodexError(MISMATCH_MESSAGE, error_code="codex_home_mismatch")
+
+    def _ensure_home_exists(self) -> None:
+        home = self.binding.path
+        if home.is_dir():
+            return
+        if self.binding.source == "default" and not home.exists():
+            ensure_private_dir(home)  # what codex itself does for the default home
+            return
+        raise CodexError(
+            f"Codex home {home} does not exist or is not a folder",
+            error_code="codex_home_missing",
+            gate=MISSING_HOME_GATE,
+        )
+
+    def _load_checked(self, session_id: str) -> SessionRecord:
+        record = self.store.load(validate_session_id(session_id))
+        self._check_home(record)
+        return record
+
+    def _open_thread(
+        self, session_id: str, work_dir: Path, resume_thread_id: str | None, objective: str | None
+    ) -> CodexThread:
+        self._ensure_home_exists()
+        executable = self._binary_path()
+        folder = self.store.session_dir(session_id)
+        ensure_private_dir(folder)
+        return CodexThread.open(
+            executable=executable,
+            codex_home=self.binding.path,
+            work_dir=work_dir,
+            environ=self._environ,
+            log_path=folder / STDERR_LOG,
+            resume_thread_id=resume_thread_id,
+            options=self.config.options,
+            timeouts=self.config.timeouts,
+            developer_instructions=objective,
+        )
+
+    # -- sessions -----------------------------------------------------------------------
+    def open_session(
+        self,
+        goal_id: str,
+        work_dir: Path,
+        objective: str | None = None,
+        mode: str = "new",
+    ) -> SessionRecord:
+        if mode not in ("new", "resume_latest"):
+            raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
+        if not goal_id or not goal_id.strip():
+            raise UsageError("goal id must not be empty", error_code="usage_error")
+        if mode == "resume_latest":
+            latest = self._latest_session(goal_id)
+            if latest is not None:
+                return self.resume_session(latest.session_id)
+        work = work_dir.expanduser().resolve()
+        if not work.is_dir():
+            raise UsageError(f"work dir {work} is not a folder", error_code="usage_error")
+        session_id = uuid.uuid4().hex
+        thread = self._open_thread(session_id, work, None, objective)
+        lock = ThreadWriterLock(self.store.root, self.binding.path, thread.thread_id)
+        try:
+            lock.acquire()
+            now = self.store.now()
+            record = self.store.create(
+                SessionRecord(
+                    session_id=session_id,
+                    goal_id=goal_id,
+                    created_at=now,
+                    updated_at=now,
+                    last_activity_at=now,
+                    upstream_thread_id=thread.thread_id,
+                    codex_home=str(self.binding.path),
+                    work_dir=str(work),
+                )
+            )
+        except BaseException:
+            thread.close()
+            lock.release()
+            raise
+        self._warm[session_id] = _Warm(thread=thread, lock=lock)
+        return record
+
+    def _latest_session(self, goal_id: str) -> SessionRecord | None:
+        candidates = [
+            s
+            for s in self.store.list().sessions
+            if s.goal_id == goal_id
+            and s.session_mode == "managed_runtime"
+            and s.codex_home in (None, str(self.binding.path))
+        ]
+        return max(candidates, key=lambda s: s.updated_at, default=None)
+
+    def resume_session(self, session_id: str) -> SessionRecord:
+        record = self._load_checked(session_id)  # home check before anything else
+        if record.session_mode == "attached_host":
+            return record
+        with self._session_lock(session_id):
+            record = self._load_checked(session_id)
+            self._ensure_warm(record)
+            return self.store.load(session_id)
+
+    def _ensure_warm(self, record: SessionRecord) -> _Warm:
+        warm = self._warm.get(record.session_id)
+        if warm is not None and warm.thread.alive:
+            self._cancel_idle_close(warm)
+            return warm
+        if warm is not None:
+            self._drop_warm(record.session_id)
+        if not record.upstream_thread_id:
+            raise CodexError(
+                "This session has no upstream thread to resume",
+                error_code="resume_failed",
+            )
+        lock = ThreadWriterLock(self.store.root, self.binding.path, record.upstream_thread_id)
+        lock.acquire()
+        try:
+            work = Path(record.work_dir) if record.work_dir else self.binding.path
+            thread = self._open_thread(
+                record.session_id, work, record.upstream_thread_id, objective=None
+            )
+        except CodexError as exc:
+            lock.release()
+            self._record_resume_failure(record, exc)
+            raise
+        except BaseException:
+            lock.release()
+            raise
+        warm = _Warm(thread=thread, lock=lock)
+        self._warm[record.session_id] = warm
+        changes: dict[str, Any] = {}
+        if record.codex_home is None:
+            # A legacy session is bound only now, after its thread was restored here.
+            changes["codex_home"] = str(self.binding.path)
+        if record.status in ("resume_failed", "stale", "resuming"):
+            changes.update(status="ready", last_error_code=None)
+        if changes:
+            self.store.update(record.session_id, **changes)
+        return warm
+
+    def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
+        if exc.error_code in ("thread_busy", "host_tool_unavailable", "codex_home_missing"):
+            return  # nothing about the session itself changed
+        if exc.error_code == "resume_failed":
+            self.store.update(
+                record.session_id,
+                status="resume_failed",
+                active_turn_id=None,
+                last_error_code="resume_failed",
+            )
+        else:
+            self.store.update(record.session_id, last_error_code=exc.error_code)
+
+    # -- turns --------------------------------------------------------------------------
+    def submit_turn(
+        self,
+        session_id: str,
+        text: str,
+        client_turn_id: str | None = None,
+        on_delta: Callable[[str], None] | None = None,
+        on_started: Callable[[TurnRecord], None] | None = None,
+    ) -> TurnResult:
+        record = self._load_checked(session_id)  # before any write, spawn or acceptance
+        if client_turn_id is not None:
+            validate_session_id(client_turn_id)
+            existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
+            if existing is not None:
+                return TurnResult(record, existing, created=False)
+        if record.session_mode == "attached_host":
+            return self._queue_attached(record, client_turn_id)
+        warm = self._warm.get(session_id)
+        if warm is not None and warm.running_turn_id is not None:
+            return self._steer(record, warm, text)
+        with self._session_lock(session_id):
+            record = self._load_checked(session_id)
+            if client_turn_id is not None:
+                existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
+                if existing is not None:
+                    return TurnResult(record, existing, created=False)
+            warm = self._ensure_warm(record)
+            return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
+
+    def _queue_attached(self, record: SessionRecord, client_turn_id: str | None) -> TurnResult:
+        with self.store.lock(record.session_id):
+            if client_turn_id is not None:
+                existing = self.store.find_turn_by_client_id(record.session_id, client_turn_id)
+                if existing is not None:
+                    return TurnResult(record, existing, created=False)
+            now = self.store.now()
+            turn = self.store.save_turn(
+                TurnRecord(
+                    turn_id=uuid.uuid4().hex,
+                    session_id=record.session_id,
+                    status="queued",
+                    created_at=now,
+                    updated_at=now,
+                    client_turn_id=client_turn_id,
+                )
+            )
+        return TurnResult(self.store.load(record.session_id), turn, created=True)
+
+    def _steer(self, record: SessionRecord, warm: _Warm, text: str) -> TurnResult:
+        running = warm.running_turn_id
+        assert running is not None
+        _, steered = warm.thread.start_turn(text)
+        turn = self.store.load_turn(record.session_id, running)
+        if steered:
+            with self.store.lock(record.session_id):
+                turn = self.store.save_turn(
+                    replace(turn, steered=True, updated_at=self.store.now())
+                )
+        return TurnResult(record, turn, created=False)
+
+    def _run_turn(
+        self,
+        session_id: str,
+        warm: _Warm,
+        text: str,
+        client_turn_id: str | None,
+        on_delta: Callable[[str], None] | None,
+        on_started: Callable[[TurnRecord], None] | None,
+    ) -> TurnResult:
+        self._settle_orphaned_turn(session_id)
+        now = self.store.now()
+        turn = TurnRecord(
+            turn_id=uuid.uuid4().hex,
+            session_id=session_id,
+            status="running",
+            created_at=now,
+            updated_at=now,
+            client_turn_id=client_turn_id,
+        )
+        with self.store.lock(session_id):
+            self.store.save_turn(turn)
+            self.store.update(session_id, status="busy", active_turn_id=turn.turn_id)
+        self._marker(session_id).unlink(missing_ok=True)
+        warm.interrupt.clear()
+        warm.running_turn_id = turn.turn_id
+        outcome: TurnOutcome | None = None
+        try:
+            try:
+                upstream_id, _ = warm.thread.start_turn(text)
+            except CodexError as exc:
+                outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
+                self._finish_turn(turn, outcome)
+                if exc.error_code in ("app_server_exited", "thread_busy"):
+                    self._drop_warm(session_id)
+                raise
+            turn = replace(turn, upstream_turn_id=upstream_id)
+            with self.store.lock(session_id):
+                self.store.save_turn(turn)
+            if on_started is not None:
+                on_started(turn)
+            marker = self._marker(session_id)
+            outcome = warm.thread.wait_turn(
+                upstream_id,
+                on_delta=on_delta,
+                should_interrupt=lambda: warm.interrupt.is_set() or marker.exists(),
+            )
+        except BaseException:
+            if outcome is None:
+                # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
+                outcome = TurnOutcome("", "interrupted", "controller_stopped", TokenCounts())
+                self._finish_turn(turn, outcome)
+                self._drop_warm(session_id)
+            raise
+        finally:
+            warm.running_turn_id = None
+            self._marker(session_id).unlink(missing_ok=True)
+        final = self._finish_turn(turn, outcome)
+        if outcome.error_code == "app_server_exited":
+            self._drop_warm(session_id)
+        else:
+            self._schedule_idle_close(session_id, warm)
+        return TurnResult(self.store.load(session_id), final, created=True)
+
+    def _finish_turn(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
+        now = self.store.now()
+        final = replace(
+            turn,
+            upstream_turn_id=outcome.upstream_turn_id or turn.upstream_turn_id,
+            status=outcome.status,
+            error_code=outcome.error_code,
+            tokens=outcome.tokens,
+            completed_at=now,
+            updated_at=now,
+        )
+        with self.store.lock(turn.session_id):
+            self.store.save_turn(final)
+            self.store.mutate(
+                turn.session_id,
+                lambda r: r.with_changes(
+                    {
+                        "status": "ready",
+                        "active_turn_id": None,
+                        "turn_count": r.turn_count + 1,
+                        "last_error_code": outcome.error_code,
+                        "last_activity_at": now,
+                    }
+                ),
+            )
+        return final
+
+    def _settle_orphaned_turn(self, session_id: str) -> None:
+        """A turn left `running` by a controller that died is recorded as interrupted."""
+        record = self.store.load(session_id)
+        if not record.active_turn_id:
+            return
+        try:
+            turn = self.store.load_turn(session_id, record.active_turn_id)
+        except LoopxChatError:
+            self.store.update(session_id, active_turn_id=None, status="ready")
+            return
+        if turn.status not in TERMINAL_TURN_STATUSES:
+            self._finish_turn(
+                turn,
+                TurnOutcome(
+                    turn.upstream_turn_id or "", "interrupted", "app_server_exited", turn.tokens
+                ),
+            )
+        else:
+            self.store.update(session_id, active_turn_id=None, status="ready")
+
+    def _marker(self, session_id: str) -> Path:
+        return self.store.session_dir(session_id) / INTERRUPT_MARKER
+
+    def interrupt_turn(self, session_id: str) -> TurnRecord:
+        """Ask the controller running this session's turn to interrupt it (any process)."""
+        record = self._load_checked(session_id)
+        if not record.active_turn_id:
+            raise CodexError("This session has no active turn", error_code="turn_not_active")
+        warm = self._warm.get(session_id)
+        if warm is not None and warm.running_turn_id == record.active_turn_id:
+            warm.interrupt.set()
+            return self.store.load_turn(session_id, record.active_turn_id)
+        lock = (
+            ThreadWriterLock(self.store.root, self.binding.path, record.upstream_thread_id)
+            if record.upstream_thread_id
+            else None
+        )
+        if lock is not None and lock.held_elsewhere():
+            atomic_write_bytes(
+                self._marker(session_id), record.active_turn_id.encode(), mode=PRIVATE_FILE_MODE
+            )
+            return self.store.load_turn(session_id, record.active_turn_id)
+        # Nobody is running it: the controller died mid-turn. Record that, nothing to signal.
+        self._settle_orphaned_turn(session_id)
+        return self.store.load_turn(session_id, record.active_turn_id)
+
+    def history(self, session_id: str) -> list[dict[str, Any]]:
+        """The thread's turns with their text, read from the host now (never stored)."""
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host" or not record.upstream_thread_id:
+            return []
+        with self._session_lock(session_id):
+            warm = self._ensure_warm(record)
+            result = warm.thread.read_history()
+            self._schedule_idle_close(session_id, warm)
+            return result
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def _schedule_idle_close(self, session_id: str, warm: _Warm) -> None:
+        self._cancel_idle_close(warm)
+        if self._closed:
+            return
+        timer = threading.Timer(self.config.warm_idle_close_sec, self._close_if_idle, [session_id])
+        timer.daemon = True
+        warm.idle_timer = timer
+        timer.start()
+
+    @staticmethod
+    def _cancel_idle_close(warm: _Warm) -> None:
+        if warm.idle_timer is not None:
+            warm.idle_timer.cancel()
+            warm.idle_timer = None
+
+    def _close_if_idle(self, session_id: str) -> None:
+        with self._session_lock(session_id):
+            warm = self._warm.get(session_id)
+            if warm is not None and warm.running_turn_id is None:
+                self._drop_warm(session_id)
+
+    def _drop_warm(self, session_id: str) -> None:
+        warm = self._warm.pop(session_id, None)
+        if warm is None:
+            return
+        self._cancel_idle_close(warm)
+        try:
+            warm.thread.close()
+        finally:
+            warm.lock.release()
+
+    def warm_pids(self) -> dict[str, int]:
+        return {sid: w.thread.proc.pid for sid, w in self._warm.items()}
+
+    def close(self) -> None:
+        """Interrupt running turns, close every app-server and release thread locks."""
+        self._closed = True
+        for session_id, warm in list(self._warm.items()):
+            if warm.running_turn_id is not None:
+                warm.interrupt.set()
+            with contextlib.suppress(Exception):
+                self._drop_warm(session_id)
+
+    def __enter__(self) -> ChatController:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

@@ -1,0 +1,58 @@
+"""One writer per Codex thread: a cross-process lock per (home, thread).
+
+A controller holds it for as long as it has the thread loaded in an app-server. A second
+controller (any process using the same state dir) is refused at once with `thread_busy`.
+The Codex app-server's own writer lock remains the final word across tools that do not share
+our state dir; its "active writer" error maps to the same code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+from loopx_chat.codex.errors_map import BUSY_GATE
+from loopx_chat.errors import CodexError
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.records import validate_session_id
+
+
+def thread_lock_path(state_root: Path, codex_home: Path, thread_id: str) -> Path:
+    home_key = hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]
+    return state_root / "locks" / "threads" / home_key / f"{validate_session_id(thread_id)}.lock"
+
+
+class ThreadWriterLock:
+    def __init__(self, state_root: Path, codex_home: Path, thread_id: str) -> None:
+        self.path = thread_lock_path(state_root, codex_home, thread_id)
+        self.thread_id = thread_id
+        # thread_local=False: acquired by the caller, released by whichever thread closes.
+        self._lock = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+
+    def acquire(self) -> None:
+        ensure_private_dir(self.path.parent)
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            raise CodexError(
+                "Another loopx-chat controller is driving this Codex thread",
+                error_code="thread_busy",
+                gate=BUSY_GATE,
+            ) from None
+
+    def release(self) -> None:
+        if self._lock.is_locked:
+            self._lock.release(force=True)
+
+    def held_elsewhere(self) -> bool:
+        """True when another process holds the lock (probes without keeping it)."""
+        probe = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+        ensure_private_dir(self.path.parent)
+        try:
+            probe.acquire(timeout=0)
+        except Timeout:
+            return True
+        probe.release(force=True)
+        return False
