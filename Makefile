@@ -11,7 +11,7 @@ VENV_STAMP := $(VENV)/.installed
 .PHONY: demo test venv codex lint format bench clean
 
 demo: $(VENV_STAMP) $(CODEX_STAMP)
-	$(VENV)/bin/loopx-chat demo
+	$(VENV)/bin/loopx-chat --codex-bin $(CODEX_DIR)/node_modules/.bin/codex demo
 
 # pytest exits 5 when it collected nothing: that must fail, never pass quietly.
 test: $(VENV_STAMP) $(CODEX_STAMP)

@@ -526,4 +526,3 @@ class ChatController:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

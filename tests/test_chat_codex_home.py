@@ -10,10 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx_chat.errors import StateError
+from loopx_chat.controller import ChatController
+from loopx_chat.errors import CodexError, StateError
 from loopx_chat.home import resolve_codex_home
 from loopx_chat.records import SessionRecord
 from loopx_chat.store import SessionStore
+from tests.conftest import FakeCodex
 
 
 @pytest.fixture
@@ -195,3 +197,151 @@ def test_non_absolute_or_non_managed_home_rejected(tmp_path: Path, kw: dict[str,
         store.create(_record(**kw))
     assert info.value.error_code == "codex_home_invalid"
     assert not store.session_path("s1").exists()
+
+
+# -- the controller: capture once, refuse other homes before anything happens ----------------
+
+
+def _controller(tmp_path: Path, home: Path, fake: FakeCodex, **env: str) -> ChatController:
+    environ = {
+        "PATH": os.environ["PATH"],
+        "LOOPX_CHAT_CODEX_HOME": str(home),
+        **fake.env(env.pop("scenario", "ok")),
+        **env,
+    }
+    return ChatController(
+        store=SessionStore(tmp_path / "state"),
+        environ=environ,
+        cwd=tmp_path,
+        codex_bin=str(fake.bin),
+    )
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def two_homes(tmp_path: Path) -> tuple[Path, Path]:
+    a, b = tmp_path / "home-a", tmp_path / "home-b"
+    a.mkdir()
+    b.mkdir()
+    return a.resolve(), b.resolve()
+
+
+def test_controller_captures_home_once(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+) -> None:
+    home_a, home_b = two_homes
+    environ = {"PATH": os.environ["PATH"], "LOOPX_CHAT_CODEX_HOME": str(home_a), **fake_codex.env()}
+    c = ChatController(
+        store=SessionStore(tmp_path / "state"),
+        environ=environ,
+        cwd=tmp_path,
+        codex_bin=str(fake_codex.bin),
+    )
+    environ["LOOPX_CHAT_CODEX_HOME"] = str(home_b)  # later changes never move the binding
+    os.environ["LOOPX_CHAT_CODEX_HOME"] = str(home_b)
+    try:
+        with c:
+            record = c.open_session("g", tmp_path)
+    finally:
+        del os.environ["LOOPX_CHAT_CODEX_HOME"]
+    assert record.codex_home == str(home_a)
+    assert fake_codex.app_servers()[0]["codex_home"] == str(home_a)
+    with pytest.raises(StateError, match="cannot rebind"):
+        SessionStore(tmp_path / "state").update(record.session_id, codex_home=str(home_b))
+
+
+@pytest.mark.parametrize("action", ["resume", "submit", "interrupt", "history"])
+def test_mismatched_home_refused_before_spawn_or_write(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex, action: str
+) -> None:
+    home_a, home_b = two_homes
+    with _controller(tmp_path, home_a, fake_codex) as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "first")
+    spawned_before = len(fake_codex.app_servers())
+    state = tmp_path / "state"
+    before = _snapshot(state)
+    with _controller(tmp_path, home_b, fake_codex) as other:
+        call = {
+            "resume": lambda: other.resume_session(record.session_id),
+            "submit": lambda: other.submit_turn(record.session_id, "x", client_turn_id="t-9"),
+            "interrupt": lambda: other.interrupt_turn(record.session_id),
+            "history": lambda: other.history(record.session_id),
+        }[action]
+        with pytest.raises(CodexError) as info:
+            call()
+    assert info.value.error_code == "codex_home_mismatch"
+    assert "original LOOPX_CHAT_CODEX_HOME" in info.value.message
+    assert len(fake_codex.app_servers()) == spawned_before  # nothing spawned
+    assert _snapshot(state) == before  # not one byte of state changed
+
+
+def _legacy(store: SessionStore, **kw: object) -> SessionRecord:
+    return store.create(
+        _record("legacy", upstream_thread_id="legacy-thread", work_dir=str(store.root.parent), **kw)
+    )
+
+
+def test_legacy_session_bound_only_after_successful_restore(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+) -> None:
+    home_a, _ = two_homes
+    store = SessionStore(tmp_path / "state")
+    _legacy(store)
+    # Startup alone changes nothing.
+    c = _controller(tmp_path, home_a, fake_codex)
+    assert store.load("legacy").codex_home is None
+    with c:
+        restored = c.resume_session("legacy")
+    assert restored.codex_home == str(home_a)
+    assert restored.upstream_thread_id == "legacy-thread"
+    (spawn,) = fake_codex.app_servers()
+    assert spawn["codex_home"] == str(home_a)
+
+
+def test_legacy_session_failed_restore_stays_unbound(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+) -> None:
+    home_a, _ = two_homes
+    store = SessionStore(tmp_path / "state")
+    store.create(_record("legacy", upstream_thread_id="no-such-thread", work_dir=str(tmp_path)))
+    with _controller(tmp_path, home_a, fake_codex) as c, pytest.raises(CodexError) as info:
+        c.resume_session("legacy")
+    assert info.value.error_code == "resume_failed"
+    after = store.load("legacy")
+    assert after.codex_home is None
+    assert (after.status, after.last_error_code) == ("resume_failed", "resume_failed")
+
+
+def test_attached_host_session_never_spawns_and_queues(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+) -> None:
+    home_a, _ = two_homes
+    store = SessionStore(tmp_path / "state")
+    store.create(_record("att", session_mode="attached_host", host_surface="codex-app"))
+    with _controller(tmp_path, home_a, fake_codex) as c:
+        assert c.resume_session("att").codex_home is None
+        result = c.submit_turn("att", "hello", client_turn_id="q-1")
+        again = c.submit_turn("att", "hello", client_turn_id="q-1")
+        assert c.warm_pids() == {}
+    assert (result.turn.status, result.created) == ("queued", True)
+    assert (again.turn.turn_id, again.created) == (result.turn.turn_id, False)
+    assert store.load("att").codex_home is None
+    assert fake_codex.app_servers() == []
+
+
+def test_submit_is_idempotent_by_client_turn_id(
+    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+) -> None:
+    home_a, _ = two_homes
+    with _controller(tmp_path, home_a, fake_codex) as c:
+        record = c.open_session("g", tmp_path)
+        first = c.submit_turn(record.session_id, "hi", client_turn_id="ct-1")
+    with _controller(tmp_path, home_a, fake_codex) as c:
+        retry = c.submit_turn(record.session_id, "hi", client_turn_id="ct-1")
+    assert (retry.created, retry.turn.turn_id) == (False, first.turn.turn_id)
+    assert len(fake_codex.app_servers()) == 1  # the retry spawned nothing
+    assert SessionStore(tmp_path / "state").load(record.session_id).turn_count == 1

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from loopx_chat import __version__
+from loopx_chat.cli.chat_cmd import chat
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.demo_cmd import demo
 from loopx_chat.cli.home_cmd import home
@@ -44,6 +45,7 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
     )
 
 
+main.add_command(chat)
 main.add_command(demo)
 main.add_command(home)
 main.add_command(sessions)

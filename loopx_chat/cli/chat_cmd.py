@@ -1,0 +1,227 @@
+"""`loopx-chat chat new|send|resume|interrupt|history`: drive Codex threads from a shell.
+
+Human mode streams the agent's text to stdout as it arrives, with status lines on stderr;
+`--json` prints one final JSON document. The controller does the work; this only renders.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.codex.thread import ThreadOptions, Timeouts
+from loopx_chat.controller import ChatController, ControllerConfig, TurnResult
+from loopx_chat.records import TurnRecord
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    # Unwind through the controller so the active turn is recorded and app-servers close.
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def _controller(ctx: click.Context) -> Iterator[ChatController]:
+    cli: CliContext = ctx.obj
+    opts: dict[str, Any] = ctx.meta.get("chat_options", {})
+    config = ControllerConfig(
+        timeouts=Timeouts(
+            idle=opts.get("idle_timeout", 180.0), hard=opts.get("turn_timeout", 900.0)
+        ),
+        options=ThreadOptions(sandbox=opts.get("sandbox", "read-only")),
+    )
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    controller = ChatController(
+        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin, config=config
+    )
+    try:
+        yield controller
+    finally:
+        controller.close()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _turn_doc(turn: TurnRecord) -> dict[str, Any]:
+    return {
+        "id": turn.turn_id,
+        "upstream_turn_id": turn.upstream_turn_id,
+        "client_turn_id": turn.client_turn_id,
+        "status": turn.status,
+        "error_code": turn.error_code,
+        "steered": turn.steered,
+        "input_tokens": turn.tokens.input_tokens,
+        "output_tokens": turn.tokens.output_tokens,
+        "total_tokens": turn.tokens.total_tokens,
+    }
+
+
+def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
+    ok = result.turn.status in ("completed", "queued", "running")
+    if as_json:
+        emit_json(
+            {
+                "ok": ok,
+                "session_id": result.session.session_id,
+                "thread_id": result.session.upstream_thread_id,
+                "created": result.created,
+                "turn": _turn_doc(result.turn),
+                "error_code": None if ok else result.turn.error_code,
+            }
+        )
+    else:
+        if streamed:
+            click.echo()
+        turn = result.turn
+        note = "" if result.created else " (already submitted; not run again)"
+        click.echo(
+            f"[loopx-chat] session {result.session.session_id} turn {turn.turn_id}: "
+            f"{turn.status}{f' [{turn.error_code}]' if turn.error_code else ''} "
+            f"tokens={turn.tokens.total_tokens}{note}",
+            err=True,
+        )
+    if not ok:
+        sys.exit(1)
+
+
+def _submit(
+    controller: ChatController,
+    session_id: str,
+    message: str,
+    client_turn_id: str | None,
+    as_json: bool,
+) -> None:
+    streamed = False
+
+    def on_delta(delta: str) -> None:
+        nonlocal streamed
+        streamed = True
+        if not as_json:
+            click.echo(delta, nl=False)
+            sys.stdout.flush()
+
+    def on_started(turn: TurnRecord) -> None:
+        if not as_json:
+            click.echo(f"[loopx-chat] turn {turn.turn_id} running, waiting for codex…", err=True)
+
+    result = controller.submit_turn(
+        session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
+    )
+    _finish(result, as_json, streamed)
+
+
+@click.group()
+@click.option("--sandbox", type=click.Choice(["read-only", "workspace-write"]), default="read-only")
+@click.option("--idle-timeout", type=float, default=180.0, help="Seconds without any event.")
+@click.option("--turn-timeout", type=float, default=900.0, help="Hard limit per turn, seconds.")
+@click.pass_context
+def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
+    """Open, resume and drive Codex threads through `codex app-server`."""
+    ctx.meta["chat_options"] = {
+        "sandbox": sandbox,
+        "idle_timeout": idle_timeout,
+        "turn_timeout": turn_timeout,
+    }
+
+
+@chat.command("new")
+@click.option("--goal", "goal_id", required=True, help="Goal id the session works for.")
+@click.option("--cwd", "work_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--client-turn-id", default=None)
+@json_option
+@click.argument("message")
+@click.pass_context
+@renders_errors
+def chat_new(
+    ctx: click.Context,
+    goal_id: str,
+    work_dir: Path | None,
+    client_turn_id: str | None,
+    as_json: bool,
+    message: str,
+) -> None:
+    """Open a session for GOAL and run its first turn with MESSAGE."""
+    cli: CliContext = ctx.obj
+    with _controller(ctx) as controller:
+        record = controller.open_session(goal_id, work_dir or cli.cwd)
+        if not as_json:
+            click.echo(
+                f"[loopx-chat] session {record.session_id} on thread {record.upstream_thread_id}",
+                err=True,
+            )
+        _submit(controller, record.session_id, message, client_turn_id, as_json)
+
+
+@chat.command("send")
+@click.argument("session_id")
+@click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
+@json_option
+@click.argument("message")
+@click.pass_context
+@renders_errors
+def chat_send(
+    ctx: click.Context, session_id: str, client_turn_id: str | None, as_json: bool, message: str
+) -> None:
+    """Submit MESSAGE as the next turn of SESSION_ID (resuming its thread if needed)."""
+    with _controller(ctx) as controller:
+        _submit(controller, session_id, message, client_turn_id, as_json)
+
+
+@chat.command("resume")
+@click.argument("session_id")
+@json_option
+@click.pass_context
+@renders_errors
+def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
+    with _controller(ctx) as controller:
+        record = controller.resume_session(session_id)
+    if as_json:
+        emit_json(
+            {
+                "ok": True,
+                "session_id": record.session_id,
+                "thread_id": record.upstream_thread_id,
+                "status": record.status,
+            }
+        )
+    else:
+        click.echo(f"session {record.session_id} resumed on thread {record.upstream_thread_id}")
+
+
+@chat.command("interrupt")
+@click.argument("session_id")
+@json_option
+@click.pass_context
+@renders_errors
+def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Interrupt SESSION_ID's active turn (also when another process is running it)."""
+    with _controller(ctx) as controller:
+        turn = controller.interrupt_turn(session_id)
+    if as_json:
+        emit_json({"ok": True, "session_id": session_id, "turn": _turn_doc(turn)})
+    else:
+        click.echo(f"interrupt requested for turn {turn.turn_id} (now {turn.status})")
+
+
+@chat.command("history")
+@click.argument("session_id")
+@json_option
+@click.pass_context
+@renders_errors
+def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Show SESSION_ID's conversation, read from Codex now (loopx-chat keeps no text)."""
+    with _controller(ctx) as controller:
+        turns = controller.history(session_id)
+    if as_json:
+        emit_json({"ok": True, "session_id": session_id, "turns": turns})
+        return
+    for turn in turns:
+        click.echo(f"--- turn {turn['turn_id']} ({turn['status']})")
+        for message in turn["messages"]:
+            click.echo(f"{message['role']}: {message['text']}")

@@ -1,0 +1,104 @@
+"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx_chat.codex.mock_responses import MockResponsesServer, write_offline_codex_config
+from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.store import SessionStore
+
+ROOT = Path(__file__).resolve().parent.parent
+PINNED_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"
+FAKE_CODEX = Path(__file__).resolve().parent / "fakes" / "fake_codex.py"
+
+
+@pytest.fixture(scope="session")
+def codex_bin() -> str:
+    """The pinned real codex; missing fails under CI (never a silent skip there)."""
+    if PINNED_CODEX.exists():
+        return str(PINNED_CODEX)
+    message = f"pinned codex not installed at {PINNED_CODEX}; run `make codex`"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture
+def mock() -> Iterator[MockResponsesServer]:
+    with MockResponsesServer() as server:
+        yield server
+
+
+@pytest.fixture
+def bound_home(tmp_path: Path, mock: MockResponsesServer) -> Path:
+    home = tmp_path / "bound-home"
+    write_offline_codex_config(home, mock.base_url)
+    return home.resolve()
+
+
+@pytest.fixture
+def base_env(tmp_path: Path) -> dict[str, str]:
+    """The process env minus anything that would pick a home, plus an ambient decoy home."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOPX_CHAT_CODEX_HOME", "CODEX_HOME")}
+    ambient = tmp_path / "ambient-home"
+    ambient.mkdir()
+    env["CODEX_HOME"] = str(ambient)
+    return env
+
+
+def make_controller(
+    state: Path,
+    home: Path,
+    env: dict[str, str],
+    codex_bin: str,
+    config: ControllerConfig | None = None,
+) -> ChatController:
+    return ChatController(
+        store=SessionStore(state),
+        environ={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
+        cwd=state.parent,
+        codex_bin=codex_bin,
+        config=config,
+    )
+
+
+@dataclass
+class FakeCodex:
+    """An executable `codex` that runs tests/fakes/fake_codex.py, plus its invocation log."""
+
+    bin: Path
+    log: Path
+
+    def env(self, scenario: str = "ok", **extra: str) -> dict[str, str]:
+        return {"FAKE_CODEX_SCENARIO": scenario, "FAKE_CODEX_LOG": str(self.log), **extra}
+
+    def entries(self) -> list[dict[str, Any]]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    def app_servers(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("argv", [None])[0] == "app-server"]
+
+    def debug_model_runs(self) -> list[dict[str, Any]]:
+        return [e for e in self.entries() if e.get("debug_models")]
+
+
+@pytest.fixture
+def fake_codex(tmp_path: Path) -> FakeCodex:
+    bindir = tmp_path / "fakebin"
+    bindir.mkdir()
+    exe = bindir / "codex"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "$@"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return FakeCodex(bin=exe, log=tmp_path / "fake-codex.log")

@@ -1,0 +1,246 @@
+"""The controller against the pinned real `codex app-server` and the loopback model mock.
+
+These need the codex that `make test` installs; under CI they fail (never skip) without it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from loopx_chat.codex.mock_responses import MockResponsesServer
+from loopx_chat.codex.thread import Timeouts
+from loopx_chat.controller import ControllerConfig, TurnResult
+from loopx_chat.errors import CodexError
+from loopx_chat.store import SessionStore
+from tests.conftest import make_controller
+
+
+def _rollouts(home: Path) -> list[Path]:
+    return sorted(home.glob("sessions/**/rollout-*.jsonl"))
+
+
+def _cli(
+    state: Path, codex_bin: str, args: list[str], env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`loopx-chat` in a fresh process, as a user would run it."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "loopx_chat",
+            "--state-dir",
+            str(state),
+            "--codex-bin",
+            codex_bin,
+            *args,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _user_texts(mock: MockResponsesServer) -> list[str]:
+    return [t for t in mock.requests[-1]["user_texts"] if not t.startswith("<")]
+
+
+def test_turn_lands_under_the_bound_home_never_the_ambient_one(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    ambient = Path(base_env["CODEX_HOME"])
+    with make_controller(tmp_path / "state", bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        deltas: list[str] = []
+        result = c.submit_turn(record.session_id, "hello real codex", on_delta=deltas.append)
+    assert result.turn.status == "completed"
+    assert "".join(deltas).startswith("mock reply #1")
+    assert result.turn.tokens.total_tokens > 0
+    assert record.codex_home == str(bound_home)
+    (rollout,) = _rollouts(bound_home)
+    assert record.upstream_thread_id in rollout.name
+    assert list(ambient.iterdir()) == []
+    # Owner-local state holds no transcript text.
+    state_text = "".join(p.read_text() for p in (tmp_path / "state").rglob("*.json"))
+    assert "hello real codex" not in state_text and "mock reply" not in state_text
+
+
+def test_initialize_reports_the_pinned_home(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    from loopx_chat.codex.app_server import AppServerProcess
+    from loopx_chat.codex.binary import find_codex
+
+    proc = AppServerProcess.spawn(
+        executable=find_codex(codex_bin, base_env).path,
+        codex_home=bound_home,
+        work_dir=tmp_path,
+        environ=base_env,
+        stderr_log=tmp_path / "stderr.log",
+    )
+    try:
+        result = proc.request(
+            "initialize", {"clientInfo": {"name": "loopx_chat", "version": "t"}}, 30
+        )
+    finally:
+        proc.close()
+    assert Path(result["codexHome"]).resolve() == bound_home
+
+
+def test_new_process_resumes_and_second_turn_sees_the_first(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "remember the word canary-teal")
+    done = _cli(
+        state,
+        codex_bin,
+        ["chat", "send", record.session_id, "--json", "what was the word?"],
+        {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+    )
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["thread_id"] == record.upstream_thread_id
+    assert doc["turn"]["status"] == "completed"
+    assert _user_texts(mock) == ["remember the word canary-teal", "what was the word?"]
+    assert len(_rollouts(bound_home)) == 1
+    assert SessionStore(state).load(record.session_id).turn_count == 2
+
+
+def test_mismatched_home_spawns_nothing_and_changes_nothing(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "first")
+    other_home = tmp_path / "other-home"
+    other_home.mkdir()
+    before = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    done = _cli(
+        state,
+        codex_bin,
+        ["chat", "send", record.session_id, "--json", "must not run"],
+        {**base_env, "LOOPX_CHAT_CODEX_HOME": str(other_home)},
+    )
+    assert done.returncode == 1
+    assert json.loads(done.stdout)["error_code"] == "codex_home_mismatch"
+    assert "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == before
+    assert list(other_home.iterdir()) == []
+
+
+def test_two_controllers_on_one_thread(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as first:
+        record = first.open_session("g", tmp_path)
+        first.submit_turn(record.session_id, "one")  # thread now on disk and held warm
+        # Same state dir: our own lock refuses at once, before spawning.
+        with make_controller(state, bound_home, base_env, codex_bin) as second:
+            with pytest.raises(CodexError) as ours:
+                second.submit_turn(record.session_id, "two")
+        # Another state dir (another tool): codex's writer lock refuses; same code.
+        other_state = tmp_path / "state-copy"
+        import shutil
+
+        shutil.copytree(state, other_state)
+        with make_controller(other_state, bound_home, base_env, codex_bin) as third:
+            with pytest.raises(CodexError) as theirs:
+                third.submit_turn(record.session_id, "three")
+    assert ours.value.error_code == "thread_busy"
+    assert theirs.value.error_code == "thread_busy"
+    assert SessionStore(state).load(record.session_id).turn_count == 1
+
+
+def _run_in_thread(fn) -> tuple[threading.Thread, dict[str, object]]:  # type: ignore[no-untyped-def]
+    box: dict[str, object] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = fn()
+        except BaseException as exc:  # reported through the box
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, box
+
+
+def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+def test_interrupt_from_another_controller(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as runner:
+        record = runner.open_session("g", tmp_path)
+        thread, box = _run_in_thread(lambda: runner.submit_turn(record.session_id, "mock:hang"))
+        store = SessionStore(state)
+        _wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        _wait_for(
+            lambda: (
+                store.load_turn(
+                    record.session_id, store.load(record.session_id).active_turn_id or "x"
+                ).upstream_turn_id
+                is not None
+            )
+        )
+        with make_controller(state, bound_home, base_env, codex_bin) as other:
+            other.interrupt_turn(record.session_id)
+        thread.join(timeout=30)
+    result = box.get("result")
+    assert isinstance(result, TurnResult), box
+    assert (result.turn.status, result.turn.error_code) == ("interrupted", None)
+    assert store.load(record.session_id).active_turn_id is None
+
+
+def test_sigkill_of_app_server_mid_turn_recovers_on_next_submit(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    config = ControllerConfig(timeouts=Timeouts(idle=60, hard=120))
+    with make_controller(state, bound_home, base_env, codex_bin, config) as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "before the crash")
+        thread, box = _run_in_thread(lambda: c.submit_turn(record.session_id, "mock:hang"))
+        store = SessionStore(state)
+        _wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        pid = c.warm_pids()[record.session_id]
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)
+        thread.join(timeout=30)
+        crashed = box.get("result")
+        assert isinstance(crashed, TurnResult), box
+        assert (crashed.turn.status, crashed.turn.error_code) == (
+            "interrupted",
+            "app_server_exited",
+        )
+        recovered = c.submit_turn(record.session_id, "after the crash")
+    assert recovered.turn.status == "completed"
+    assert recovered.session.upstream_thread_id == record.upstream_thread_id
+    assert recovered.session.turn_count == 3
