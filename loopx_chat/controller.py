@@ -365,9 +365,8 @@ class ChatController:
                 if exc.error_code in ("app_server_exited", "thread_busy"):
                     self._drop_warm(session_id)
                 raise
+            # Kept in memory until the turn ends: one state write less on the hot path.
             turn = replace(turn, upstream_turn_id=upstream_id)
-            with self.store.lock(session_id):
-                self.store.save_turn(turn)
             if on_started is not None:
                 on_started(turn)
             marker = self._marker(session_id)
