@@ -43,4 +43,3 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
-
