@@ -258,3 +258,36 @@ def test_wrapper_resolves_to_the_native_binary(tmp_path: Path) -> None:
     assert native_binary_for_wrapper(tmp_path / "other.js") is None
     via_path = find_codex(None, {"PATH": str(link_dir)})
     assert via_path.path == native
+
+
+def test_warm_app_server_closes_after_idle_period(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    import psutil
+
+    c = controller(tmp_path, home, fake_codex)
+    c.config = ControllerConfig(timeouts=c.config.timeouts, warm_idle_close_sec=0.3)
+    with c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "hi")
+        pid = c.warm_pids()[record.session_id]
+        assert psutil.pid_exists(pid)
+        psutil.Process(pid).wait(timeout=10)  # closed by the idle timer, not by us
+        assert c.warm_pids() == {}
+        # The next turn resumes the same thread in a new process.
+        again = c.submit_turn(record.session_id, "again")
+    assert again.turn.status == "completed"
+    assert [e["argv"][0] for e in fake_codex.app_servers()] == ["app-server", "app-server"]
+
+
+def test_open_resume_latest_reuses_the_goal_session(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(tmp_path, home, fake_codex) as c:
+        first = c.open_session("goal-x", tmp_path)
+        c.submit_turn(first.session_id, "hi")
+    with controller(tmp_path, home, fake_codex) as c:
+        again = c.open_session("goal-x", tmp_path, mode="resume_latest")
+        other = c.open_session("goal-y", tmp_path, mode="resume_latest")
+    assert again.session_id == first.session_id
+    assert other.session_id != first.session_id and other.goal_id == "goal-y"
