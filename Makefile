@@ -15,6 +15,7 @@ demo: $(VENV_STAMP) $(CODEX_STAMP)
 
 # pytest exits 5 when it collected nothing: that must fail, never pass quietly.
 test: $(VENV_STAMP) $(CODEX_STAMP)
+	tools/ensure-system-tools.sh
 	$(PY) -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; \
 	exit $$rc

@@ -16,6 +16,7 @@ from loopx_chat.cli.chat_cmd import chat
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.demo_cmd import demo
 from loopx_chat.cli.home_cmd import home
+from loopx_chat.cli.launchagent_cmd import launchagent
 from loopx_chat.cli.sessions_cmd import sessions
 from loopx_chat.store import default_state_dir
 
@@ -42,10 +43,12 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
         cwd=Path.cwd(),
         state_dir=(state_dir.expanduser().resolve() if state_dir else default_state_dir(environ)),
         codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
+        state_dir_explicit=bool(state_dir or environ.get("LOOPX_CHAT_STATE_DIR")),
     )
 
 
 main.add_command(chat)
 main.add_command(demo)
 main.add_command(home)
+main.add_command(launchagent)
 main.add_command(sessions)

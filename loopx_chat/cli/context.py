@@ -28,6 +28,7 @@ class CliContext:
     cwd: Path
     state_dir: Path
     codex_bin: str | None
+    state_dir_explicit: bool = False
 
     def binding(self) -> CodexHomeBinding:
         return resolve_codex_home(self.environ, self.cwd)

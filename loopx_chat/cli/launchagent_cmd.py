@@ -1,0 +1,85 @@
+"""`loopx-chat launchagent install|uninstall|start|stop|restart|status`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.launchagent.installer import (
+    InstallerContext,
+    LaunchAgentInstaller,
+    Report,
+    describe,
+)
+from loopx_chat.launchagent.launchctl import Launchctl, subprocess_runner
+
+
+def _installer(cli: CliContext) -> LaunchAgentInstaller:
+    ctx = InstallerContext.from_environ(
+        cli.environ,
+        state_dir=str(cli.state_dir) if cli.state_dir_explicit else None,
+        codex_bin=cli.codex_bin,
+    )
+    return LaunchAgentInstaller(ctx, lambda: Launchctl(subprocess_runner(cli.environ), ctx.uid))
+
+
+def _render(report: Report, as_json: bool) -> None:
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        for line in describe(report):
+            click.echo(line)
+
+
+def _simple(name: str, doc: str, call: Callable[[LaunchAgentInstaller], Report]) -> click.Command:
+    @click.command(name, help=doc)
+    @json_option
+    @click.pass_obj
+    @renders_errors
+    def command(cli: CliContext, as_json: bool) -> None:
+        _render(call(_installer(cli)), as_json)
+
+    return command
+
+
+@click.group()
+def launchagent() -> None:
+    """Manage the macOS LaunchAgent that keeps `loopx-chat serve` running."""
+
+
+@launchagent.command("install")
+@click.option(
+    "--codex-home",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Bind to this Codex home (default: $LOOPX_CHAT_CODEX_HOME, else keep the installed "
+    "binding, else $CODEX_HOME, else ~/.codex).",
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def install(cli: CliContext, codex_home: Path | None, port: int | None, as_json: bool) -> None:
+    """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
+    explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
+    _render(_installer(cli).install(explicit_home=explicit, port=port), as_json)
+
+
+launchagent.add_command(
+    _simple(
+        "uninstall", "Unload and remove the plist (logs and state stay).", lambda i: i.uninstall()
+    )
+)
+launchagent.add_command(
+    _simple("start", "Load or restart the installed agent.", lambda i: i.start())
+)
+launchagent.add_command(_simple("stop", "Unload the agent (the plist stays).", lambda i: i.stop()))
+launchagent.add_command(
+    _simple("restart", "Rewrite the plist (binding kept) and restart.", lambda i: i.restart())
+)
+launchagent.add_command(
+    _simple("status", "Installed? loaded? running? bound to which home?", lambda i: i.status())
+)

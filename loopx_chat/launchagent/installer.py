@@ -1,0 +1,373 @@
+"""Install, upgrade, start, stop, remove and inspect the loopx-chat LaunchAgent.
+
+Owns the order of operations that keeps a binding safe: read and check the existing plist
+(fail closed, no launchctl call), decide the binding, build the new plist, and only then
+touch launchd and the file. Writes are atomic with mode 0644, never through a symlink, and
+the previous file is kept as `<label>.plist.previous`. It never executes plist contents.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopx_chat import __version__
+from loopx_chat.errors import Gate
+from loopx_chat.fsutil import atomic_write_bytes
+from loopx_chat.launchagent.binding import InstallBinding, resolve_install_binding
+from loopx_chat.launchagent.launchctl import Launchctl, ServiceState
+from loopx_chat.launchagent.plist import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    STANDARD_PATH,
+    AgentSpec,
+    LaunchAgentError,
+    ParsedPlist,
+    build_plist,
+    label_for,
+    parse_plist,
+    render_plist,
+)
+from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities
+
+PLIST_MODE = 0o644
+TEST_SWITCH = "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN"
+
+
+@dataclass(frozen=True)
+class InstallerContext:
+    """What the installer needs from the outside world, captured once."""
+
+    environ: Mapping[str, str]
+    user_home: str
+    uid: int
+    platform: str = sys.platform
+    state_dir: str | None = None  # explicit --state-dir / LOOPX_CHAT_STATE_DIR, if any
+    codex_bin: str | None = None
+    service_argv: tuple[str, ...] = (sys.executable, "-m", "loopx_chat")
+
+    @classmethod
+    def from_environ(
+        cls, environ: Mapping[str, str], *, state_dir: str | None, codex_bin: str | None
+    ) -> InstallerContext:
+        home = environ.get("HOME") or str(Path.home())
+        return cls(
+            environ=dict(environ),
+            user_home=home,
+            uid=os.getuid(),
+            state_dir=state_dir or environ.get("LOOPX_CHAT_STATE_DIR") or None,
+            codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
+        )
+
+
+@dataclass(frozen=True)
+class AgentPaths:
+    label: str
+    plist: Path
+    previous: Path
+    log_dir: Path
+    stdout_log: Path
+    stderr_log: Path
+
+    @classmethod
+    def for_context(cls, ctx: InstallerContext) -> AgentPaths:
+        label = label_for(ctx.environ.get("LOOPX_LAUNCH_LABEL_PREFIX") or None)
+        agents = Path(ctx.user_home) / "Library" / "LaunchAgents"
+        logs = Path(ctx.user_home) / "Library" / "Logs" / "loopx"
+        return cls(
+            label=label,
+            plist=agents / f"{label}.plist",
+            previous=agents / f"{label}.plist.previous",
+            log_dir=logs,
+            stdout_log=logs / "chat.out.log",
+            stderr_log=logs / "chat.err.log",
+        )
+
+
+@dataclass
+class Report:
+    action: str
+    label: str
+    plist_path: str
+    state: str = "not_installed"
+    pid: int | None = None
+    last_exit_code: int | None = None
+    binding: dict[str, str] | None = None
+    port: int = DEFAULT_PORT
+    service: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    logs: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": True, **self.__dict__, "url": f"http://{DEFAULT_HOST}:{self.port}/"}
+
+
+def classify(installed: bool, state: ServiceState) -> str:
+    if not installed:
+        return "loaded_without_plist" if state.loaded else "not_installed"
+    if not state.loaded:
+        return "installed_not_loaded"
+    return "running" if state.running else "loaded_not_running"
+
+
+class LaunchAgentInstaller:
+    def __init__(
+        self,
+        ctx: InstallerContext,
+        launchctl_factory: Callable[[], Launchctl],
+        probe: Callable[[str, int], ServiceProbe] = probe_capabilities,
+    ) -> None:
+        if ctx.platform != "darwin" and ctx.environ.get(TEST_SWITCH) != "1":
+            raise LaunchAgentError(
+                "LaunchAgents exist only on macOS",
+                error_code="platform_unsupported",
+                gate=Gate(
+                    summary="This command manages a macOS LaunchAgent.",
+                    next_action="Run `loopx-chat serve` directly on this system instead "
+                    f"({TEST_SWITCH}=1 is only for tests with a fake launchctl).",
+                ),
+            )
+        self.ctx = ctx
+        self.paths = AgentPaths.for_context(ctx)
+        self._launchctl_factory = launchctl_factory
+        self._launchctl: Launchctl | None = None
+        self._probe = probe
+
+    @property
+    def launchctl(self) -> Launchctl:
+        if self._launchctl is None:
+            self._launchctl = self._launchctl_factory()
+        return self._launchctl
+
+    # -- reading what is there -----------------------------------------------------------
+    def read_existing(self) -> tuple[bytes, ParsedPlist] | None:
+        path = self.paths.plist
+        if path.is_symlink():
+            raise LaunchAgentError(
+                f"{path} is a symlink; loopx-chat never writes through one. Replace it with "
+                "a regular file or remove it, then install again",
+                error_code="plist_unsafe",
+            )
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise LaunchAgentError(
+                f"cannot read {path}: {exc.strerror}", error_code="plist_unreadable"
+            ) from None
+        return raw, parse_plist(raw, where=str(path))
+
+    # -- building ------------------------------------------------------------------------
+    def _codex_path_dir(self, warnings: list[str]) -> str | None:
+        requested = self.ctx.codex_bin or "codex"
+        found = shutil.which(requested, path=self.ctx.environ.get("PATH", os.defpath))
+        if found is None:
+            warnings.append(
+                f"codex ({requested}) was not found at install time; the service will report "
+                "host_tool_unavailable until it is on the agent's PATH"
+            )
+            return None
+        return str(Path(found).absolute().parent)
+
+    def build(
+        self, binding: InstallBinding, existing: ParsedPlist | None, port: int, warnings: list[str]
+    ) -> bytes:
+        path_parts: list[str] = []
+        codex_dir = self._codex_path_dir(warnings)
+        if codex_dir:
+            path_parts.append(codex_dir)
+        path_parts += [p for p in STANDARD_PATH if p not in path_parts]
+        env = {"LOOPX_CHAT_CODEX_HOME": binding.path, "PATH": ":".join(path_parts)}
+        state_dir = self.ctx.state_dir or (
+            existing.environment.get("LOOPX_CHAT_STATE_DIR") if existing else None
+        )
+        if state_dir:
+            env["LOOPX_CHAT_STATE_DIR"] = state_dir
+        spec = AgentSpec(
+            label=self.paths.label,
+            program_arguments=(
+                *self.ctx.service_argv,
+                "serve",
+                "--host",
+                DEFAULT_HOST,
+                "--port",
+                str(port),
+            ),
+            environment=env,
+            working_directory=self.ctx.user_home,
+            stdout_path=str(self.paths.stdout_log),
+            stderr_path=str(self.paths.stderr_log),
+        )
+        data = render_plist(build_plist(spec))
+        parse_plist(data, where="generated plist")  # what we write must read back
+        return data
+
+    # -- commands ------------------------------------------------------------------------
+    def install(
+        self, *, explicit_home: str | None, port: int | None, action: str = "install"
+    ) -> Report:
+        current = self.read_existing()  # fails closed before any launchctl call
+        existing = current[1] if current else None
+        binding = resolve_install_binding(
+            explicit=explicit_home,
+            existing=existing,
+            ambient_codex_home=self.ctx.environ.get("CODEX_HOME") or None,
+            user_home=self.ctx.user_home,
+        )
+        warnings: list[str] = []
+        if not Path(binding.path).is_dir():
+            warnings.append(f"Codex home {binding.path} does not exist yet")
+        chosen_port = port or (existing.port() if existing else None) or DEFAULT_PORT
+        data = self.build(binding, existing, chosen_port, warnings)
+        unchanged = current is not None and current[0] == data
+        state = self.launchctl.state(self.paths.label)
+        if unchanged and state.loaded:
+            # Same definition: a restart picks up an upgraded package.
+            self.launchctl.kickstart(self.paths.label)
+        else:
+            self.launchctl.bootout(self.paths.label)
+            self._write(data, previous=current[0] if current else None)
+            self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
+        report = self.status(action=action)
+        report.warnings[:0] = warnings
+        report.binding = {"path": binding.path, "source": binding.source}
+        if current is not None and not unchanged:
+            report.notes.append(f"previous plist kept at {self.paths.previous}")
+        return report
+
+    def _write(self, data: bytes, previous: bytes | None) -> None:
+        agents = self.paths.plist.parent
+        agents.mkdir(parents=True, exist_ok=True)
+        self.paths.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            if previous is not None and previous != data:
+                atomic_write_bytes(self.paths.previous, previous, mode=PLIST_MODE)
+            atomic_write_bytes(self.paths.plist, data, mode=PLIST_MODE)
+        except OSError as exc:
+            raise LaunchAgentError(
+                f"cannot write {self.paths.plist}: {exc.strerror or exc}",
+                error_code="plist_unwritable",
+            ) from None
+
+    def uninstall(self) -> Report:
+        if self.paths.plist.is_symlink():
+            raise LaunchAgentError(f"{self.paths.plist} is a symlink", error_code="plist_unsafe")
+        self.launchctl.bootout(self.paths.label)
+        removed = False
+        try:
+            self.paths.plist.unlink()
+            removed = True
+        except FileNotFoundError:
+            pass
+        report = self.status(action="uninstall")
+        report.notes.append(
+            ("removed " if removed else "no plist at ") + f"{self.paths.plist}; "
+            f"logs in {self.paths.log_dir} and loopx-chat state were left in place"
+        )
+        return report
+
+    def start(self) -> Report:
+        if self.read_existing() is None:
+            raise LaunchAgentError(
+                "the LaunchAgent is not installed",
+                error_code="not_installed",
+                gate=Gate(
+                    summary="Nothing to start.", next_action="Run `loopx-chat launchagent install`."
+                ),
+            )
+        state = self.launchctl.state(self.paths.label)
+        if not state.loaded:
+            self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
+        elif not state.running:
+            self.launchctl.kickstart(self.paths.label)
+        return self.status(action="start")
+
+    def stop(self) -> Report:
+        self.launchctl.bootout(self.paths.label)
+        report = self.status(action="stop")
+        report.notes.append("stopped until the next `start`, `install` or login")
+        return report
+
+    def restart(self, *, port: int | None = None) -> Report:
+        return self.install(explicit_home=None, port=port, action="restart")
+
+    def status(self, action: str = "status") -> Report:
+        current = self.read_existing()
+        state = self.launchctl.state(self.paths.label)
+        existing = current[1] if current else None
+        port = (existing.port() if existing else None) or DEFAULT_PORT
+        report = Report(
+            action=action,
+            label=self.paths.label,
+            plist_path=str(self.paths.plist),
+            state=classify(current is not None, state),
+            pid=state.pid,
+            last_exit_code=state.last_exit_code,
+            port=port,
+            logs={"stdout": str(self.paths.stdout_log), "stderr": str(self.paths.stderr_log)},
+        )
+        if existing is not None:
+            home = existing.environment.get("LOOPX_CHAT_CODEX_HOME")
+            report.binding = (
+                {"path": home, "source": "plist EnvironmentVariables.LOOPX_CHAT_CODEX_HOME"}
+                if home
+                else None
+            )
+            if not home:
+                report.warnings.append("the installed plist carries no LOOPX_CHAT_CODEX_HOME")
+        if report.state == "loaded_without_plist":
+            report.warnings.append("launchd still has the job but its plist is gone")
+        if state.running:
+            probe = self._probe(DEFAULT_HOST, port)
+            report.service = {
+                "answering": probe.answering,
+                "package_version": probe.package_version,
+                "installed_version": __version__,
+                "version_matches": probe.package_version == __version__
+                if probe.answering
+                else None,
+                "detail": probe.detail,
+            }
+            if probe.answering and probe.package_version != __version__:
+                report.warnings.append(
+                    f"the running service is version {probe.package_version}, the installed "
+                    f"package is {__version__}: run `loopx-chat launchagent restart`"
+                )
+        return report
+
+
+def describe(report: Report) -> list[str]:
+    """Plain-language lines for a person."""
+    words = {
+        "not_installed": "not installed",
+        "installed_not_loaded": "installed but not loaded",
+        "loaded_not_running": "loaded but not running"
+        + (
+            f" (last exit code {report.last_exit_code})"
+            if report.last_exit_code is not None
+            else ""
+        ),
+        "running": f"running (pid {report.pid})",
+        "loaded_without_plist": "loaded in launchd but its plist is missing",
+    }
+    lines = [f"{report.label}: {words.get(report.state, report.state)}"]
+    lines.append(f"plist:   {report.plist_path}")
+    if report.binding:
+        lines.append(f"codex home: {report.binding['path']} (from {report.binding['source']})")
+    lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
+    if report.service:
+        if report.service["answering"]:
+            lines.append(f"service: answering, version {report.service['package_version']}")
+        else:
+            lines.append(f"service: not answering ({report.service['detail']})")
+    lines.append(f"logs:    {report.logs.get('stdout')} / {report.logs.get('stderr')}")
+    lines += [f"warning: {w}" for w in report.warnings]
+    lines += [f"note:    {n}" for n in report.notes]
+    return lines

@@ -1,0 +1,374 @@
+"""LaunchAgent: pure plist building/parsing and binding recovery, the launchctl adapter with
+an injected runner, an independent parser (plistutil), and the fixture smoke."""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from loopx_chat.launchagent.binding import (
+    decode_legacy_script,
+    expand_home_refs,
+    resolve_install_binding,
+)
+from loopx_chat.launchagent.launchctl import Launchctl, RunResult, parse_print
+from loopx_chat.launchagent.plist import (
+    AgentSpec,
+    LaunchAgentError,
+    ParsedPlist,
+    build_plist,
+    parse_plist,
+    render_plist,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+HOME = "/Users/me"
+
+
+def spec(home: str, port: int = 8767) -> AgentSpec:
+    return AgentSpec(
+        label="com.loopx.chat",
+        program_arguments=("/usr/bin/python3", "-m", "loopx_chat", "serve", "--port", str(port)),
+        environment={"LOOPX_CHAT_CODEX_HOME": home, "PATH": "/usr/bin:/bin"},
+        working_directory=HOME,
+        stdout_path=f"{HOME}/Library/Logs/loopx/chat.out.log",
+        stderr_path=f"{HOME}/Library/Logs/loopx/chat.err.log",
+    )
+
+
+# plist paths: any absolute path with spaces, quotes, &, <, unicode (no NUL / XML-invalid chars)
+path_text = st.text(
+    alphabet=st.characters(
+        blacklist_categories=("Cs", "Cc"), blacklist_characters="\x00\ufffe\uffff"
+    ),
+    min_size=1,
+    max_size=40,
+)
+homes = st.builds(lambda parts: "/" + "/".join(parts), st.lists(path_text, min_size=1, max_size=3))
+
+
+@given(home=homes.filter(lambda h: "/./" not in h and "//" not in h and not h.endswith("/.")))
+@settings(max_examples=200)
+def test_binding_survives_build_and_parse(home: str) -> None:
+    home = os.path.normpath(home)
+    data = render_plist(build_plist(spec(home)))
+    parsed = parse_plist(data, where="generated")
+    assert parsed.environment["LOOPX_CHAT_CODEX_HOME"] == home
+    binding = resolve_install_binding(
+        explicit=None, existing=parsed, ambient_codex_home="/ambient", user_home=HOME
+    )
+    assert (binding.path, binding.source) == (
+        home,
+        "existing plist EnvironmentVariables.LOOPX_CHAT_CODEX_HOME",
+    )
+    assert render_plist(build_plist(spec(home))) == data  # deterministic bytes
+
+
+def test_plist_shape() -> None:
+    data = build_plist(spec("/h"))
+    assert data["KeepAlive"] == {"SuccessfulExit": False}
+    assert data["RunAtLoad"] is True and data["ThrottleInterval"] == 10
+    assert data["ProgramArguments"][0].startswith("/")
+    assert "sh" not in os.path.basename(data["ProgramArguments"][0])
+
+
+@pytest.mark.parametrize(
+    ("raw", "detail"),
+    [
+        (b"", "InvalidFileException"),
+        (b"<?xml version='1.0'?><plist><dict><key>a</key>", "ExpatError"),
+        (b"bplist00\x00\x01", "binary"),
+        (plistlib.dumps([1, 2]), "top level"),
+        (plistlib.dumps({"EnvironmentVariables": "x"}), "EnvironmentVariables"),
+        (plistlib.dumps({"EnvironmentVariables": {"A": 1}}), "EnvironmentVariables"),
+        (plistlib.dumps({"ProgramArguments": ["a", 2]}), "ProgramArguments"),
+        (plistlib.dumps({"ProgramArguments": "sh -c x"}), "ProgramArguments"),
+    ],
+)
+def test_malformed_plists_fail_closed(raw: bytes, detail: str) -> None:
+    with pytest.raises(LaunchAgentError) as info:
+        parse_plist(raw, where="/x.plist")
+    assert info.value.error_code == "plist_malformed"
+    assert "/x.plist" in info.value.message
+
+
+def test_binary_plist_is_read() -> None:
+    raw = plistlib.dumps(build_plist(spec("/bin home")), fmt=plistlib.FMT_BINARY)
+    assert parse_plist(raw, where="b").environment["LOOPX_CHAT_CODEX_HOME"] == "/bin home"
+
+
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [
+        ("export CODEX_HOME=/a/b; exec loopx chat", ("CODEX_HOME", "/a/b")),
+        ("export CODEX_HOME='/with space/h'; exec x", ("CODEX_HOME", "/with space/h")),
+        ('export CODEX_HOME="$HOME/h q"; exec x', ("CODEX_HOME", f"{HOME}/h q")),
+        ("export CODEX_HOME=${HOME}/h; exec x", ("CODEX_HOME", f"{HOME}/h")),
+        ("export CODEX_HOME=~/h;exec x", ("CODEX_HOME", f"{HOME}/h")),
+        ("CODEX_HOME=/p exec loopx chat", ("CODEX_HOME", "/p")),
+        (
+            "export CODEX_HOME=/c; export LOOPX_CHAT_CODEX_HOME=/l; exec x",
+            ("LOOPX_CHAT_CODEX_HOME", "/l"),
+        ),
+        ("export PATH=/x:$PATH; exec loopx chat", None),
+        ("export CODEX_HOME=/same; export CODEX_HOME=/same; exec x", ("CODEX_HOME", "/same")),
+    ],
+)
+def test_legacy_scripts_decode(script: str, expected: tuple[str, str] | None) -> None:
+    assert decode_legacy_script(script, HOME) == expected
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "export CODEX_HOME=$(cat /etc/home); exec x",
+        "export CODEX_HOME=`cat f`; exec x",
+        "export CODEX_HOME=$OTHER/h; exec x",
+        "export CODEX_HOME=${HOMEDIR}/h; exec x",
+        "export CODEX_HOME=/a; export CODEX_HOME=/b; exec x",
+        "export CODEX_HOME='/unbalanced; exec x",
+        "touch $(echo hi); export CODEX_HOME=/a; exec x",
+    ],
+)
+def test_ambiguous_legacy_scripts_refused(script: str) -> None:
+    with pytest.raises(LaunchAgentError) as info:
+        decode_legacy_script(script, HOME)
+    assert info.value.error_code == "legacy_binding_ambiguous"
+    assert "LOOPX_CHAT_CODEX_HOME" in info.value.message
+
+
+def _plist(env: dict[str, str] | None = None, args: Sequence[str] = ()) -> ParsedPlist:
+    return ParsedPlist(data={}, environment=env or {}, program_arguments=tuple(args))
+
+
+@pytest.mark.parametrize(
+    ("explicit", "existing", "ambient", "expected"),
+    [
+        ("/e", _plist({"LOOPX_CHAT_CODEX_HOME": "/p"}), "/a", "/e"),
+        (None, _plist({"LOOPX_CHAT_CODEX_HOME": "/p", "CODEX_HOME": "/c"}), "/a", "/p"),
+        (None, _plist({"CODEX_HOME": "/c"}), "/a", "/c"),
+        (None, _plist(args=["/bin/zsh", "-c", "export CODEX_HOME=/l; exec x"]), "/a", "/l"),
+        (None, _plist(args=["/usr/bin/python3", "-m", "x"]), "/a", f"{HOME}/.codex"),
+        (None, _plist({"LOOPX_CHAT_CODEX_HOME": ""}), "/a", f"{HOME}/.codex"),
+        (None, None, "/a", "/a"),
+        (None, None, None, f"{HOME}/.codex"),
+        ("~/x", None, None, f"{HOME}/x"),
+    ],
+)
+def test_binding_precedence(
+    explicit: str | None, existing: ParsedPlist | None, ambient: str | None, expected: str
+) -> None:
+    got = resolve_install_binding(
+        explicit=explicit, existing=existing, ambient_codex_home=ambient, user_home=HOME
+    )
+    assert got.path == expected
+
+
+@pytest.mark.parametrize("value", ["relative/home", "./x"])
+def test_relative_binding_refused(value: str) -> None:
+    with pytest.raises(LaunchAgentError) as info:
+        resolve_install_binding(
+            explicit=value, existing=None, ambient_codex_home=None, user_home=HOME
+        )
+    assert info.value.error_code == "codex_home_not_absolute"
+
+
+def test_expand_home_refs_is_prefix_only() -> None:
+    assert expand_home_refs("/a/~/b", HOME) == "/a/~/b"
+    with pytest.raises(LaunchAgentError):
+        expand_home_refs("/a/$HOME", HOME)
+
+
+class ScriptedRunner:
+    """An injected launchctl runner: answers from a script, records every call."""
+
+    def __init__(self, answers: dict[str, list[RunResult]]) -> None:
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def __call__(self, args: Sequence[str]) -> RunResult:
+        self.calls.append(list(args))
+        queue = self.answers.get(args[0], [])
+        return queue.pop(0) if len(queue) > 1 else (queue[0] if queue else RunResult(0, "", ""))
+
+
+LOADED = RunResult(0, "gui/501/com.loopx.chat = {\n\tstate = running\n\tpid = 77\n}\n", "")
+MISSING = RunResult(113, "", "Could not find service")
+
+
+def test_bootout_polls_until_gone_and_tolerates_not_loaded() -> None:
+    runner = ScriptedRunner(
+        {
+            "bootout": [RunResult(3, "", "Boot-out failed: 3: No such process")],
+            "print": [LOADED, LOADED, MISSING],
+        }
+    )
+    Launchctl(runner, 501, sleep=lambda s: None).bootout("com.loopx.chat")
+    assert [c[0] for c in runner.calls] == ["bootout", "print", "print", "print"]
+
+
+def test_bootstrap_eio_is_retried_once_then_fails_clearly() -> None:
+    eio = RunResult(5, "", "Bootstrap failed: 5: Input/output error")
+    runner = ScriptedRunner({"bootstrap": [eio, eio], "print": [MISSING]})
+    with pytest.raises(LaunchAgentError) as info:
+        Launchctl(runner, 501, sleep=lambda s: None).bootstrap("com.loopx.chat", "/p.plist")
+    assert info.value.error_code == "bootstrap_failed"
+    assert [c[0] for c in runner.calls].count("bootstrap") == 2
+    assert runner.calls[0] == ["enable", "gui/501/com.loopx.chat"]
+
+
+def test_parse_print_states() -> None:
+    assert parse_print(MISSING).loaded is False
+    running = parse_print(LOADED)
+    assert (running.loaded, running.running, running.pid) == (True, True, 77)
+    stopped = parse_print(RunResult(0, "state = not running\n\tlast exit code = 78\n", ""))
+    assert (stopped.running, stopped.last_exit_code) == (False, 78)
+
+
+def test_generated_plist_parses_with_plistutil(tmp_path: Path) -> None:
+    exe = shutil.which("plistutil")
+    if exe is None:
+        message = "plistutil (Debian libplist-utils) is missing; `make test` installs it"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    home = '/Users/me/Codex & <homes>/"quoted" ünïcode'
+    src = tmp_path / "gen.plist"
+    src.write_bytes(render_plist(build_plist(spec(home))))
+    out = tmp_path / "gen.bin"
+    subprocess.run([exe, "-i", str(src), "-o", str(out), "-f", "bin"], check=True)
+    assert out.read_bytes().startswith(b"bplist00")
+    reparsed = plistlib.loads(out.read_bytes())
+    assert reparsed == build_plist(spec(home))
+
+
+def test_reference_plist_matches_the_builder() -> None:
+    data = plistlib.loads((ROOT / "launchagents" / "com.loopx.chat.plist").read_bytes())
+    assert set(data) == set(build_plist(spec("/x")))
+    assert data["ProgramArguments"][-5:] == ["serve", "--host", "127.0.0.1", "--port", "8767"]
+
+
+def test_fixture_smoke_passes() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "macos-dashboard-launchagent-status-smoke.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().endswith("macos-dashboard-launchagent-status-smoke ok")
+
+
+def _installer(tmp_path: Path, runner: ScriptedRunner):  # type: ignore[no-untyped-def]
+    from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller
+
+    ctx = InstallerContext(
+        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        user_home=str(tmp_path),
+        uid=501,
+        platform="darwin",
+    )
+    return LaunchAgentInstaller(ctx, lambda: Launchctl(runner, 501, sleep=lambda s: None))
+
+
+def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> None:
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Stale(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(
+                {
+                    "ok": True,
+                    "schema_version": "loopx_chat_capabilities_v1",
+                    "runtime_identity": {"package_version": "0.0.1"},
+                }
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stale)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        installer = _installer(tmp_path, ScriptedRunner({"print": [LOADED]}))
+        installer.paths.plist.parent.mkdir(parents=True)
+        installer.paths.plist.write_bytes(render_plist(build_plist(spec("/h", port=port))))
+        report = installer.status()
+    finally:
+        server.shutdown()
+    assert report.state == "running" and report.port == port
+    assert report.service["answering"] is True
+    assert report.service["version_matches"] is False
+    assert any("launchagent restart" in w for w in report.warnings)
+
+
+def test_status_reports_a_service_that_does_not_answer(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    installer = _installer(tmp_path, ScriptedRunner({"print": [LOADED]}))
+    installer.paths.plist.parent.mkdir(parents=True)
+    installer.paths.plist.write_bytes(render_plist(build_plist(spec("/h", port=port))))
+    report = installer.status()
+    assert report.service["answering"] is False
+
+
+def test_symlinked_plist_is_refused(tmp_path: Path) -> None:
+    installer = _installer(tmp_path, ScriptedRunner({}))
+    target = tmp_path / "elsewhere.plist"
+    target.write_bytes(render_plist(build_plist(spec("/h"))))
+    installer.paths.plist.parent.mkdir(parents=True)
+    installer.paths.plist.symlink_to(target)
+    with pytest.raises(LaunchAgentError) as info:
+        installer.install(explicit_home=None, port=None)
+    assert info.value.error_code == "plist_unsafe"
+
+
+def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    fake = bindir / "launchctl"
+    fake.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests/fakes/fake_launchctl.py"}" "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = {
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN": "1",
+        "FAKE_LAUNCHCTL_STATE": str(tmp_path / "state.json"),
+    }
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "installer" / "install-launchagent"), "install", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    import json
+
+    doc = json.loads(done.stdout)
+    assert doc["state"] == "running"
+    assert doc["binding"]["path"] == str(tmp_path / ".codex")
