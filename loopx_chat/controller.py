@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -108,10 +109,19 @@ class ChatController:
         with self._guard:
             return self._session_locks.setdefault(session_id, threading.RLock())
 
-    def _binary_path(self) -> Path:
+    def find_binary(self) -> CodexBinary:
+        """The codex this controller spawns (looked up once); `host_tool_unavailable` if none."""
         if self._binary is None:
             self._binary = find_codex(self._codex_bin, self._environ)
-        return self._binary.path
+        return self._binary
+
+    @property
+    def environ(self) -> dict[str, str]:
+        """A copy of the environment snapshot taken at construction."""
+        return dict(self._environ)
+
+    def _binary_path(self) -> Path:
+        return self.find_binary().path
 
     def _check_home(self, record: SessionRecord) -> None:
         if record.agent_id != "codex" or record.session_mode == "attached_host":
@@ -511,12 +521,20 @@ class ChatController:
     def warm_pids(self) -> dict[str, int]:
         return {sid: w.thread.proc.pid for sid, w in self._warm.items()}
 
-    def close(self) -> None:
-        """Interrupt running turns, close every app-server and release thread locks."""
+    def close(self, grace: float = 5.0) -> None:
+        """Interrupt running turns, close every app-server and release thread locks.
+
+        Turns running on other threads (the service's workers) get `grace` seconds to be
+        interrupted upstream and recorded as `interrupted` before their processes close.
+        """
         self._closed = True
-        for session_id, warm in list(self._warm.items()):
-            if warm.running_turn_id is not None:
-                warm.interrupt.set()
+        running = [w for w in self._warm.values() if w.running_turn_id is not None]
+        for warm in running:
+            warm.interrupt.set()
+        deadline = time.monotonic() + grace
+        while any(w.running_turn_id is not None for w in running) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for session_id in list(self._warm):
             with contextlib.suppress(Exception):
                 self._drop_warm(session_id)
 

@@ -179,6 +179,22 @@ class TurnRecord:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def public_dict(self) -> dict[str, Any]:
+        """The shape the CLI's --json and the HTTP API show for a turn."""
+        return {
+            "id": self.turn_id,
+            "upstream_turn_id": self.upstream_turn_id,
+            "client_turn_id": self.client_turn_id,
+            "status": self.status,
+            "error_code": self.error_code,
+            "steered": self.steered,
+            "input_tokens": self.tokens.input_tokens,
+            "output_tokens": self.tokens.output_tokens,
+            "total_tokens": self.tokens.total_tokens,
+            "created_at": self.created_at,
+            "completed_at": self.completed_at,
+        }
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TurnRecord:
         known = {f.name for f in fields(cls)}

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install the Debian tools the tests use as independent checkers, where apt is available:
-# plistutil (libplist-utils) parses generated plists with a second, non-Python parser.
+# plistutil (libplist-utils) parses generated plists with a second, non-Python parser;
+# chromium renders the service's first-screen page headless.
 # Without apt (macOS, a non-root shell) it only says what is missing; the tests that need a
 # tool then skip locally and fail under CI.
 set -u
 missing=()
 command -v plistutil >/dev/null 2>&1 || missing+=(libplist-utils)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -15,8 +15,10 @@ from loopx_chat import __version__
 from loopx_chat.cli.chat_cmd import chat
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.demo_cmd import demo
+from loopx_chat.cli.goal_cmds import gate, handoff, project, status
 from loopx_chat.cli.home_cmd import home
 from loopx_chat.cli.launchagent_cmd import launchagent
+from loopx_chat.cli.serve_cmd import serve
 from loopx_chat.cli.sessions_cmd import sessions
 from loopx_chat.store import default_state_dir
 
@@ -49,6 +51,11 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
 
 main.add_command(chat)
 main.add_command(demo)
+main.add_command(gate)
+main.add_command(handoff)
 main.add_command(home)
 main.add_command(launchagent)
+main.add_command(project)
+main.add_command(serve)
 main.add_command(sessions)
+main.add_command(status)

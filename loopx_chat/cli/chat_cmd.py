@@ -47,20 +47,6 @@ def _controller(ctx: click.Context) -> Iterator[ChatController]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _turn_doc(turn: TurnRecord) -> dict[str, Any]:
-    return {
-        "id": turn.turn_id,
-        "upstream_turn_id": turn.upstream_turn_id,
-        "client_turn_id": turn.client_turn_id,
-        "status": turn.status,
-        "error_code": turn.error_code,
-        "steered": turn.steered,
-        "input_tokens": turn.tokens.input_tokens,
-        "output_tokens": turn.tokens.output_tokens,
-        "total_tokens": turn.tokens.total_tokens,
-    }
-
-
 def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
     ok = result.turn.status in ("completed", "queued", "running")
     if as_json:
@@ -70,7 +56,7 @@ def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
                 "session_id": result.session.session_id,
                 "thread_id": result.session.upstream_thread_id,
                 "created": result.created,
-                "turn": _turn_doc(result.turn),
+                "turn": result.turn.public_dict(),
                 "error_code": None if ok else result.turn.error_code,
             }
         )
@@ -204,7 +190,7 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     with _controller(ctx) as controller:
         turn = controller.interrupt_turn(session_id)
     if as_json:
-        emit_json({"ok": True, "session_id": session_id, "turn": _turn_doc(turn)})
+        emit_json({"ok": True, "session_id": session_id, "turn": turn.public_dict()})
     else:
         click.echo(f"interrupt requested for turn {turn.turn_id} (now {turn.status})")
 

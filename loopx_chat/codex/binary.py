@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 import shutil
+import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -78,3 +80,23 @@ def native_binary_for_wrapper(script: Path) -> Path | None:
         if candidate.is_file() and os.access(candidate, os.X_OK):
             return candidate
     return None
+
+
+def codex_version(
+    binary: CodexBinary, environ: Mapping[str, str], timeout: float = 10.0
+) -> str | None:
+    """`codex --version` as a bare version string, or None when it cannot be read."""
+    try:
+        done = subprocess.run(
+            [str(binary.path), "--version"],
+            env=dict(environ),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", done.stdout)
+    return match.group(0) if done.returncode == 0 and match else None

@@ -1,0 +1,189 @@
+"""`loopx-chat project|status|gate|handoff`: the read-only projection and goal records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.errors import UsageError
+from loopx_chat.goals import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
+from loopx_chat.session_runtime import (
+    build_session_runtime_readonly_projection,
+    compact_session_runtime_readonly_projection,
+)
+from loopx_chat.status import collect_status
+
+GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
+
+
+def _goals(cli: CliContext) -> GoalStore:
+    return GoalStore(cli.state_dir)
+
+
+@click.command("project")
+@click.option("--input", "source", type=click.File("rb"), required=True, help="JSON file or -.")
+@click.option("--goal", "goal_id", default=None, help="Goal id (default: the input's goal_id).")
+@click.option("--compact", is_flag=True, help="Print the compact, public-safe form.")
+@click.pass_obj
+@renders_errors
+def project(cli: CliContext, source: Any, goal_id: str | None, compact: bool) -> None:
+    """Project compact session facts (JSON in) into the first screen (JSON out)."""
+    raw = source.read(64 << 20)
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(
+            f"input is not valid JSON ({type(exc).__name__} at byte "
+            f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})",
+            error_code="input_invalid",
+        ) from None
+    if not isinstance(doc, dict):
+        raise UsageError(
+            'input must be a JSON object like {"goal_id": ..., "sessions": [...], ...}',
+            error_code="input_invalid",
+        )
+    groups = {name: doc.get(name) for name in GROUPS}
+    projection = build_session_runtime_readonly_projection(
+        goal_id=goal_id or doc.get("goal_id") or "goal", **groups
+    )
+    emit_json(compact_session_runtime_readonly_projection(projection) if compact else projection)
+
+
+@click.command("status")
+@click.option("--goal", "goal_id", default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+    """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
+    if goal_id:
+        validate_goal_id(goal_id)
+    doc = collect_status(cli.store(), _goals(cli), str(cli.binding().path), goal_id)
+    if as_json:
+        emit_json(doc)
+        return
+    if not doc["attention_queue"]:
+        click.echo("no goals yet")
+    for goal in doc["attention_queue"]:
+        answers = goal["answers"]
+        click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
+        click.echo(f"  waiting on:              {answers['waiting_on']}")
+        click.echo(f"  agent can continue now:  {answers['agent_can_continue']}")
+        click.echo(f"  gate or evidence needed: {answers['gate_or_evidence_required']}")
+        click.echo(f"  latest run:              {answers['latest_run']}")
+
+
+@click.group()
+def gate() -> None:
+    """Owner gates: questions a person must decide before the agent continues."""
+
+
+@gate.command("request")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--question", required=True)
+@click.option("--actor", type=click.Choice(GATE_ACTORS), default="operator")
+@click.option("--advisory", is_flag=True, help="Record it without blocking the agent.")
+@json_option
+@click.pass_obj
+@renders_errors
+def gate_request(
+    cli: CliContext, goal_id: str, question: str, actor: str, advisory: bool, as_json: bool
+) -> None:
+    """Open a gate for GOAL."""
+    created = _goals(cli).request_gate(
+        validate_goal_id(goal_id), question, actor=actor, blocking=not advisory
+    )
+    _emit_gate(created.to_dict(), as_json)
+
+
+@gate.command("resolve")
+@click.argument("gate_id")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--decision", type=click.Choice(DECISIONS), required=True)
+@click.option("--reason", default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def gate_resolve(
+    cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
+) -> None:
+    """Approve or reject GATE_ID."""
+    resolved = _goals(cli).resolve_gate(validate_goal_id(goal_id), gate_id, decision, reason)
+    _emit_gate(resolved.to_dict(), as_json)
+
+
+@gate.command("list")
+@click.option("--goal", "goal_id", default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+    """List gates (all goals, or one)."""
+    store = _goals(cli)
+    ids = [validate_goal_id(goal_id)] if goal_id else store.goal_ids()
+    gates = [g.to_dict() for gid in ids for g in store.gates(gid)]
+    if as_json:
+        emit_json({"ok": True, "gates": gates})
+        return
+    for g in gates:
+        click.echo(
+            f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
+        )
+
+
+def _emit_gate(data: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json({"ok": True, "gate": data})
+    else:
+        click.echo(f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}")
+
+
+@click.group()
+def handoff() -> None:
+    """Handoff packets: the approved next action for the agent, with a stop condition."""
+
+
+@handoff.command("record")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--next-action", required=True)
+@click.option("--stop-condition", required=True)
+@click.option("--evidence", "evidence", multiple=True, help="An id pointing at evidence.")
+@json_option
+@click.pass_obj
+@renders_errors
+def handoff_record(
+    cli: CliContext,
+    goal_id: str,
+    next_action: str,
+    stop_condition: str,
+    evidence: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Record a handoff packet for GOAL."""
+    packet = _goals(cli).record_handoff(
+        validate_goal_id(goal_id), next_action, stop_condition, evidence
+    )
+    if as_json:
+        emit_json({"ok": True, "handoff": packet.to_dict()})
+    else:
+        click.echo(
+            f"{packet.handoff_id}: {packet.next_action} (stop when: {packet.stop_condition})"
+        )
+
+
+@handoff.command("list")
+@click.option("--goal", "goal_id", required=True)
+@json_option
+@click.pass_obj
+@renders_errors
+def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
+    """List the handoff packets of GOAL."""
+    packets = [h.to_dict() for h in _goals(cli).handoffs(validate_goal_id(goal_id))]
+    if as_json:
+        emit_json({"ok": True, "handoffs": packets})
+        return
+    for h in packets:
+        click.echo(f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}")

@@ -1,0 +1,34 @@
+"""`loopx-chat serve`: run the local service in the foreground (what the LaunchAgent runs)."""
+
+from __future__ import annotations
+
+import click
+
+from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.controller import ChatController
+from loopx_chat.goals import GoalStore
+from loopx_chat.service.app import ServiceApp
+from loopx_chat.service.server import LoopbackServer, serve_forever
+
+
+@click.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8767, show_default=True)
+@click.pass_obj
+@renders_errors
+def serve(cli: CliContext, host: str, port: int) -> None:
+    """Serve the chat API, /status.json and the first-screen page on loopback."""
+    controller = ChatController(
+        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
+    )
+    goals = GoalStore(cli.state_dir)
+    try:
+        server = LoopbackServer(
+            host,
+            port,
+            lambda bound_port: ServiceApp(controller, goals, port=bound_port, work_dir=cli.cwd),
+        )
+    except OSError as exc:
+        controller.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    serve_forever(server)

@@ -1,0 +1,288 @@
+"""Goal-level control records: owner gates and handoff packets, append-only with an audit trail.
+
+Owns `<state>/goals/<goal_id>/gates.jsonl` and `handoffs.jsonl`: one JSON event per line,
+appended under a per-goal lock, files 0600 in 0700 folders. Current state is a fold over the
+events, so every request and decision stays on record and survives restarts. Records are
+compact: ids, codes, short public-safe text a person typed, timestamps. A trailing partial
+line (a crash mid-append) is ignored; any other unreadable line is `state_corrupt`, naming
+the file and line, and nothing is rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from loopx_chat.errors import StateError, UsageError
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.records import validate_session_id
+from loopx_chat.store import utc_now
+
+GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
+HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
+GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
+DECISIONS = ("approve", "reject")
+TEXT_LIMIT = 280
+# Text that looks like a credential or a local path never becomes goal state.
+_UNSAFE_TEXT = re.compile(
+    r"(sk-[A-Za-z0-9]{8,}|-----BEGIN|(?:^|\s)(?:/Users/|/home/|/private/|/var/folders/|~/)|"
+    r"[A-Za-z]:\\\\)"
+)
+
+
+def validate_goal_id(goal_id: object) -> str:
+    try:
+        return validate_session_id(goal_id)
+    except StateError:
+        raise UsageError(
+            "invalid goal id: use 1-160 characters from A-Z a-z 0-9 . _ -",
+            error_code="invalid_goal_id",
+        ) from None
+
+
+def public_text(value: str, what: str) -> str:
+    """Collapse whitespace, cap the length, refuse secret- or path-looking text."""
+    text = " ".join(value.split())
+    if not text:
+        raise UsageError(f"{what} must not be empty", error_code="usage_error")
+    if _UNSAFE_TEXT.search(text):
+        raise UsageError(
+            f"{what} looks like it contains a credential or a local path; goal records keep "
+            "short public-safe text only",
+            error_code="unsafe_text",
+        )
+    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3].rstrip() + "..."
+
+
+@dataclass(frozen=True)
+class Gate:
+    gate_id: str
+    goal_id: str
+    question: str
+    actor: str
+    blocking: bool
+    status: str  # pending | approved | rejected
+    created_at: str
+    updated_at: str
+    decision: str | None = None
+    reason: str | None = None
+    history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["history"] = list(self.history)
+        return data
+
+
+@dataclass(frozen=True)
+class Handoff:
+    handoff_id: str
+    goal_id: str
+    next_action: str
+    stop_condition: str
+    evidence_refs: tuple[str, ...]
+    created_at: str
+    schema_version: str = HANDOFF_SCHEMA
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["evidence_refs"] = list(self.evidence_refs)
+        return data
+
+
+class GoalStore:
+    """Append-only goal records beside the session store, under the same state root."""
+
+    def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        self.root = root
+        self.goals_dir = root / "goals"
+        self._clock = clock
+
+    def goal_dir(self, goal_id: str) -> Path:
+        return self.goals_dir / validate_goal_id(goal_id)
+
+    @contextmanager
+    def _locked(self, goal_id: str) -> Iterator[Path]:
+        folder = self.goal_dir(goal_id)
+        ensure_private_dir(folder)
+        with FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE):
+            yield folder
+
+    def _append(self, path: Path, record: Mapping[str, Any]) -> None:
+        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _read(self, path: Path) -> list[dict[str, Any]]:
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return []
+        lines = raw.split(b"\n")
+        complete, tail = lines[:-1], lines[-1]
+        del tail  # a partial last line is an append that did not finish: not a record yet
+        out: list[dict[str, Any]] = []
+        for number, line in enumerate(complete, start=1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                item = None
+            if not isinstance(item, dict):
+                raise StateError(
+                    f"{path} line {number} is not a JSON record; the file was left untouched",
+                    error_code="state_corrupt",
+                )
+            out.append(item)
+        return out
+
+    # -- gates ---------------------------------------------------------------------------
+    def request_gate(
+        self, goal_id: str, question: str, *, actor: str = "operator", blocking: bool = True
+    ) -> Gate:
+        if actor not in GATE_ACTORS:
+            raise UsageError(
+                f"actor must be one of {', '.join(GATE_ACTORS)}", error_code="usage_error"
+            )
+        text = public_text(question, "question")
+        gate_id = "gate-" + uuid.uuid4().hex[:12]
+        event = {
+            "schema_version": GATE_EVENT_SCHEMA,
+            "event": "requested",
+            "gate_id": gate_id,
+            "goal_id": goal_id,
+            "question": text,
+            "actor": actor,
+            "blocking": blocking,
+            "at": self._clock(),
+        }
+        with self._locked(goal_id) as folder:
+            self._append(folder / "gates.jsonl", event)
+        return self.gate(goal_id, gate_id)
+
+    def resolve_gate(self, goal_id: str, gate_id: str, decision: str, reason: str | None) -> Gate:
+        if decision not in DECISIONS:
+            raise UsageError("decision must be approve or reject", error_code="usage_error")
+        with self._locked(goal_id) as folder:
+            current = self.gate(goal_id, gate_id)
+            if current.status != "pending":
+                raise StateError(
+                    f"gate {gate_id} was already {current.status}",
+                    error_code="gate_already_resolved",
+                )
+            self._append(
+                folder / "gates.jsonl",
+                {
+                    "schema_version": GATE_EVENT_SCHEMA,
+                    "event": "resolved",
+                    "gate_id": gate_id,
+                    "goal_id": goal_id,
+                    "decision": decision,
+                    "reason": public_text(reason, "reason") if reason else None,
+                    "at": self._clock(),
+                },
+            )
+        return self.gate(goal_id, gate_id)
+
+    def gates(self, goal_id: str) -> list[Gate]:
+        path = self.goal_dir(goal_id) / "gates.jsonl"
+        folded: dict[str, Gate] = {}
+        for event in self._read(path):
+            if event.get("schema_version") != GATE_EVENT_SCHEMA:
+                raise StateError(
+                    f"{path} holds schema {event.get('schema_version')!r}; left untouched",
+                    error_code="state_schema_unsupported",
+                )
+            gate_id = str(event.get("gate_id"))
+            if event.get("event") == "requested":
+                folded[gate_id] = Gate(
+                    gate_id=gate_id,
+                    goal_id=goal_id,
+                    question=str(event.get("question")),
+                    actor=str(event.get("actor")),
+                    blocking=bool(event.get("blocking", True)),
+                    status="pending",
+                    created_at=str(event.get("at")),
+                    updated_at=str(event.get("at")),
+                    history=(event,),
+                )
+            elif event.get("event") == "resolved" and gate_id in folded:
+                gate = folded[gate_id]
+                decision = str(event.get("decision"))
+                folded[gate_id] = replace(
+                    gate,
+                    status="approved" if decision == "approve" else "rejected",
+                    decision=decision,
+                    reason=event.get("reason"),
+                    updated_at=str(event.get("at")),
+                    history=(*gate.history, event),
+                )
+        return list(folded.values())
+
+    def gate(self, goal_id: str, gate_id: str) -> Gate:
+        for gate in self.gates(goal_id):
+            if gate.gate_id == gate_id:
+                return gate
+        raise StateError(f"no gate {gate_id} for goal {goal_id}", error_code="gate_not_found")
+
+    # -- handoffs ------------------------------------------------------------------------
+    def record_handoff(
+        self, goal_id: str, next_action: str, stop_condition: str, evidence_refs: tuple[str, ...]
+    ) -> Handoff:
+        refs = tuple(validate_session_id(ref) for ref in evidence_refs)
+        handoff = Handoff(
+            handoff_id="handoff-" + uuid.uuid4().hex[:12],
+            goal_id=goal_id,
+            next_action=public_text(next_action, "next action"),
+            stop_condition=public_text(stop_condition, "stop condition"),
+            evidence_refs=refs,
+            created_at=self._clock(),
+        )
+        with self._locked(goal_id) as folder:
+            self._append(folder / "handoffs.jsonl", handoff.to_dict())
+        return handoff
+
+    def handoffs(self, goal_id: str) -> list[Handoff]:
+        path = self.goal_dir(goal_id) / "handoffs.jsonl"
+        out = []
+        for item in self._read(path):
+            if item.get("schema_version") != HANDOFF_SCHEMA:
+                raise StateError(
+                    f"{path} holds schema {item.get('schema_version')!r}; left untouched",
+                    error_code="state_schema_unsupported",
+                )
+            out.append(
+                Handoff(
+                    handoff_id=str(item.get("handoff_id")),
+                    goal_id=goal_id,
+                    next_action=str(item.get("next_action")),
+                    stop_condition=str(item.get("stop_condition")),
+                    evidence_refs=tuple(str(r) for r in item.get("evidence_refs") or ()),
+                    created_at=str(item.get("created_at")),
+                )
+            )
+        return out
+
+    def goal_ids(self) -> list[str]:
+        try:
+            return sorted(
+                e.name
+                for e in os.scandir(self.goals_dir)
+                if e.is_dir() and not e.name.startswith(".")
+            )
+        except FileNotFoundError:
+            return []

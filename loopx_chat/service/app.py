@@ -1,0 +1,359 @@
+"""Routes of the local service, mapped onto one controller. No sockets here.
+
+Owns request validation (loopback Host, JSON content type and loopback Origin on writes,
+1 MiB bodies), the JSON shapes of the API, error-to-status mapping, and the background turn
+workers that let `POST .../turns` answer once the turn is accepted while
+`GET .../events` streams its progress. Responses carry ids, statuses, codes and compact
+projections; the only text that ever leaves is the agent's reply on the events stream of the
+session that asked for it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import sys
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loopx_chat import __version__
+from loopx_chat.codex.binary import codex_version
+from loopx_chat.controller import ChatController, TurnResult
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.goals import GoalStore
+from loopx_chat.records import TurnRecord, validate_session_id
+from loopx_chat.service.events import EventHub
+from loopx_chat.service.page import CSP, render_first_screen
+from loopx_chat.service.security import content_type_refusal, host_refusal, origin_refusal
+from loopx_chat.service.status_cache import StatusCache
+from loopx_chat.status import collect_status
+
+MAX_BODY = 1 << 20
+ACCEPT_WAIT_SEC = 60.0
+CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
+RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
+_SESSION_PATH = re.compile(r"^/api/chat/sessions/([^/]+)(?:/(resume|turns|interrupt|events))?$")
+
+STATUS_BY_CODE = {
+    "codex_home_mismatch": 424,
+    "session_not_found": 404,
+    "gate_not_found": 404,
+    "thread_busy": 409,
+    "turn_not_active": 409,
+    "session_exists": 409,
+    "invalid_session_id": 400,
+    "invalid_goal_id": 400,
+    "usage_error": 400,
+    "input_invalid": 400,
+    "unsafe_text": 400,
+    "state_corrupt": 500,
+    "state_schema_unsupported": 500,
+    "state_unwritable": 500,
+    "bad_json": 400,
+    "internal_error": 500,
+}
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    stream: Iterator[bytes] | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def json_response(status: int, doc: Mapping[str, Any]) -> Response:
+    return Response(status, (json.dumps(doc, sort_keys=True) + "\n").encode())
+
+
+def error_response(status: int, code: str, message: str, gate: Any = None) -> Response:
+    return json_response(status, {"ok": False, "error": message, "error_code": code, "gate": gate})
+
+
+def from_error(exc: LoopxChatError) -> Response:
+    status = STATUS_BY_CODE.get(exc.error_code, 424 if exc.error_code != "state_error" else 500)
+    doc = exc.to_dict()
+    return error_response(status, exc.error_code, exc.message, doc["gate"])
+
+
+def log(message: str) -> None:
+    # stderr only: launchd sends it to the agent's log file. Never bodies, never text.
+    print(f"loopx-chat serve: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class _Worker:
+    thread: threading.Thread
+    accepted: threading.Event = field(default_factory=threading.Event)
+    result: TurnResult | None = None
+    error: LoopxChatError | None = None
+    turn: TurnRecord | None = None
+
+
+class ServiceApp:
+    def __init__(
+        self, controller: ChatController, goals: GoalStore, *, port: int, work_dir: Path
+    ) -> None:
+        self.controller = controller
+        self.goals = goals
+        self.port = port
+        self.work_dir = work_dir
+        self.hub = EventHub()
+        self._workers: dict[str, _Worker] = {}
+        self._workers_lock = threading.Lock()
+        self._codex: dict[str, Any] | None = None
+        self._status_cache = StatusCache(
+            controller.store.root,
+            lambda: collect_status(controller.store, goals, str(controller.codex_home)),
+        )
+
+    # -- entry ---------------------------------------------------------------------------
+    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
+        refusal = host_refusal(headers.get("host"), self.port)
+        if refusal:
+            return error_response(403, "forbidden_host", refusal)
+        if method not in ("GET", "HEAD"):
+            refusal = origin_refusal(headers.get("origin"), self.port) or content_type_refusal(
+                headers.get("content-type")
+            )
+            if refusal:
+                return error_response(403, "forbidden_request", refusal)
+        if len(body) > MAX_BODY:
+            return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
+        path = path.split("?", 1)[0]
+        try:
+            return self._route(method, path, body)
+        except LoopxChatError as exc:
+            return from_error(exc)
+
+    def _route(self, method: str, path: str, body: bytes) -> Response:
+        if path == "/" and method == "GET":
+            status, _ = self._status_cache.get()
+            page = render_first_screen(status, self.controller.binding.source)
+            return Response(
+                200,
+                page,
+                "text/html; charset=utf-8",
+                headers=(("Content-Security-Policy", CSP), ("X-Frame-Options", "DENY")),
+            )
+        if path == "/status.json" and method == "GET":
+            return Response(200, self._status_cache.get()[1])
+        if path == "/api/chat/capabilities" and method == "GET":
+            return json_response(200, self.capabilities())
+        if path == "/api/chat/sessions":
+            if method == "GET":
+                listing = self.controller.store.list()
+                return json_response(
+                    200,
+                    {
+                        "ok": True,
+                        "sessions": [s.public_dict() for s in listing.sessions],
+                        "problems": [p.to_dict() for p in listing.problems],
+                    },
+                )
+            if method == "POST":
+                return self._open(self._json(body))
+            return error_response(405, "method_not_allowed", f"{method} is not allowed here")
+        match = _SESSION_PATH.match(path)
+        if not match:
+            return error_response(404, "not_found", "no such endpoint")
+        session_id = validate_session_id(match.group(1))
+        action = match.group(2)
+        allowed = {
+            None: "GET",
+            "events": "GET",
+            "resume": "POST",
+            "turns": "POST",
+            "interrupt": "POST",
+        }
+        if method != allowed[action]:
+            return error_response(405, "method_not_allowed", f"{method} is not allowed here")
+        if action is None:
+            record = self.controller.store.load(session_id)
+            turns = self.controller.store.list_turns(session_id)
+            return json_response(
+                200,
+                {
+                    "ok": True,
+                    "session": record.public_dict(),
+                    "turns": [t.public_dict() for t in turns],
+                },
+            )
+        if action == "resume":
+            record = self.controller.resume_session(session_id)
+            return json_response(200, {"ok": True, "session": record.public_dict()})
+        if action == "interrupt":
+            turn = self.controller.interrupt_turn(session_id)
+            return json_response(
+                200, {"ok": True, "session_id": session_id, "turn": turn.public_dict()}
+            )
+        if action == "turns":
+            return self._submit(session_id, self._json(body))
+        return self._events(session_id)
+
+    # -- helpers -------------------------------------------------------------------------
+    @staticmethod
+    def _json(body: bytes) -> dict[str, Any]:
+        try:
+            doc = json.loads(body or b"{}")
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise LoopxChatError(
+                "the request body is not valid JSON", error_code="bad_json"
+            ) from None
+        if not isinstance(doc, dict):
+            raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
+        return doc
+
+    def capabilities(self) -> dict[str, Any]:
+        if self._codex is None:
+            try:
+                binary = self.controller.find_binary()
+                version = codex_version(binary, self.controller.environ)
+                self._codex = {"available": True, "version": version}
+            except LoopxChatError:
+                self._codex = {"available": False, "version": None}
+        binding = self.controller.binding
+        return {
+            "ok": True,
+            "schema_version": CAPABILITIES_SCHEMA,
+            "runtime_identity": {
+                "schema_version": RUNTIME_IDENTITY_SCHEMA,
+                "package_version": __version__,
+                "package": "loopx-chat",
+                "python": ".".join(map(str, sys.version_info[:3])),
+            },
+            "codex": self._codex,
+            "codex_home": {"path": str(binding.path), "source": binding.source},
+        }
+
+    def _open(self, doc: dict[str, Any]) -> Response:
+        goal_id = doc.get("goal_id")
+        if not isinstance(goal_id, str) or not goal_id.strip():
+            raise LoopxChatError("goal_id (a string) is required", error_code="usage_error")
+        work_dir = doc.get("work_dir")
+        if work_dir is not None and not isinstance(work_dir, str):
+            raise LoopxChatError("work_dir must be a string", error_code="usage_error")
+        mode = doc.get("mode", "new")
+        record = self.controller.open_session(
+            goal_id, Path(work_dir) if work_dir else self.work_dir, mode=str(mode)
+        )
+        return json_response(201, {"ok": True, "session": record.public_dict()})
+
+    def _submit(self, session_id: str, doc: dict[str, Any]) -> Response:
+        text = doc.get("text")
+        if not isinstance(text, str) or not text.strip():
+            raise LoopxChatError("text (a non-empty string) is required", error_code="usage_error")
+        client_turn_id = doc.get("client_turn_id")
+        if client_turn_id is not None and not isinstance(client_turn_id, str):
+            raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
+        worker = _Worker(thread=threading.Thread(daemon=True))
+
+        def on_started(turn: TurnRecord) -> None:
+            worker.turn = turn
+            self.hub.publish(
+                session_id, {"type": "status", "turn_id": turn.turn_id, "status": "running"}
+            )
+            worker.accepted.set()
+
+        def on_delta(delta: str) -> None:
+            turn_id = worker.turn.turn_id if worker.turn else None
+            self.hub.publish(session_id, {"type": "delta", "turn_id": turn_id, "delta": delta})
+
+        def run() -> None:
+            try:
+                worker.result = self.controller.submit_turn(
+                    session_id, text, client_turn_id, on_delta=on_delta, on_started=on_started
+                )
+                turn = worker.result.turn
+                if worker.result.created:
+                    self.hub.publish(
+                        session_id,
+                        {
+                            "type": "status",
+                            "turn_id": turn.turn_id,
+                            "status": turn.status,
+                            "error_code": turn.error_code,
+                        },
+                    )
+            except LoopxChatError as exc:
+                worker.error = exc
+                log(f"turn on session {session_id} failed: {exc.error_code}")
+            except Exception as exc:  # the worker must never die silently
+                worker.error = LoopxChatError(
+                    "the turn failed unexpectedly", error_code="internal_error"
+                )
+                log(f"turn on session {session_id} crashed: {type(exc).__name__}")
+            finally:
+                worker.accepted.set()
+                if worker.result is None or worker.result.created:
+                    self.hub.end(session_id)
+
+        worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
+        worker.thread.start()
+        worker.accepted.wait(ACCEPT_WAIT_SEC)
+        if worker.error is not None:
+            return from_error(worker.error)
+        if worker.result is not None:  # finished (or replayed) before we looked
+            code = 201 if worker.result.created else 200
+            return json_response(
+                code,
+                {
+                    "ok": True,
+                    "session_id": session_id,
+                    "created": worker.result.created,
+                    "turn": worker.result.turn.public_dict(),
+                },
+            )
+        turn = worker.turn
+        if turn is None:
+            return error_response(
+                504, "turn_not_accepted", f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s"
+            )
+        return json_response(
+            202, {"ok": True, "session_id": session_id, "created": True, "turn": turn.public_dict()}
+        )
+
+    def _events(self, session_id: str) -> Response:
+        record = self.controller.store.load(session_id)
+        listener = self.hub.subscribe(session_id)
+
+        def stream() -> Iterator[bytes]:
+            try:
+                first = self.hub.last_status(session_id) or {
+                    "type": "status",
+                    "status": record.status,
+                }
+                yield _sse(first)
+                if not self.controller.store.load(session_id).active_turn_id:
+                    return
+                while True:
+                    try:
+                        event = listener.get(timeout=15)
+                    except queue.Empty:
+                        if not self.controller.store.load(session_id).active_turn_id:
+                            return
+                        yield b": keepalive\n\n"
+                        continue
+                    if event is None:
+                        yield _sse({"type": "end"})
+                        return
+                    yield _sse(event)
+            finally:
+                self.hub.unsubscribe(session_id, listener)
+
+        return Response(
+            200,
+            content_type="text/event-stream",
+            stream=stream(),
+            headers=(("Cache-Control", "no-store"),),
+        )
+
+
+def _sse(event: Mapping[str, Any]) -> bytes:
+    kind = event.get("type", "message")
+    return f"event: {kind}\ndata: {json.dumps(event, sort_keys=True)}\n\n".encode()

@@ -1,0 +1,55 @@
+"""Fan a session's turn progress out to Server-Sent-Events listeners.
+
+Owns per-session subscriber queues and the last status per session, so a listener that
+connects mid-turn first learns where the turn is. Queues are bounded: a listener too slow to
+keep up loses deltas, never blocks the turn.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+from typing import Any
+
+QUEUE_LIMIT = 1000
+
+
+class EventHub:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._listeners: dict[str, list[queue.Queue[dict[str, Any] | None]]] = {}
+        self._last_status: dict[str, dict[str, Any]] = {}
+
+    def subscribe(self, session_id: str) -> queue.Queue[dict[str, Any] | None]:
+        q: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=QUEUE_LIMIT)
+        with self._lock:
+            self._listeners.setdefault(session_id, []).append(q)
+        return q
+
+    def unsubscribe(self, session_id: str, q: queue.Queue[dict[str, Any] | None]) -> None:
+        with self._lock:
+            listeners = self._listeners.get(session_id, [])
+            if q in listeners:
+                listeners.remove(q)
+
+    def last_status(self, session_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self._last_status.get(session_id)
+
+    def publish(self, session_id: str, event: dict[str, Any]) -> None:
+        with self._lock:
+            if event.get("type") == "status":
+                self._last_status[session_id] = event
+            listeners = list(self._listeners.get(session_id, []))
+        for q in listeners:
+            with contextlib.suppress(queue.Full):
+                q.put_nowait(event)
+
+    def end(self, session_id: str) -> None:
+        """The turn is over: tell every listener to close its stream."""
+        with self._lock:
+            listeners = list(self._listeners.get(session_id, []))
+        for q in listeners:
+            with contextlib.suppress(queue.Full):
+                q.put_nowait(None)

@@ -1,0 +1,60 @@
+"""Request checks for a loopback-only service. Pure: headers in, a refusal reason or None out.
+
+DNS rebinding: a browser on a hostile page can reach 127.0.0.1 under the attacker's hostname,
+so the `Host` header must name a loopback name (and our port, when it names one). Cross-site
+writes: a state-changing request must be JSON (a form post cannot set that type without a
+CORS preflight, which we never answer) and carry no Origin or a loopback one.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
+LOOPBACK_BIND_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _split_host(value: str) -> tuple[str, str | None]:
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        if end < 0:
+            return value, None
+        host, rest = value[: end + 1], value[end + 1 :]
+        return host, rest[1:] if rest.startswith(":") else None
+    host, _, port = value.partition(":")
+    return host, port or None
+
+
+def host_refusal(host_header: str | None, port: int) -> str | None:
+    if not host_header:
+        return "a Host header is required"
+    host, host_port = _split_host(host_header)
+    if host not in LOOPBACK_NAMES:
+        return "the Host header must name localhost, 127.0.0.1 or [::1]"
+    if host_port is not None and host_port != str(port):
+        return "the Host header names another port"
+    return None
+
+
+def origin_refusal(origin: str | None, port: int) -> str | None:
+    if origin is None:
+        return None
+    parts = urlsplit(origin.strip())
+    if parts.scheme != "http" or not parts.hostname:
+        return "cross-site requests are refused"
+    name = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    try:
+        origin_port = parts.port or 80
+    except ValueError:
+        return "cross-site requests are refused"
+    if name.lower() not in LOOPBACK_NAMES or origin_port != port:
+        return "cross-site requests are refused"
+    return None
+
+
+def content_type_refusal(content_type: str | None) -> str | None:
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        return "state-changing requests must be Content-Type: application/json"
+    return None

@@ -1,0 +1,110 @@
+"""The attention queue across goals: projection core output, in the status vocabulary.
+
+Owns the status document (`loopx_chat_status_v1`, contract version 2) and the four plain
+questions of the spec's first screen. `goal_status` is pure (facts in, dict out);
+`collect_status` reads owner-local state through the stores and nothing else. Everything it
+returns comes from the compact projection, so it carries no transcript text, credentials,
+raw output or local paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from loopx_chat.facts import GoalFacts, facts_from_state, known_goal_ids
+from loopx_chat.goals import GoalStore
+from loopx_chat.session_runtime import (
+    build_session_runtime_readonly_projection,
+    session_runtime_projection_attention,
+)
+from loopx_chat.store import SessionStore
+
+STATUS_SCHEMA_VERSION = "loopx_chat_status_v1"
+STATUS_CONTRACT_VERSION = 2
+_SEVERITY_ORDER = {"high": 0, "action": 1, "watch": 2}
+
+_WAITING_WORDS = {
+    "codex": "Codex (the agent has work it can do now)",
+    "user_or_controller": "a person: an owner gate needs a decision",
+    "external_evidence": "evidence from the host: the last run was blocked",
+    "monitor_signal": "nothing: monitoring for a material change",
+}
+
+
+def four_answers(first_screen: dict[str, Any], waiting_on: str) -> dict[str, str]:
+    """The spec's first demo, in plain words."""
+    waiting = _WAITING_WORDS.get(waiting_on, waiting_on)
+    actor = first_screen.get("waiting_on")
+    if waiting_on == "user_or_controller" and actor:
+        waiting = f"the {actor}: an owner gate needs a decision"
+    if first_screen.get("agent_can_continue"):
+        can = "yes: " + str(first_screen.get("first_agent_todo") or "continue")
+    elif first_screen.get("user_action_required"):
+        can = "no: blocked by an open owner gate"
+    else:
+        can = "no: " + str(first_screen.get("recommended_action") or "nothing to do yet")
+    gate_state = first_screen.get("gate_state") or "none"
+    if first_screen.get("user_action_required"):
+        required = (
+            f"gate ({gate_state}): {first_screen.get('first_user_todo') or 'decision needed'}"
+        )
+    else:
+        required = "none"
+    if first_screen.get("latest_blocker"):
+        latest = "blocked: " + str(first_screen["latest_blocker"])
+    elif first_screen.get("latest_validation"):
+        latest = "validated: " + str(first_screen["latest_validation"])
+    else:
+        latest = "no run recorded yet"
+    return {
+        "waiting_on": waiting,
+        "agent_can_continue": can,
+        "gate_or_evidence_required": required,
+        "latest_run": latest,
+    }
+
+
+def goal_status(facts: GoalFacts) -> dict[str, Any]:
+    projection = build_session_runtime_readonly_projection(**facts.builder_kwargs())
+    attention = session_runtime_projection_attention(
+        {"session_runtime_readonly_projection": projection}
+    )
+    assert attention is not None  # the builder always emits a v0 projection
+    compact = attention["session_runtime_projection"]
+    first_screen = compact.get("first_screen", {})
+    return {
+        "goal_id": facts.goal_id,
+        "status": attention["status"],
+        "severity": attention["severity"],
+        "waiting_on": attention["waiting_on"],
+        "recommended_action": attention["recommended_action"],
+        "answers": four_answers(first_screen, attention["waiting_on"]),
+        "projection": compact,
+    }
+
+
+def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    ordered = sorted(goals, key=lambda g: (_SEVERITY_ORDER.get(g["severity"], 9), g["goal_id"]))
+    return {
+        "ok": True,
+        "schema_version": STATUS_SCHEMA_VERSION,
+        "contract_version": STATUS_CONTRACT_VERSION,
+        "goal_count": len(ordered),
+        "attention_queue": ordered,
+    }
+
+
+def collect_status(
+    store: SessionStore, goals: GoalStore, codex_home: str, goal_id: str | None = None
+) -> dict[str, Any]:
+    sessions = store.list().sessions
+    ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
+    return status_document(
+        goal_status(
+            facts_from_state(
+                g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
+            )
+        )
+        for g in ids
+    )

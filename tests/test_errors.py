@@ -1,0 +1,22 @@
+"""Every error code the package raises is listed in ERROR_CODES (the documented contract)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from loopx_chat.errors import ERROR_CODES
+
+PACKAGE = Path(__file__).resolve().parent.parent / "loopx_chat"
+
+
+def test_every_raised_code_is_registered() -> None:
+    used: set[str] = set()
+    for path in PACKAGE.rglob("*.py"):
+        used |= set(re.findall(r'error_code="([a-z_]+)"', path.read_text()))
+    assert used, "the scan found no codes: the pattern is wrong"
+    assert used - ERROR_CODES == set()
+
+
+def test_codes_are_snake_case() -> None:
+    assert all(re.fullmatch(r"[a-z][a-z0-9_]*", code) for code in ERROR_CODES)

@@ -1,0 +1,306 @@
+"""The local service over real HTTP on an ephemeral loopback port, with the real codex + mock.
+
+Every endpoint, every error status, the Host/Origin/content-type refusals, a full turn with its
+SSE events, concurrency on /status.json while a turn runs, and canaries that must never come
+back in any response."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx_chat.controller import ChatController
+from loopx_chat.goals import GoalStore
+from loopx_chat.records import SessionRecord
+from loopx_chat.service.app import ServiceApp
+from loopx_chat.service.server import LoopbackServer
+from loopx_chat.store import SessionStore
+from tests.conftest import make_controller
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Service:
+    port: int
+    controller: ChatController
+    state: Path
+    home: Path
+    seen: list[bytes]
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Reply:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        hdrs = {"Host": f"127.0.0.1:{self.port}"}
+        payload = raw
+        if body is not None:
+            payload = json.dumps(body).encode()
+            hdrs["Content-Type"] = "application/json"
+        hdrs.update(headers or {})
+        conn.request(method, path, body=payload, headers=hdrs)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        self.seen.append(data)
+        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
+
+    def events(self, session_id: str) -> list[dict[str, Any]]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.request(
+            "GET",
+            f"/api/chat/sessions/{session_id}/events",
+            headers={"Host": f"localhost:{self.port}"},
+        )
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
+        data = resp.read()
+        conn.close()
+        self.seen.append(data)
+        return [
+            json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")
+        ]
+
+
+@pytest.fixture
+def service(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> Iterator[Service]:
+    state = tmp_path / "state"
+    controller = make_controller(state, bound_home, base_env, codex_bin)
+    goals = GoalStore(state)
+    server = LoopbackServer(
+        "127.0.0.1", 0, lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path)
+    )
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    svc = Service(server.port, controller, state, bound_home, [])
+    try:
+        yield svc
+    finally:
+        server.shutdown()
+        controller.close()
+        server.server_close()
+        thread.join(timeout=10)
+
+
+def test_capabilities(service: Service) -> None:
+    reply = service.request("GET", "/api/chat/capabilities")
+    doc = reply.json()
+    assert reply.status == 200 and doc["ok"] is True
+    assert doc["schema_version"] == "loopx_chat_capabilities_v1"
+    assert doc["runtime_identity"]["schema_version"] == "loopx_runtime_identity_v1"
+    assert doc["runtime_identity"]["package_version"]
+    assert doc["codex"] == {"available": True, "version": "0.171.0"}
+    assert doc["codex_home"] == {"path": str(service.home), "source": "LOOPX_CHAT_CODEX_HOME"}
+    assert "access-control-allow-origin" not in reply.headers
+
+
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:1234", "127.0.0.1.evil.example", "localhost:1"]
+)
+def test_foreign_host_headers_are_refused(service: Service, host: str) -> None:
+    reply = service.request("GET", "/status.json", headers={"Host": host})
+    assert reply.status == 403 and reply.json()["error_code"] == "forbidden_host"
+
+
+@pytest.mark.parametrize("host", ["localhost", "127.0.0.1", "[::1]"])
+def test_loopback_host_names_are_accepted(service: Service, host: str) -> None:
+    reply = service.request("GET", "/status.json", headers={"Host": f"{host}:{service.port}"})
+    assert reply.status == 200
+
+
+def test_missing_host_header_is_refused(service: Service) -> None:
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+        sock.sendall(b"GET /status.json HTTP/1.0\r\n\r\n")
+        data = sock.recv(65536)
+    assert data.startswith(b"HTTP/1.0 403") or data.startswith(b"HTTP/1.1 403")
+
+
+@pytest.mark.parametrize(
+    ("headers", "code"),
+    [
+        ({"Content-Type": "text/plain"}, "forbidden_request"),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, "forbidden_request"),
+        (
+            {"Content-Type": "application/json", "Origin": "http://evil.example"},
+            "forbidden_request",
+        ),
+        ({"Content-Type": "application/json", "Origin": "null"}, "forbidden_request"),
+        ({"Content-Type": "application/json", "Origin": "http://localhost:1"}, "forbidden_request"),
+    ],
+)
+def test_cross_site_writes_are_refused(
+    service: Service, headers: dict[str, str], code: str
+) -> None:
+    reply = service.request("POST", "/api/chat/sessions", raw=b'{"goal_id":"g"}', headers=headers)
+    assert reply.status == 403 and reply.json()["error_code"] == code
+    assert SessionStore(service.state).list().sessions == ()
+
+
+def test_error_statuses(service: Service) -> None:
+    bad = service.request(
+        "POST", "/api/chat/sessions", raw=b"{nope", headers={"Content-Type": "application/json"}
+    )
+    assert bad.status == 400 and bad.json()["error_code"] == "bad_json"
+    # Announce a body over 1 MiB: the server answers 413 before reading a byte of it.
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+        sock.sendall(
+            b"POST /api/chat/sessions HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            % (service.port, (1 << 20) + 1)
+        )
+        head = b""
+        while chunk := sock.recv(65536):  # the server closes after refusing
+            head += chunk
+    assert head.startswith(b"HTTP/1.1 413") and b"body_too_large" in head
+    assert service.request("GET", "/api/chat/sessions/nope").status == 404
+    assert service.request("GET", "/api/chat/sessions/..").status in (400, 404)
+    assert service.request("GET", "/nope").status == 404
+    assert service.request("DELETE", "/api/chat/sessions", body={}).status == 405
+    missing = service.request("POST", "/api/chat/sessions", body={})
+    assert missing.status == 400 and missing.json()["error_code"] == "usage_error"
+
+
+def test_full_turn_over_http_with_sse(service: Service) -> None:
+    canary = "CANARY-http-4d1e"
+    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-http"})
+    assert opened.status == 201
+    sid = opened.json()["session"]["session_id"]
+    submitted = service.request(
+        "POST",
+        f"/api/chat/sessions/{sid}/turns",
+        body={"text": f"{canary} mock:slow=0.05", "client_turn_id": "c-1"},
+    )
+    assert submitted.status == 202, submitted.body  # accepted; the reply streams on /events
+    turn_id = submitted.json()["turn"]["id"]
+    events = service.events(sid)
+    deltas = "".join(e["delta"] for e in events if e["type"] == "delta")
+    statuses = [e["status"] for e in events if e["type"] == "status"]
+    assert deltas.startswith("mock reply #1")
+    assert statuses[-1] == "completed"
+    detail = service.request("GET", f"/api/chat/sessions/{sid}").json()
+    (turn,) = detail["turns"]
+    assert (turn["id"], turn["status"]) == (turn_id, "completed")
+    replay = service.request(
+        "POST", f"/api/chat/sessions/{sid}/turns", body={"text": "again", "client_turn_id": "c-1"}
+    )
+    assert replay.status == 200 and replay.json()["created"] is False
+    assert replay.json()["turn"]["id"] == turn_id
+    listing = service.request("GET", "/api/chat/sessions").json()
+    assert [s["session_id"] for s in listing["sessions"]] == [sid]
+    status = service.request("GET", "/status.json").json()
+    assert status["schema_version"] == "loopx_chat_status_v1" and status["contract_version"] == 2
+    (goal,) = status["attention_queue"]
+    assert goal["projection"]["first_screen"]["latest_validation"].startswith(f"turn {turn_id}")
+    page = service.request("GET", "/")
+    assert page.status == 200 and b'data-goal="g-http"' in page.body
+    assert "content-security-policy" in page.headers
+    resumed = service.request("POST", f"/api/chat/sessions/{sid}/resume", body={})
+    assert resumed.status == 200
+    not_active = service.request("POST", f"/api/chat/sessions/{sid}/interrupt", body={})
+    assert not_active.status == 409
+    everything = b"".join(service.seen)
+    assert canary.encode() not in everything
+    assert str(service.state).encode() not in everything
+
+
+def test_mismatched_home_is_424_and_busy_thread_is_409(
+    service: Service, tmp_path: Path, codex_bin: str, base_env: dict[str, str]
+) -> None:
+    store = SessionStore(service.state)
+    store.create(
+        SessionRecord(
+            session_id="foreign",
+            goal_id="g",
+            created_at="2026-01-01T00:00:00Z",
+            updated_at="2026-01-01T00:00:00Z",
+            codex_home=str(tmp_path / "another-home"),
+            upstream_thread_id="01a22600-0000-7000-8000-000000000000",
+        )
+    )
+    before = store.session_path("foreign").read_bytes()
+    for action, body in (("resume", {}), ("turns", {"text": "x"})):
+        reply = service.request("POST", f"/api/chat/sessions/foreign/{action}", body=body)
+        assert reply.status == 424 and reply.json()["error_code"] == "codex_home_mismatch"
+    assert store.session_path("foreign").read_bytes() == before
+
+    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-busy"}).json()
+    sid = opened["session"]["session_id"]
+    service.request("POST", f"/api/chat/sessions/{sid}/turns", body={"text": "one"})
+    service.events(sid)
+    service.controller.close()  # the service lets go of the thread...
+    with make_controller(service.state, service.home, base_env, codex_bin) as other:
+        other.resume_session(sid)  # ...and another controller takes it
+        busy = service.request("POST", f"/api/chat/sessions/{sid}/turns", body={"text": "two"})
+    assert busy.status == 409 and busy.json()["error_code"] == "thread_busy"
+
+
+def test_fifty_concurrent_status_clients_while_a_turn_runs(service: Service) -> None:
+    sid = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-load"}).json()[
+        "session"
+    ]["session_id"]
+    service.request("POST", f"/api/chat/sessions/{sid}/turns", body={"text": "mock:slow=0.2"})
+    results: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        try:
+            status = service.request("GET", "/status.json").status
+        except OSError:
+            status = -1
+        with lock:
+            results.append(status)
+
+    threads = [threading.Thread(target=client) for _ in range(50)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 50 and set(results) == {200}
+    service.events(sid)
+
+
+def test_status_cache_recomputes_only_when_state_changes(tmp_path: Path) -> None:
+    from loopx_chat.service.status_cache import StatusCache
+
+    calls: list[int] = []
+
+    def compute() -> dict[str, Any]:
+        calls.append(1)
+        return {"n": len(calls)}
+
+    store, goals = SessionStore(tmp_path), GoalStore(tmp_path)
+    cache = StatusCache(tmp_path, compute)
+    assert cache.get()[0] == {"n": 1}
+    assert cache.get()[0] == {"n": 1}  # nothing changed: served from memory
+    store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
+    assert cache.get()[0] == {"n": 2}
+    store.update("a", status="busy")
+    assert cache.get()[0] == {"n": 3}
+    goals.request_gate("g", "Q?")
+    assert cache.get()[0] == {"n": 4}
+    goals.request_gate("g", "Q2?")  # an append to an existing file
+    assert cache.get()[0] == {"n": 5}
+    assert cache.get()[0] == {"n": 5}
