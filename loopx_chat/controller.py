@@ -29,6 +29,12 @@ from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts, TurnOu
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
+from loopx_chat.ownership import (
+    AppServerRegistry,
+    HomeLock,
+    RegisteredServer,
+    process_create_time,
+)
 from loopx_chat.records import (
     TERMINAL_TURN_STATUSES,
     SessionRecord,
@@ -40,6 +46,7 @@ from loopx_chat.store import SessionStore
 from loopx_chat.thread_lock import ThreadWriterLock
 
 INTERRUPT_MARKER = "interrupt.request"
+QUIESCE_POLL_SEC = 0.25
 STDERR_LOG = "app-server.stderr.log"
 
 MISMATCH_MESSAGE = (
@@ -99,6 +106,9 @@ class ChatController:
         self._session_locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self._closed = False
+        self._home_lock = HomeLock(store.root, self.binding.path)
+        self._registry = AppServerRegistry(store.root)
+        self._watcher: threading.Thread | None = None
 
     @property
     def codex_home(self) -> Path:
@@ -154,17 +164,52 @@ class ChatController:
         executable = self._binary_path()
         folder = self.store.session_dir(session_id)
         ensure_private_dir(folder)
-        return CodexThread.open(
-            executable=executable,
-            codex_home=self.binding.path,
-            work_dir=work_dir,
-            environ=self._environ,
-            log_path=folder / STDERR_LOG,
-            resume_thread_id=resume_thread_id,
-            options=self.config.options,
-            timeouts=self.config.timeouts,
-            developer_instructions=objective,
-        )
+        # Held while spawning, so an exclusive operation either sees our registered
+        # app-server or keeps us from starting one (home_exclusive_hold).
+        with self._home_lock.spawn_guard():
+            thread = CodexThread.open(
+                executable=executable,
+                codex_home=self.binding.path,
+                work_dir=work_dir,
+                environ=self._environ,
+                log_path=folder / STDERR_LOG,
+                resume_thread_id=resume_thread_id,
+                options=self.config.options,
+                timeouts=self.config.timeouts,
+                developer_instructions=objective,
+            )
+            self._registry.register(
+                RegisteredServer(
+                    pid=thread.proc.pid,
+                    create_time=process_create_time(thread.proc.pid),
+                    codex_home=str(self.binding.path),
+                    sqlite_home=str(self.binding.sqlite_home),
+                    thread_id=thread.thread_id,
+                    session_id=session_id,
+                )
+            )
+        self._start_quiesce_watcher()
+        return thread
+
+    def _start_quiesce_watcher(self) -> None:
+        with self._guard:
+            if self._watcher is not None:
+                return
+            self._watcher = threading.Thread(
+                target=self._watch_quiesce, name="loopx-quiesce", daemon=True
+            )
+        self._watcher.start()
+
+    def _watch_quiesce(self) -> None:
+        """Close our idle app-servers when an exclusive operation asks for the home."""
+        while not self._closed:
+            if self._home_lock.quiesce_requested():
+                for session_id, warm in list(self._warm.items()):
+                    if warm.running_turn_id is None:
+                        with self._session_lock(session_id):
+                            if warm.running_turn_id is None and self._warm.get(session_id) is warm:
+                                self._drop_warm(session_id)
+            time.sleep(QUIESCE_POLL_SEC)
 
     # -- sessions -----------------------------------------------------------------------
     def open_session(
@@ -517,6 +562,7 @@ class ChatController:
             warm.thread.close()
         finally:
             warm.lock.release()
+            self._registry.unregister(warm.thread.proc.pid)
 
     def warm_pids(self) -> dict[str, int]:
         return {sid: w.thread.proc.pid for sid, w in self._warm.items()}

@@ -93,6 +93,8 @@ ERROR_CODES: frozenset[str] = frozenset(
         "startup_timeout",
         "session_closed",
         "codex_home_missing",
+        "home_exclusive_hold",
+        "home_in_use",
         "controller_stopped",
         "turn_failed",
         # goals

@@ -1,10 +1,13 @@
-"""`loopx-chat home`: show the Codex home this process would bind to."""
+"""`loopx-chat home [check|users|exclusive]`: the bound Codex home and who uses it."""
 
 from __future__ import annotations
+
+import sys
 
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.ownership import AppServerRegistry, find_home_users, home_check, run_exclusive
 
 
 @click.group(invoke_without_command=True)
@@ -33,3 +36,68 @@ def home(ctx: click.Context, as_json: bool) -> None:
     if binding.config_error:
         click.echo(f"config:       {binding.config_error}")
     click.echo(f"state dir:    {cli.state_dir}")
+
+
+@home.command("check")
+@json_option
+@click.pass_obj
+@renders_errors
+def home_check_cmd(cli: CliContext, as_json: bool) -> None:
+    """Ordinary open: read-only identity and configuration checks (safe while others use it)."""
+    report = home_check(cli.binding())
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        click.echo(f"codex home:  {report.path} (from {report.source})")
+        click.echo(f"sqlite home: {report.sqlite_home} (from {report.sqlite_source})")
+        click.echo(
+            "config.toml: "
+            + (
+                "absent"
+                if not report.config_present
+                else "parses"
+                if report.config_parses
+                else "BROKEN"
+            )
+        )
+        for problem in report.problems:
+            click.echo(f"problem: {problem}")
+        click.echo("ok" if report.ok else "not ok")
+    if not report.ok:
+        sys.exit(1)
+
+
+@home.command("users")
+@json_option
+@click.pass_obj
+@renders_errors
+def home_users_cmd(cli: CliContext, as_json: bool) -> None:
+    """Who uses this home: our app-servers, holders of its files, processes naming it."""
+    users = find_home_users(cli.binding(), AppServerRegistry(cli.state_dir))
+    if as_json:
+        emit_json({"ok": True, "users": [u.to_dict() for u in users]})
+        return
+    if not users:
+        click.echo("nobody is using this Codex home")
+    for user in users:
+        click.echo(f"pid {user.pid}  {user.command}  [{user.kind}] {user.detail}")
+
+
+@home.command(
+    "exclusive", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
+)
+@click.option("--wait", type=float, default=10.0, show_default=True, help="Seconds to wait.")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
+@click.pass_obj
+@renders_errors
+def home_exclusive_cmd(cli: CliContext, wait: float, command: tuple[str, ...]) -> None:
+    """Run COMMAND (after --) with the home to itself: e.g. `codex login`, a migration.
+
+    Holds this state dir's lock for the home (no loopx-chat app-server starts meanwhile), asks
+    loopx-chat's own idle app-servers to close, never signals other programs, and refuses with
+    home_in_use while anyone still uses the home. COMMAND's exit code is passed through.
+    """
+    code = run_exclusive(
+        cli.binding(), cli.state_dir, list(command), wait=wait, environ=cli.environ
+    )
+    sys.exit(code)

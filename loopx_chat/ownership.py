@@ -1,0 +1,373 @@
+"""Who uses a Codex home, and exclusive operations that need every user quiet first.
+
+Owns the three levels of the spec's "sharing a host home":
+- ordinary open (`home_check`): read-only identity and configuration checks, safe while
+  others use the home: it never writes, migrates, starts or stops anything;
+- who uses a home (`find_home_users`): the app-servers this controller spawned (a registry
+  with pid + process start time, so a reused pid is not mistaken), any process holding files
+  open under the home or its sqlite home, any process whose environment names the home where
+  the OS lets us read it, and codex processes we may not inspect, reported as `unknown`;
+- exclusive operations (`run_exclusive`): hold this state dir's per-home lock so no
+  controller here starts an app-server, ask our own idle app-servers to close (a quiesce
+  marker our controllers watch), never signal anyone else's process, refuse with
+  `home_in_use` while any user remains, else run the command with `CODEX_HOME` set.
+
+filelock is advisory: it stops only loopx-chat controllers, so the scan is what protects the
+home from Codex Desktop, the CLI or an IDE. Command lines are shown as the executable and its
+subcommand only: the rest of an argv can carry a prompt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import subprocess
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+from filelock import FileLock, Timeout
+
+from loopx_chat.errors import Gate, LoopxChatError
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.home import CodexHomeBinding
+
+SPAWN_GUARD_WAIT_SEC = 2.0
+_SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+
+
+class OwnershipError(LoopxChatError):
+    default_code = "home_in_use"
+
+
+# -- ordinary open ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HomeCheck:
+    path: str
+    source: str
+    sqlite_home: str
+    sqlite_source: str
+    home_exists: bool
+    home_is_dir: bool
+    sqlite_home_exists: bool
+    sqlite_home_is_dir: bool
+    config_present: bool
+    config_parses: bool | None
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, **asdict(self), "problems": list(self.problems)}
+
+
+def home_check(binding: CodexHomeBinding) -> HomeCheck:
+    """Read-only checks; opens `config.toml` for reading and nothing else."""
+    problems: list[str] = []
+    home, sqlite = binding.path, binding.sqlite_home
+    home_exists, home_is_dir = home.exists(), home.is_dir()
+    if not home_exists:
+        problems.append("the Codex home does not exist")
+    elif not home_is_dir:
+        problems.append("the Codex home is not a folder")
+    sqlite_exists, sqlite_is_dir = sqlite.exists(), sqlite.is_dir()
+    if sqlite != home and not sqlite_exists:
+        problems.append("the sqlite home does not exist")
+    elif sqlite_exists and not sqlite_is_dir:
+        problems.append("the sqlite home is not a folder")
+    config = home / "config.toml"
+    present = config.is_file()
+    parses: bool | None = None
+    if present:
+        try:
+            with open(config, "rb") as handle:
+                tomllib.load(handle)
+            parses = True
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            parses = False
+            problems.append(f"config.toml does not parse ({type(exc).__name__})")
+    return HomeCheck(
+        path=str(home),
+        source=binding.source,
+        sqlite_home=str(sqlite),
+        sqlite_source=binding.sqlite_source,
+        home_exists=home_exists,
+        home_is_dir=home_is_dir,
+        sqlite_home_exists=sqlite_exists,
+        sqlite_home_is_dir=sqlite_is_dir,
+        config_present=present,
+        config_parses=parses,
+        problems=tuple(problems),
+    )
+
+
+# -- the registry of app-servers we spawned -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class RegisteredServer:
+    pid: int
+    create_time: float
+    codex_home: str
+    sqlite_home: str
+    thread_id: str | None
+    session_id: str | None
+
+
+class AppServerRegistry:
+    """`<state>/registry/app-servers/<pid>.json`, one file per live app-server we spawned."""
+
+    def __init__(self, state_root: Path) -> None:
+        self.folder = state_root / "registry" / "app-servers"
+
+    def register(self, entry: RegisteredServer) -> None:
+        ensure_private_dir(self.folder)
+        atomic_write_bytes(
+            self.folder / f"{entry.pid}.json",
+            json.dumps(asdict(entry), sort_keys=True).encode(),
+            mode=PRIVATE_FILE_MODE,
+        )
+
+    def unregister(self, pid: int) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            (self.folder / f"{pid}.json").unlink()
+
+    def live(self) -> list[RegisteredServer]:
+        """Entries whose process is still the one we started (pid and start time match)."""
+        out: list[RegisteredServer] = []
+        try:
+            paths = sorted(self.folder.glob("*.json"))
+        except OSError:
+            return out
+        for path in paths:
+            try:
+                entry = RegisteredServer(**json.loads(path.read_bytes()))
+            except (OSError, ValueError, TypeError):
+                continue  # a torn or foreign file is not an app-server of ours
+            try:
+                same = abs(psutil.Process(entry.pid).create_time() - entry.create_time) < 0.01
+            except psutil.Error:
+                same = False
+            if same:
+                out.append(entry)
+            else:
+                self.unregister(entry.pid)  # the process is gone or the pid was reused
+        return out
+
+
+def process_create_time(pid: int) -> float:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return 0.0
+
+
+# -- the per-home lock and the quiesce request ----------------------------------------------
+
+
+def _home_key(home: Path) -> str:
+    return hashlib.sha256(str(home).encode()).hexdigest()[:16]
+
+
+EXCLUSIVE_GATE = Gate(
+    summary="An exclusive operation (account switch, migration, rollback) holds this Codex home.",
+    next_action="Wait for `loopx-chat home exclusive` to finish, then retry.",
+)
+
+
+class HomeLock:
+    def __init__(self, state_root: Path, home: Path) -> None:
+        folder = state_root / "locks" / "homes"
+        key = _home_key(home)
+        self.folder = folder
+        self.path = folder / f"{key}.lock"
+        self.quiesce_marker = folder / f"{key}.quiesce"
+        self._lock = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+
+    @contextmanager
+    def spawn_guard(self) -> Iterator[None]:
+        """Held while a controller starts an app-server; refused during an exclusive hold."""
+        ensure_private_dir(self.folder)
+        try:
+            self._lock.acquire(timeout=SPAWN_GUARD_WAIT_SEC)
+        except Timeout:
+            raise LoopxChatError(
+                "an exclusive operation holds this Codex home; no app-server may start now",
+                error_code="home_exclusive_hold",
+                gate=EXCLUSIVE_GATE,
+            ) from None
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        ensure_private_dir(self.folder)
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            raise LoopxChatError(
+                "another loopx-chat exclusive operation or app-server start holds this home",
+                error_code="home_exclusive_hold",
+                gate=EXCLUSIVE_GATE,
+            ) from None
+        try:
+            atomic_write_bytes(
+                self.quiesce_marker, str(os.getpid()).encode(), mode=PRIVATE_FILE_MODE
+            )
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                self.quiesce_marker.unlink()
+            self._lock.release()
+
+    def quiesce_requested(self) -> bool:
+        return self.quiesce_marker.exists()
+
+
+# -- who uses a home ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HomeUser:
+    pid: int
+    command: str
+    kind: str  # registered | open_files | environment | unknown
+    detail: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def short_command(cmdline: Sequence[str]) -> str:
+    """The executable and its subcommand; never the rest (it may be a prompt)."""
+    if not cmdline:
+        return "?"
+    parts = [os.path.basename(cmdline[0])]
+    args = [a for a in cmdline[1:] if not a.startswith("-")]
+    if parts[0] in ("node", "python", "python3") and args:
+        parts.append(os.path.basename(args[0]))
+        args = args[1:]
+    if args and _SUBCOMMAND.match(args[0]):
+        parts.append(args[0])
+    return " ".join(parts)
+
+
+def _is_codex(cmdline: Sequence[str]) -> bool:
+    return any(os.path.basename(a) in ("codex", "codex.js", "codex.exe") for a in cmdline[:2])
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
+
+
+def find_home_users(
+    binding: CodexHomeBinding,
+    registry: AppServerRegistry,
+    *,
+    exclude_pids: frozenset[int] = frozenset(),
+) -> list[HomeUser]:
+    roots = sorted({str(binding.path), str(binding.sqlite_home)})
+    users: dict[int, HomeUser] = {}
+    for entry in registry.live():
+        if entry.codex_home == str(binding.path) and entry.pid not in exclude_pids:
+            users[entry.pid] = HomeUser(
+                entry.pid, "codex app-server", "registered", f"session {entry.session_id}"
+            )
+    me = os.getpid()
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        pid = proc.info["pid"]
+        if pid in users or pid == me or pid in exclude_pids:
+            continue
+        cmdline = proc.info.get("cmdline") or []
+        codex = _is_codex(cmdline)
+        denied = False
+        try:
+            held = [f.path for f in proc.open_files() if _under(f.path, roots)]
+        except psutil.AccessDenied:
+            held, denied = [], True
+        except psutil.Error:
+            continue  # exited while we looked
+        if held:
+            users[pid] = HomeUser(
+                pid, short_command(cmdline), "open_files", f"{len(held)} open file(s) in the home"
+            )
+            continue
+        try:
+            env = proc.environ()
+        except psutil.AccessDenied:
+            env, denied = {}, True
+        except psutil.Error:
+            continue
+        named = [
+            k
+            for k in ("CODEX_HOME", "LOOPX_CHAT_CODEX_HOME", "CODEX_SQLITE_HOME")
+            if env.get(k) and _under(os.path.realpath(env[k]), roots)
+        ]
+        if named:
+            users[pid] = HomeUser(pid, short_command(cmdline), "environment", ", ".join(named))
+        elif codex and denied:
+            # A codex process we may not look into could be using this home.
+            users[pid] = HomeUser(pid, short_command(cmdline), "unknown", "not inspectable")
+    return sorted(users.values(), key=lambda u: u.pid)
+
+
+# -- exclusive operations -----------------------------------------------------------------
+
+
+def run_exclusive(
+    binding: CodexHomeBinding,
+    state_root: Path,
+    command: Sequence[str],
+    *,
+    wait: float,
+    environ: Mapping[str, str],
+    poll: float = 0.25,
+    run: Callable[..., int] | None = None,
+) -> int:
+    """Run `command` once nobody uses the home; returns its exit code."""
+    if not command:
+        raise LoopxChatError("give the command to run after --", error_code="usage_error")
+    lock = HomeLock(state_root, binding.path)
+    registry = AppServerRegistry(state_root)
+    with lock.exclusive():
+        deadline = time.monotonic() + wait
+        while True:
+            users = find_home_users(binding, registry)
+            if not users:
+                break
+            if time.monotonic() >= deadline:
+                listing = "; ".join(f"pid {u.pid} ({u.command}, {u.kind})" for u in users)
+                raise LoopxChatError(
+                    f"the Codex home is in use by {len(users)} process(es): {listing}",
+                    error_code="home_in_use",
+                    gate=Gate(
+                        summary="Every user of this Codex home must be quiet first.",
+                        next_action="Quit those processes yourself (loopx-chat never signals "
+                        "other programs), then run the exclusive operation again.",
+                    ),
+                )
+            time.sleep(poll)
+        env = {**environ, "CODEX_HOME": str(binding.path)}
+        if run is not None:
+            return run(list(command), env)
+        try:
+            return subprocess.run(list(command), env=env, check=False).returncode
+        except OSError as exc:
+            raise LoopxChatError(
+                f"cannot run {os.path.basename(command[0])}: {exc.strerror}",
+                error_code="usage_error",
+            ) from None
