@@ -16,6 +16,7 @@ adapter does. Interrupts from another process arrive as a marker file in the ses
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 import uuid
@@ -26,8 +27,10 @@ from typing import Any
 
 from loopx_chat.codex.binary import CodexBinary, find_codex
 from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts, TurnOutcome
+from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.goals import GoalStore
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.ownership import (
     AppServerRegistry,
@@ -109,6 +112,29 @@ class ChatController:
         self._home_lock = HomeLock(store.root, self.binding.path)
         self._registry = AppServerRegistry(store.root)
         self._watcher: threading.Thread | None = None
+        self.control = ControlLog(store.root)
+        self._start_recorded = False
+
+    def record_start(self) -> None:
+        """Which owner gates were open when this controller started (a metrics input).
+
+        Recorded once, when the controller first does real work (or a service starts), so a
+        refused call (another home, a busy thread) leaves owner-local state untouched.
+        """
+        if self._start_recorded:
+            return
+        self._start_recorded = True
+        goals = GoalStore(self.store.root)
+        try:
+            open_ids = [
+                g.gate_id
+                for gid in goals.goal_ids()
+                for g in goals.gates(gid)
+                if g.status == "pending"
+            ]
+        except LoopxChatError:
+            open_ids = []  # an unreadable gate log is reported by `gate list`, not here
+        self.control.record("controller_started", open_gate_ids=open_ids, pid=os.getpid())
 
     @property
     def codex_home(self) -> Path:
@@ -162,6 +188,7 @@ class ChatController:
     ) -> CodexThread:
         self._ensure_home_exists()
         executable = self._binary_path()
+        self.record_start()
         folder = self.store.session_dir(session_id)
         ensure_private_dir(folder)
         # Held while spawning, so an exclusive operation either sees our registered
@@ -287,7 +314,11 @@ class ChatController:
                 error_code="resume_failed",
             )
         lock = ThreadWriterLock(self.store.root, self.binding.path, record.upstream_thread_id)
-        lock.acquire()
+        try:
+            lock.acquire()
+        except CodexError:
+            self._record_busy(record)
+            raise
         try:
             work = Path(record.work_dir) if record.work_dir else self.binding.path
             thread = self._open_thread(
@@ -295,6 +326,8 @@ class ChatController:
             )
         except CodexError as exc:
             lock.release()
+            if exc.error_code == "thread_busy":
+                self._record_busy(record)
             self._record_resume_failure(record, exc)
             raise
         except BaseException:
@@ -311,6 +344,14 @@ class ChatController:
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
+
+    def _record_busy(self, record: SessionRecord) -> None:
+        self.control.record(
+            "thread_busy_refused",
+            goal_id=record.goal_id,
+            session_id=record.session_id,
+            thread_id=record.upstream_thread_id,
+        )
 
     def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
         if exc.error_code in ("thread_busy", "host_tool_unavailable", "codex_home_missing"):
@@ -339,7 +380,7 @@ class ChatController:
             validate_session_id(client_turn_id)
             existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
             if existing is not None:
-                return TurnResult(record, existing, created=False)
+                return self._replayed(record, existing)
         if record.session_mode == "attached_host":
             return self._queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
@@ -350,9 +391,18 @@ class ChatController:
             if client_turn_id is not None:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
                 if existing is not None:
-                    return TurnResult(record, existing, created=False)
+                    return self._replayed(record, existing)
             warm = self._ensure_warm(record)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
+
+    def _replayed(self, record: SessionRecord, turn: TurnRecord) -> TurnResult:
+        self.control.record(
+            "submit_replayed",
+            goal_id=record.goal_id,
+            session_id=record.session_id,
+            turn_id=turn.turn_id,
+        )
+        return TurnResult(record, turn, created=False)
 
     def _queue_attached(self, record: SessionRecord, client_turn_id: str | None) -> TurnResult:
         with self.store.lock(record.session_id):
@@ -460,7 +510,7 @@ class ChatController:
         )
         with self.store.lock(turn.session_id):
             self.store.save_turn(final)
-            self.store.mutate(
+            session = self.store.mutate(
                 turn.session_id,
                 lambda r: r.with_changes(
                     {
@@ -472,6 +522,16 @@ class ChatController:
                     }
                 ),
             )
+        self.control.record(
+            "turn_finished",
+            goal_id=session.goal_id,
+            session_id=session.session_id,
+            thread_id=session.upstream_thread_id,
+            turn_id=final.turn_id,
+            status=final.status,
+            code=final.error_code,
+            session_created_at=session.created_at,
+        )
         return final
 
     def _settle_orphaned_turn(self, session_id: str) -> None:

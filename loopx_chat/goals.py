@@ -22,6 +22,7 @@ from typing import Any
 
 from filelock import FileLock
 
+from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
 from loopx_chat.records import validate_session_id
@@ -106,6 +107,7 @@ class GoalStore:
         self.root = root
         self.goals_dir = root / "goals"
         self._clock = clock
+        self.control = ControlLog(root, clock=clock)
 
     def goal_dir(self, goal_id: str) -> Path:
         return self.goals_dir / validate_goal_id(goal_id)
@@ -172,6 +174,7 @@ class GoalStore:
         }
         with self._locked(goal_id) as folder:
             self._append(folder / "gates.jsonl", event)
+        self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
 
     def resolve_gate(self, goal_id: str, gate_id: str, decision: str, reason: str | None) -> Gate:
@@ -196,6 +199,7 @@ class GoalStore:
                     "at": self._clock(),
                 },
             )
+        self.control.record("gate_resolved", goal_id=goal_id, gate_id=gate_id, decision=decision)
         return self.gate(goal_id, gate_id)
 
     def gates(self, goal_id: str) -> list[Gate]:
@@ -254,6 +258,7 @@ class GoalStore:
         )
         with self._locked(goal_id) as folder:
             self._append(folder / "handoffs.jsonl", handoff.to_dict())
+        self.control.record("handoff_recorded", goal_id=goal_id, handoff_id=handoff.handoff_id)
         return handoff
 
     def handoffs(self, goal_id: str) -> list[Handoff]:

@@ -95,16 +95,53 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> list[str]:
+    """Ids of the blockers this first screen shows: the blocking gate, the latest blocker."""
+    refs: list[str] = []
+    if first_screen.get("user_action_required"):
+        for gate in facts.gates:
+            if gate.get("status") in ("pending", "blocked") and gate.get("blocking", True):
+                refs.append(str(gate.get("gate_id")))
+                break
+    if first_screen.get("latest_blocker"):
+        failing = [o for o in facts.outcomes if o.get("blocker")]
+        if failing:
+            refs.append(str(max(failing, key=lambda o: str(o.get("created_at")))["outcome_id"]))
+    return refs
+
+
 def collect_status(
-    store: SessionStore, goals: GoalStore, codex_home: str, goal_id: str | None = None
+    store: SessionStore,
+    goals: GoalStore,
+    codex_home: str,
+    goal_id: str | None = None,
+    *,
+    surface: str | None = None,
 ) -> dict[str, Any]:
+    """The status document; with `surface`, record blockers shown for the first time there."""
     sessions = store.list().sessions
     ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
-    return status_document(
-        goal_status(
-            facts_from_state(
-                g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
-            )
+    results = []
+    shown_before: set[str] | None = None
+    for g in ids:
+        facts = facts_from_state(
+            g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
         )
-        for g in ids
-    )
+        result = goal_status(facts)
+        results.append(result)
+        if surface is None:
+            continue
+        refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
+        if refs and shown_before is None:
+            shown_before = {
+                str(e.get("blocker_ref"))
+                for e in goals.control.events()
+                if e.get("kind") == "blocker_displayed"
+            }
+        for ref in refs:
+            if shown_before is not None and ref not in shown_before:
+                goals.control.record(
+                    "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
+                )
+                shown_before.add(ref)
+    return status_document(results)

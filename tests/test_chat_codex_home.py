@@ -263,8 +263,8 @@ def test_mismatched_home_refused_before_spawn_or_write(
         c.submit_turn(record.session_id, "first")
     spawned_before = len(fake_codex.app_servers())
     state = tmp_path / "state"
-    before = _snapshot(state)
     with _controller(tmp_path, home_b, fake_codex) as other:
+        before = _snapshot(state)  # after construction: the refused call itself writes nothing
         call = {
             "resume": lambda: other.resume_session(record.session_id),
             "submit": lambda: other.submit_turn(record.session_id, "x", client_turn_id="t-9"),
@@ -273,10 +273,11 @@ def test_mismatched_home_refused_before_spawn_or_write(
         }[action]
         with pytest.raises(CodexError) as info:
             call()
+        after = _snapshot(state)
     assert info.value.error_code == "codex_home_mismatch"
     assert "original LOOPX_CHAT_CODEX_HOME" in info.value.message
     assert len(fake_codex.app_servers()) == spawned_before  # nothing spawned
-    assert _snapshot(state) == before  # not one byte of state changed
+    assert after == before  # not one byte of state changed
 
 
 def _legacy(store: SessionStore, **kw: object) -> SessionRecord:

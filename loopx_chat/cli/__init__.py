@@ -15,7 +15,7 @@ from loopx_chat import __version__
 from loopx_chat.cli.chat_cmd import chat
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.demo_cmd import demo
-from loopx_chat.cli.goal_cmds import gate, handoff, project, status
+from loopx_chat.cli.goal_cmds import gate, handoff, metrics, project, status
 from loopx_chat.cli.home_cmd import home
 from loopx_chat.cli.launchagent_cmd import launchagent
 from loopx_chat.cli.serve_cmd import serve
@@ -55,6 +55,7 @@ main.add_command(gate)
 main.add_command(handoff)
 main.add_command(home)
 main.add_command(launchagent)
+main.add_command(metrics)
 main.add_command(project)
 main.add_command(serve)
 main.add_command(sessions)

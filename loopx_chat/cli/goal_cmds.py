@@ -10,6 +10,7 @@ import click
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.errors import UsageError
 from loopx_chat.goals import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
+from loopx_chat.metrics import compute_metrics
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     compact_session_runtime_readonly_projection,
@@ -61,7 +62,7 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
         validate_goal_id(goal_id)
-    doc = collect_status(cli.store(), _goals(cli), str(cli.binding().path), goal_id)
+    doc = collect_status(cli.store(), _goals(cli), str(cli.binding().path), goal_id, surface="cli")
     if as_json:
         emit_json(doc)
         return
@@ -187,3 +188,37 @@ def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
         return
     for h in packets:
         click.echo(f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}")
+
+
+@click.command("metrics")
+@click.option("--goal", "goal_id", default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+    """The six goal-control metrics, each with its numerator and denominator."""
+    store = _goals(cli)
+    if goal_id:
+        validate_goal_id(goal_id)
+    gate_status = {g.gate_id: g.status for gid in store.goal_ids() for g in store.gates(gid)}
+    doc = {"ok": True, **compute_metrics(store.control.events(), gate_status, goal_id)}
+    if as_json:
+        emit_json(doc)
+        return
+    click.echo(f"goal-control metrics{' for ' + goal_id if goal_id else ''}")
+    for name, value in doc.items():
+        if not isinstance(value, dict):
+            continue
+        if "numerator" in value:
+            ratio = "n/a" if value["ratio"] is None else f"{value['ratio']:.2%}"
+            extras = ", ".join(
+                f"{k}={v}"
+                for k, v in value.items()
+                if k not in ("numerator", "denominator", "ratio")
+            )
+            click.echo(
+                f"  {name}: {value['numerator']}/{value['denominator']} ({ratio})"
+                + (f"  [{extras}]" if extras else "")
+            )
+        else:
+            click.echo(f"  {name}: " + ", ".join(f"{k}={v}" for k, v in value.items()))

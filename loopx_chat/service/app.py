@@ -107,9 +107,12 @@ class ServiceApp:
         self._workers: dict[str, _Worker] = {}
         self._workers_lock = threading.Lock()
         self._codex: dict[str, Any] | None = None
+        controller.record_start()
         self._status_cache = StatusCache(
             controller.store.root,
-            lambda: collect_status(controller.store, goals, str(controller.codex_home)),
+            lambda: collect_status(
+                controller.store, goals, str(controller.codex_home), surface="service"
+            ),
         )
 
     # -- entry ---------------------------------------------------------------------------

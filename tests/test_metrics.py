@@ -1,0 +1,141 @@
+"""Goal-control metrics from the control-event log: a scripted scenario through the real
+controller (fake codex) and CLI, checked numerator by numerator."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loopx_chat.cli import main
+from loopx_chat.codex.thread import Timeouts
+from loopx_chat.control_events import ControlLog
+from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.errors import CodexError, LoopxChatError
+from loopx_chat.goals import GoalStore
+from loopx_chat.metrics import compute_metrics
+from loopx_chat.store import SessionStore
+from tests.conftest import FakeCodex
+
+
+def _controller(tmp_path: Path, fake: FakeCodex, scenario: str = "ok") -> ChatController:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return ChatController(
+        store=SessionStore(tmp_path / "state"),
+        environ={
+            "PATH": os.environ["PATH"],
+            "LOOPX_CHAT_CODEX_HOME": str(home),
+            **fake.env(scenario),
+        },
+        cwd=tmp_path,
+        codex_bin=str(fake.bin),
+        config=ControllerConfig(timeouts=Timeouts(idle=0.5, request=10, startup=10)),
+    )
+
+
+def _cli(tmp_path: Path, *args: str) -> dict:  # type: ignore[type-arg]
+    result = CliRunner().invoke(
+        main,
+        ["--state-dir", str(tmp_path / "state"), *args, "--json"],
+        env={"LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home")},
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_scripted_scenario_gives_every_numerator(tmp_path: Path, fake_codex: FakeCodex) -> None:
+    c1 = _controller(tmp_path, fake_codex)
+    s1 = c1.open_session("gm", tmp_path)
+    assert c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").turn.status == "completed"
+    assert c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").created is False  # replay
+    with _controller(tmp_path, fake_codex, "hang_turn") as c2:
+        with pytest.raises(CodexError):  # c1 still holds the thread: refused, nothing ran
+            c2.submit_turn(s1.session_id, "two")
+        c1.close()
+        interrupted = c2.submit_turn(s1.session_id, "two")
+    assert (interrupted.turn.status, interrupted.turn.error_code) == ("interrupted", "idle_timeout")
+    with _controller(tmp_path, fake_codex) as c3:
+        assert c3.submit_turn(s1.session_id, "three").turn.status == "completed"  # recovery
+    _cli(tmp_path, "status")  # the owner sees the blocker (the interrupted turn)
+    gate = _cli(tmp_path, "gate", "request", "--goal", "gm", "--question", "CANARY-gate?")["gate"]
+    with _controller(tmp_path, fake_codex) as c4:
+        c4.open_session("gm", tmp_path)  # a restart that does work while the gate is open
+    _cli(tmp_path, "status")  # the owner sees the gate
+    _cli(tmp_path, "gate", "resolve", gate["gate_id"], "--goal", "gm", "--decision", "approve")
+    _cli(
+        tmp_path,
+        "handoff",
+        "record",
+        "--goal",
+        "gm",
+        "--next-action",
+        "finish",
+        "--stop-condition",
+        "done",
+    )
+    with _controller(tmp_path, fake_codex) as c5:
+        s3 = c5.open_session("gm", tmp_path)  # a later session picks up the handoff
+        assert c5.submit_turn(s3.session_id, "four").turn.status == "completed"
+
+    doc = _cli(tmp_path, "metrics", "--goal", "gm")
+    pick = lambda name: (doc[name]["numerator"], doc[name]["denominator"])  # noqa: E731
+    assert pick("interrupted_task_recovery") == (1, 1)
+    assert pick("duplicate_compute_avoided") == (2, 6)  # 1 replay + 1 refusal of 6 decisions
+    assert doc["duplicate_compute_avoided"]["submit_replays"] == 1
+    assert doc["duplicate_compute_avoided"]["thread_busy_refusals"] == 1
+    assert pick("owner_gates_preserved") == (1, 1)
+    assert pick("cross_session_handoff_success") == (1, 1)
+    assert pick("time_to_owner_sees_blocker") == (2, 2)
+    assert doc["time_to_owner_sees_blocker"]["max_seconds"] >= 0
+    # The log is compact: ids, codes and timestamps only.
+    text = (tmp_path / "state" / "events" / "control.jsonl").read_text()
+    assert "CANARY" not in text
+    other = _cli(tmp_path, "metrics", "--goal", "other-goal")
+    assert other["interrupted_task_recovery"]["denominator"] == 0
+
+
+def test_a_gate_lost_across_a_restart_is_not_counted_as_preserved() -> None:
+    events = [
+        {
+            "kind": "gate_requested",
+            "goal_id": "g",
+            "gate_id": "gate-1",
+            "at": "2026-01-01T00:00:00Z",
+        },
+        {
+            "kind": "gate_requested",
+            "goal_id": "g",
+            "gate_id": "gate-2",
+            "at": "2026-01-01T00:00:01Z",
+        },
+        {
+            "kind": "controller_started",
+            "open_gate_ids": ["gate-1", "gate-2"],
+            "at": "2026-01-01T00:01:00Z",
+        },
+    ]
+    # gate-2 vanished from the gate log (e.g. a rewritten file): not preserved.
+    doc = compute_metrics(events, {"gate-1": "pending"}, "g")
+    assert (
+        doc["owner_gates_preserved"]["numerator"],
+        doc["owner_gates_preserved"]["denominator"],
+    ) == (1, 2)
+    # closed without a recorded decision after the restart: not preserved either
+    doc = compute_metrics(events, {"gate-1": "pending", "gate-2": "approved"}, "g")
+    assert doc["owner_gates_preserved"]["numerator"] == 1
+
+
+def test_corrupt_control_log_is_reported(tmp_path: Path) -> None:
+    log = ControlLog(tmp_path)
+    log.record("handoff_recorded", goal_id="g", handoff_id="h")
+    log.path.write_bytes(b"garbage\n" + log.path.read_bytes())
+    with pytest.raises(LoopxChatError) as info:
+        list(log.events())
+    assert info.value.error_code == "state_corrupt"
+    with pytest.raises(ValueError):
+        log.record("handoff_recorded", goal_id="g", text="never")  # the vocabulary is closed
+    assert GoalStore(tmp_path).control.path == log.path
