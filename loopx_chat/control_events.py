@@ -8,14 +8,11 @@ that cannot be written never fails the user's action (the failure is counted in 
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.errors import StateError
-from loopx_chat.fsutil import ensure_private_dir
+from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.store import utc_now
 
 CONTROL_EVENT_SCHEMA = "loopx_chat_control_event_v1"
@@ -49,39 +46,10 @@ class ControlLog:
             raise ValueError(f"{kind} does not carry {sorted(unknown)}")
         event = {"schema_version": CONTROL_EVENT_SCHEMA, "kind": kind, "at": self._clock()}
         event.update({k: v for k, v in fields.items() if v is not None})
-        line = (json.dumps(event, sort_keys=True, separators=(",", ":")) + "\n").encode()
         try:
-            ensure_private_dir(self.path.parent)
-            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-            try:
-                os.write(fd, line)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            append_record(self.path, event)
         except OSError:
             self.write_failures += 1
 
     def events(self) -> Iterator[dict[str, Any]]:
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return
-        lines = raw.split(b"\n")[:-1]  # a partial last line is an unfinished append
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                event = json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                event = None
-            if not isinstance(event, dict):
-                raise StateError(
-                    f"{self.path} line {number} is not a JSON record; it was left untouched",
-                    error_code="state_corrupt",
-                )
-            if event.get("schema_version") != CONTROL_EVENT_SCHEMA:
-                raise StateError(
-                    f"{self.path} line {number} has schema {event.get('schema_version')!r}",
-                    error_code="state_schema_unsupported",
-                )
-            yield event
+        yield from read_records(self.path, CONTROL_EVENT_SCHEMA)

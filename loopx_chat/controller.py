@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.codex.app_server import ProcessGone, RpcError
 from loopx_chat.codex.binary import CodexBinary, find_codex
+from loopx_chat.codex.errors_map import classify_rpc_error
 from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts, TurnOutcome
 from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
@@ -588,6 +590,37 @@ class ChatController:
         with self._session_lock(session_id):
             warm = self._ensure_warm(record)
             result = warm.thread.read_history()
+            self._schedule_idle_close(session_id, warm)
+            return result
+
+    def thread_request(
+        self, session_id: str, method: str, params: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One JSON-RPC call on the session's thread (home check first, resumed if needed).
+
+        For host-metadata adapters (the thread goal); never for turns, which have their own path.
+        """
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host":
+            raise CodexError(
+                "attached-host sessions have no managed app-server",
+                error_code="app_server_rejected",
+            )
+        with self._session_lock(session_id):
+            warm = self._ensure_warm(self._load_checked(session_id))
+            try:
+                result = warm.thread.proc.request(
+                    method,
+                    {"threadId": warm.thread.thread_id, **params},
+                    self.config.timeouts.request,
+                )
+            except RpcError as exc:
+                raise classify_rpc_error(method, exc.message) from None
+            except (ProcessGone, TimeoutError):
+                self._drop_warm(session_id)
+                raise CodexError(
+                    f"Codex app-server did not complete {method}", error_code="app_server_exited"
+                ) from None
             self._schedule_idle_close(session_id, warm)
             return result
 

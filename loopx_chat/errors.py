@@ -103,6 +103,13 @@ ERROR_CODES: frozenset[str] = frozenset(
         "gate_not_found",
         "gate_already_resolved",
         "input_invalid",
+        "raw_material_refused",
+        "goal_state_missing",
+        "proposal_not_found",
+        "proposal_already_closed",
+        "writeback_refused",
+        "writeback_no_source",
+        "writeback_not_applied",
         # launchagent
         "platform_unsupported",
         "plist_malformed",

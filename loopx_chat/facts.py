@@ -25,6 +25,9 @@ class GoalFacts:
     outcomes: list[dict[str, Any]] = field(default_factory=list)
     gates: list[dict[str, Any]] = field(default_factory=list)
     decision_results: list[dict[str, Any]] = field(default_factory=list)
+    # Not projection inputs: the quota decision reads these.
+    tokens_used: int = 0
+    consecutive_failed_turns: int = 0
 
     def builder_kwargs(self) -> dict[str, Any]:
         return {
@@ -125,7 +128,18 @@ def facts_from_records(
     handoffs: Sequence[Handoff],
     codex_home: str,
 ) -> GoalFacts:
-    facts = GoalFacts(goal_id=goal_id)
+    ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
+    trailing_failures = 0
+    for t in reversed(ordered):
+        if t.status == "failed" or (t.status == "interrupted" and t.error_code):
+            trailing_failures += 1
+        elif t.status in ("completed", "interrupted"):
+            break
+    facts = GoalFacts(
+        goal_id=goal_id,
+        tokens_used=sum(t.tokens.total_tokens for t in turns),
+        consecutive_failed_turns=trailing_failures,
+    )
     for record in sessions:
         facts.sessions.append(_session_item(record))
         managed = record.session_mode == "managed_runtime" and record.agent_id == "codex"

@@ -10,11 +10,10 @@ the file and line, and nothing is rewritten.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -25,6 +24,7 @@ from filelock import FileLock
 from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.records import validate_session_id
 from loopx_chat.store import utc_now
 
@@ -109,8 +109,17 @@ class GoalStore:
         self._clock = clock
         self.control = ControlLog(root, clock=clock)
 
+    def now(self) -> str:
+        return self._clock()
+
     def goal_dir(self, goal_id: str) -> Path:
         return self.goals_dir / validate_goal_id(goal_id)
+
+    @contextmanager
+    def locked(self, goal_id: str) -> Iterator[Path]:
+        """The per-goal writer lock (readers never need it: records are only appended)."""
+        with self._locked(goal_id) as folder:
+            yield folder
 
     @contextmanager
     def _locked(self, goal_id: str) -> Iterator[Path]:
@@ -118,39 +127,6 @@ class GoalStore:
         ensure_private_dir(folder)
         with FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE):
             yield folder
-
-    def _append(self, path: Path, record: Mapping[str, Any]) -> None:
-        line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, line)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-    def _read(self, path: Path) -> list[dict[str, Any]]:
-        try:
-            raw = path.read_bytes()
-        except FileNotFoundError:
-            return []
-        lines = raw.split(b"\n")
-        complete, tail = lines[:-1], lines[-1]
-        del tail  # a partial last line is an append that did not finish: not a record yet
-        out: list[dict[str, Any]] = []
-        for number, line in enumerate(complete, start=1):
-            if not line.strip():
-                continue
-            try:
-                item = json.loads(line)
-            except (UnicodeDecodeError, json.JSONDecodeError):
-                item = None
-            if not isinstance(item, dict):
-                raise StateError(
-                    f"{path} line {number} is not a JSON record; the file was left untouched",
-                    error_code="state_corrupt",
-                )
-            out.append(item)
-        return out
 
     # -- gates ---------------------------------------------------------------------------
     def request_gate(
@@ -173,7 +149,7 @@ class GoalStore:
             "at": self._clock(),
         }
         with self._locked(goal_id) as folder:
-            self._append(folder / "gates.jsonl", event)
+            append_record(folder / "gates.jsonl", event)
         self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
 
@@ -187,7 +163,7 @@ class GoalStore:
                     f"gate {gate_id} was already {current.status}",
                     error_code="gate_already_resolved",
                 )
-            self._append(
+            append_record(
                 folder / "gates.jsonl",
                 {
                     "schema_version": GATE_EVENT_SCHEMA,
@@ -205,12 +181,7 @@ class GoalStore:
     def gates(self, goal_id: str) -> list[Gate]:
         path = self.goal_dir(goal_id) / "gates.jsonl"
         folded: dict[str, Gate] = {}
-        for event in self._read(path):
-            if event.get("schema_version") != GATE_EVENT_SCHEMA:
-                raise StateError(
-                    f"{path} holds schema {event.get('schema_version')!r}; left untouched",
-                    error_code="state_schema_unsupported",
-                )
+        for event in read_records(path, GATE_EVENT_SCHEMA):
             gate_id = str(event.get("gate_id"))
             if event.get("event") == "requested":
                 folded[gate_id] = Gate(
@@ -257,19 +228,14 @@ class GoalStore:
             created_at=self._clock(),
         )
         with self._locked(goal_id) as folder:
-            self._append(folder / "handoffs.jsonl", handoff.to_dict())
+            append_record(folder / "handoffs.jsonl", handoff.to_dict())
         self.control.record("handoff_recorded", goal_id=goal_id, handoff_id=handoff.handoff_id)
         return handoff
 
     def handoffs(self, goal_id: str) -> list[Handoff]:
         path = self.goal_dir(goal_id) / "handoffs.jsonl"
         out = []
-        for item in self._read(path):
-            if item.get("schema_version") != HANDOFF_SCHEMA:
-                raise StateError(
-                    f"{path} holds schema {item.get('schema_version')!r}; left untouched",
-                    error_code="state_schema_unsupported",
-                )
+        for item in read_records(path, HANDOFF_SCHEMA):
             out.append(
                 Handoff(
                     handoff_id=str(item.get("handoff_id")),

@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from loopx_chat.facts import GoalFacts, facts_from_state, known_goal_ids
+from loopx_chat.goal_records import REWARD_LABELS, GoalRecords
 from loopx_chat.goals import GoalStore
+from loopx_chat.quota_state import current_quota
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     session_runtime_projection_attention,
@@ -95,6 +97,33 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def goal_record_summary(
+    facts: GoalFacts, projection: dict[str, Any], records: GoalRecords
+) -> dict[str, Any]:
+    """goal_state, quota, human rewards and advisory proposals, as the first screen shows them."""
+    state = records.goal_state(facts.goal_id)
+    rewards = records.rewards(facts.goal_id)
+    proposals = records.proposals(facts.goal_id)
+    return {
+        "goal_state": (
+            {
+                "objective": state.objective,
+                "boundary": state.boundary,
+                "non_goals": list(state.non_goals),
+                "authority_sources": list(state.authority_sources),
+            }
+            if state
+            else None
+        ),
+        "quota": current_quota(facts, projection, records),
+        "human_rewards": {
+            label: sum(r["label"] == label for r in rewards) for label in REWARD_LABELS
+        },
+        # Advisory only: never a todo until promoted into a handoff packet.
+        "advisory_proposals": sum(p["status"] == "advisory" for p in proposals),
+    }
+
+
 def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> list[str]:
     """Ids of the blockers this first screen shows: the blocking gate, the latest blocker."""
     refs: list[str] = []
@@ -128,6 +157,7 @@ def collect_status(
             g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
         )
         result = goal_status(facts)
+        result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
         results.append(result)
         if surface is None:
             continue

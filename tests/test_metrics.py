@@ -50,8 +50,12 @@ def _cli(tmp_path: Path, *args: str) -> dict:  # type: ignore[type-arg]
 def test_scripted_scenario_gives_every_numerator(tmp_path: Path, fake_codex: FakeCodex) -> None:
     c1 = _controller(tmp_path, fake_codex)
     s1 = c1.open_session("gm", tmp_path)
-    assert c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").turn.status == "completed"
-    assert c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").created is False  # replay
+    assert (
+        c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").turn.status == "completed"
+    )
+    assert (
+        c1.submit_turn(s1.session_id, "CANARY-one", client_turn_id="c1").created is False
+    )  # replay
     with _controller(tmp_path, fake_codex, "hang_turn") as c2:
         with pytest.raises(CodexError):  # c1 still holds the thread: refused, nothing ran
             c2.submit_turn(s1.session_id, "two")

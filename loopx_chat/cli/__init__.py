@@ -18,6 +18,7 @@ from loopx_chat.cli.demo_cmd import demo
 from loopx_chat.cli.goal_cmds import gate, handoff, metrics, project, status
 from loopx_chat.cli.home_cmd import home
 from loopx_chat.cli.launchagent_cmd import launchagent
+from loopx_chat.cli.records_cmds import dream, goal, quota, reward
 from loopx_chat.cli.serve_cmd import serve
 from loopx_chat.cli.sessions_cmd import sessions
 from loopx_chat.store import default_state_dir
@@ -51,12 +52,16 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
 
 main.add_command(chat)
 main.add_command(demo)
+main.add_command(dream)
 main.add_command(gate)
+main.add_command(goal)
 main.add_command(handoff)
 main.add_command(home)
 main.add_command(launchagent)
 main.add_command(metrics)
 main.add_command(project)
+main.add_command(quota)
+main.add_command(reward)
 main.add_command(serve)
 main.add_command(sessions)
 main.add_command(status)

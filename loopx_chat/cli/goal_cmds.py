@@ -71,10 +71,20 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     for goal in doc["attention_queue"]:
         answers = goal["answers"]
         click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
+        state = goal.get("goal_state") or {}
+        if state.get("objective"):
+            click.echo(f"  objective:               {state['objective']}")
+        if state.get("boundary"):
+            click.echo(f"  boundary:                {state['boundary']}")
         click.echo(f"  waiting on:              {answers['waiting_on']}")
         click.echo(f"  agent can continue now:  {answers['agent_can_continue']}")
         click.echo(f"  gate or evidence needed: {answers['gate_or_evidence_required']}")
         click.echo(f"  latest run:              {answers['latest_run']}")
+        quota = goal.get("quota") or {}
+        if quota:
+            click.echo(
+                f"  next automatic turn:     {quota['decision']} ({quota['reason_code']}; hint)"
+            )
 
 
 @click.group()

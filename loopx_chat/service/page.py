@@ -45,6 +45,24 @@ def _card(goal: dict[str, Any]) -> str:
         + "</dd>"
         for key, question in QUESTIONS
     )
+    state = goal.get("goal_state") or {}
+    if state.get("objective"):
+        rows = (
+            f'<dt>Objective</dt><dd data-q="objective">{escape(str(state["objective"]))}</dd>'
+            + (
+                f'<dt>Boundary</dt><dd data-q="boundary">{escape(str(state["boundary"]))}</dd>'
+                if state.get("boundary")
+                else ""
+            )
+            + rows
+        )
+    quota = goal.get("quota") or {}
+    if quota.get("decision"):
+        rows += (
+            "<dt>Next automatic turn (scheduler hint)</dt>"
+            f'<dd data-q="quota">{escape(str(quota["decision"]))}: '
+            f"{escape(str(quota.get('reason_code', '')))}</dd>"
+        )
     severity = escape(str(goal.get("severity", "")))
     return (
         f'<section class="card" data-goal="{escape(str(goal.get("goal_id", "")))}">'

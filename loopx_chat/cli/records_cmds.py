@@ -1,0 +1,282 @@
+"""`loopx-chat goal|quota|reward|dream`: the goal's own control records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.errors import UsageError
+from loopx_chat.facts import facts_from_state, known_goal_ids
+from loopx_chat.goal_records import ACTORS, REWARD_LABELS, GoalRecords
+from loopx_chat.goals import GoalStore, validate_goal_id
+from loopx_chat.quota_state import current_quota, record_quota
+from loopx_chat.status import goal_status
+
+
+def _records(cli: CliContext) -> GoalRecords:
+    return GoalRecords(GoalStore(cli.state_dir))
+
+
+def _emit(doc: dict[str, Any], as_json: bool, human: str) -> None:
+    if as_json:
+        emit_json({"ok": True, **doc})
+    else:
+        click.echo(human)
+
+
+@click.group()
+def goal() -> None:
+    """goal_state: objective, non-goals, authority sources, current boundary."""
+
+
+@goal.command("set")
+@click.argument("goal_id")
+@click.option("--objective", default=None)
+@click.option("--non-goal", "non_goals", multiple=True)
+@click.option("--authority", "authority_sources", multiple=True, help="e.g. owner, a doc id")
+@click.option("--boundary", default=None, help="What the agent may and may not touch.")
+@click.option("--token-budget", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--from-json",
+    "from_json",
+    type=click.File("rb"),
+    default=None,
+    help="Fields as a JSON object (same names); raw-material keys are refused.",
+)
+@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_set(
+    cli: CliContext,
+    goal_id: str,
+    objective: str | None,
+    non_goals: tuple[str, ...],
+    authority_sources: tuple[str, ...],
+    boundary: str | None,
+    token_budget: int | None,
+    from_json: Any,
+    actor: str,
+    as_json: bool,
+) -> None:
+    """Set (or change) GOAL_ID's goal_state; the previous value stays in its history."""
+    fields: dict[str, Any] = {}
+    if from_json is not None:
+        try:
+            loaded = json.loads(from_json.read(1 << 20))
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            raise UsageError("--from-json is not valid JSON", error_code="input_invalid") from None
+        if not isinstance(loaded, dict):
+            raise UsageError("--from-json must hold a JSON object", error_code="input_invalid")
+        fields.update(loaded)
+    for key, value in (
+        ("objective", objective),
+        ("boundary", boundary),
+        ("token_budget", token_budget),
+    ):
+        if value is not None:
+            fields[key] = value
+    if non_goals:
+        fields["non_goals"] = list(non_goals)
+    if authority_sources:
+        fields["authority_sources"] = list(authority_sources)
+    state = _records(cli).set_goal_state(validate_goal_id(goal_id), fields, actor=actor)
+    _emit({"goal_state": state.to_dict()}, as_json, f"{goal_id}: {state.objective}")
+
+
+@goal.command("show")
+@click.argument("goal_id")
+@click.option("--history", is_flag=True)
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> None:
+    """Show GOAL_ID's goal_state (and with --history every earlier value)."""
+    records = _records(cli)
+    state = records.goal_state(validate_goal_id(goal_id))
+    if state is None:
+        raise UsageError(f"goal {goal_id} has no goal_state yet", error_code="goal_state_missing")
+    doc: dict[str, Any] = {"goal_state": state.to_dict()}
+    if history:
+        doc["history"] = records.goal_state_history(goal_id)
+    if as_json:
+        emit_json({"ok": True, **doc})
+        return
+    click.echo(f"objective:  {state.objective}")
+    click.echo(f"boundary:   {state.boundary or '-'}")
+    click.echo(f"non-goals:  {', '.join(state.non_goals) or '-'}")
+    click.echo(f"authority:  {', '.join(state.authority_sources) or '-'}")
+    click.echo(f"budget:     {state.token_budget or '-'} tokens")
+    for entry in doc.get("history", []):
+        click.echo(f"  {entry['created_at']} by {entry['actor']}: {entry['objective']}")
+
+
+@goal.command("list")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_list(cli: CliContext, as_json: bool) -> None:
+    """Goals with a goal_state."""
+    records = _records(cli)
+    states = [s for gid in records.goals.goal_ids() if (s := records.goal_state(gid))]
+    if as_json:
+        emit_json({"ok": True, "goals": [s.to_dict() for s in states]})
+        return
+    for s in states:
+        click.echo(f"{s.goal_id}: {s.objective}")
+
+
+@click.command("quota")
+@click.option("--goal", "goal_id", default=None)
+@json_option
+@click.pass_obj
+@renders_errors
+def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+    """Should each goal spend its next automatic turn? A scheduler hint; it starts nothing."""
+    store, records = cli.store(), _records(cli)
+    sessions = store.list().sessions
+    ids = [validate_goal_id(goal_id)] if goal_id else known_goal_ids(sessions, records.goals)
+    decisions = []
+    for gid in ids:
+        facts = facts_from_state(
+            gid,
+            store=store,
+            goals=records.goals,
+            codex_home=str(cli.binding().path),
+            all_sessions=sessions,
+        )
+        projection = goal_status(facts)["projection"]
+        decisions.append(record_quota(gid, current_quota(facts, projection, records), records))
+    if as_json:
+        emit_json({"ok": True, "decisions": decisions})
+        return
+    for d in decisions:
+        window = f" window={d['window']}" if d["window"] else ""
+        click.echo(f"{d['goal_id']}: {d['decision']} ({d['reason_code']}){window}")
+    click.echo(f"({decisions[0]['note'] if decisions else 'no goals'})")
+
+
+@click.group()
+def reward() -> None:
+    """human_reward: a person's judgment on a run, separate from any automated score."""
+
+
+@reward.command("record")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--turn", "run_ref", required=True, help="The judged run: a turn id.")
+@click.option("--label", type=click.Choice(REWARD_LABELS), required=True)
+@click.option("--reason", required=True)
+@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@json_option
+@click.pass_obj
+@renders_errors
+def reward_record(
+    cli: CliContext, goal_id: str, run_ref: str, label: str, reason: str, actor: str, as_json: bool
+) -> None:
+    """Record a person's judgment of a run."""
+    entry = _records(cli).record_reward(
+        validate_goal_id(goal_id), run_ref=run_ref, label=label, reason=reason, actor=actor
+    )
+    _emit({"reward": entry}, as_json, f"{entry['reward_id']}: {label} for {run_ref}")
+
+
+@reward.command("list")
+@click.option("--goal", "goal_id", required=True)
+@json_option
+@click.pass_obj
+@renders_errors
+def reward_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
+    entries = _records(cli).rewards(validate_goal_id(goal_id))
+    if as_json:
+        emit_json({"ok": True, "rewards": entries})
+        return
+    for e in entries:
+        click.echo(
+            f"{e['reward_id']}  {e['created_at']}  {e['label']:5}  {e['run_ref']}: {e['reason']}"
+        )
+
+
+@click.group()
+def dream() -> None:
+    """dreaming_proposal: advisory exploration ideas; nothing happens until promoted."""
+
+
+@dream.command("record")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--title", required=True)
+@click.option("--rationale", required=True)
+@click.option("--next-action", required=True)
+@click.option("--actor", type=click.Choice(ACTORS), default="agent")
+@json_option
+@click.pass_obj
+@renders_errors
+def dream_record(
+    cli: CliContext,
+    goal_id: str,
+    title: str,
+    rationale: str,
+    next_action: str,
+    actor: str,
+    as_json: bool,
+) -> None:
+    entry = _records(cli).record_proposal(
+        validate_goal_id(goal_id),
+        title=title,
+        rationale=rationale,
+        next_action=next_action,
+        actor=actor,
+    )
+    _emit({"proposal": entry}, as_json, f"{entry['proposal_id']}: {title} (advisory)")
+
+
+@dream.command("list")
+@click.option("--goal", "goal_id", required=True)
+@json_option
+@click.pass_obj
+@renders_errors
+def dream_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
+    entries = _records(cli).proposals(validate_goal_id(goal_id))
+    if as_json:
+        emit_json({"ok": True, "proposals": entries})
+        return
+    for e in entries:
+        click.echo(f"{e['proposal_id']}  {e['status']:9}  {e['title']}")
+
+
+@dream.command("promote")
+@click.argument("proposal_id")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--stop-condition", required=True)
+@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@json_option
+@click.pass_obj
+@renders_errors
+def dream_promote(
+    cli: CliContext, proposal_id: str, goal_id: str, stop_condition: str, actor: str, as_json: bool
+) -> None:
+    """Turn PROPOSAL_ID into a handoff packet (only now can it cause action)."""
+    promoted, packet = _records(cli).promote(
+        validate_goal_id(goal_id), proposal_id, stop_condition=stop_condition, actor=actor
+    )
+    _emit(
+        {"proposal": promoted, "handoff": packet.to_dict()},
+        as_json,
+        f"{proposal_id} promoted to {packet.handoff_id}",
+    )
+
+
+@dream.command("dismiss")
+@click.argument("proposal_id")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@json_option
+@click.pass_obj
+@renders_errors
+def dream_dismiss(
+    cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool
+) -> None:
+    entry = _records(cli).dismiss(validate_goal_id(goal_id), proposal_id, actor=actor)
+    _emit({"proposal": entry}, as_json, f"{proposal_id} dismissed")

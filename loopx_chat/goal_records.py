@@ -1,0 +1,271 @@
+"""The rest of a goal's control record: goal_state, human_reward, dreaming_proposal.
+
+Owns `<state>/goals/<goal>/goal_state.jsonl`, `rewards.jsonl` and `proposals.jsonl`:
+append-only, each entry with an id, `created_at`, `actor` and (for changes) the previous value,
+so history reads back and survives restarts. Every record passes the projection core's key
+classification before anything is written: a raw-material key (a transcript, a credential, a
+path, raw output) refuses the whole record (`raw_material_refused`). Text is bounded and must
+look public-safe. Nothing here talks to the host, and a dreaming proposal causes no action
+until it is promoted into a handoff packet.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals import GATE_ACTORS, GoalStore, Handoff, public_text, validate_goal_id
+from loopx_chat.jsonl import append_record, read_records
+from loopx_chat.session_runtime import KeyState, classify_session_runtime_key
+
+GOAL_STATE_SCHEMA = "loopx_chat_goal_state_v1"
+REWARD_SCHEMA = "loopx_chat_human_reward_v1"
+PROPOSAL_SCHEMA = "loopx_chat_dreaming_proposal_v1"
+REWARD_LABELS = ("good", "bad", "mixed")
+LIST_LIMIT = 12
+ACTORS = (*GATE_ACTORS, "agent")
+
+GOAL_STATE_FIELDS = frozenset(
+    {"objective", "non_goals", "authority_sources", "boundary", "token_budget"}
+)
+
+
+def refuse_raw_keys(fields: Mapping[str, Any], what: str) -> None:
+    """The projection core decides, by key name only, whether a record may be stored."""
+    raw = sorted(
+        str(k) for k in fields if classify_session_runtime_key(k).state == KeyState.RAW_MATERIAL
+    )
+    if raw:
+        raise UsageError(
+            f"{what} refused: {', '.join(raw)} {'is' if len(raw) == 1 else 'are'} raw material "
+            "(transcripts, credentials, paths or raw output stay with the host); "
+            "nothing was written",
+            error_code="raw_material_refused",
+        )
+
+
+def _actor(actor: str) -> str:
+    if actor not in ACTORS:
+        raise UsageError(f"actor must be one of {', '.join(ACTORS)}", error_code="usage_error")
+    return actor
+
+
+def _text_list(values: Sequence[str], what: str) -> list[str]:
+    if len(values) > LIST_LIMIT:
+        raise UsageError(f"at most {LIST_LIMIT} {what}", error_code="usage_error")
+    return [public_text(v, what) for v in values]
+
+
+@dataclass(frozen=True)
+class GoalState:
+    goal_id: str
+    objective: str
+    non_goals: tuple[str, ...]
+    authority_sources: tuple[str, ...]
+    boundary: str | None
+    token_budget: int | None
+    record_id: str
+    created_at: str
+    actor: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "goal_id": self.goal_id,
+            "objective": self.objective,
+            "non_goals": list(self.non_goals),
+            "authority_sources": list(self.authority_sources),
+            "boundary": self.boundary,
+            "token_budget": self.token_budget,
+            "record_id": self.record_id,
+            "created_at": self.created_at,
+            "actor": self.actor,
+        }
+
+
+class GoalRecords:
+    def __init__(self, goals: GoalStore) -> None:
+        self.goals = goals
+
+    def _path(self, goal_id: str, name: str):  # type: ignore[no-untyped-def]
+        return self.goals.goal_dir(validate_goal_id(goal_id)) / name
+
+    # -- goal_state ------------------------------------------------------------------------
+    def set_goal_state(
+        self, goal_id: str, fields: Mapping[str, Any], *, actor: str = "owner"
+    ) -> GoalState:
+        refuse_raw_keys(fields, "goal_state")
+        unknown = sorted(set(fields) - GOAL_STATE_FIELDS)
+        if unknown:
+            raise UsageError(f"unknown goal_state fields: {unknown}", error_code="usage_error")
+        current = self.goal_state(goal_id)
+        base = current.to_dict() if current else {}
+        objective = fields.get("objective", base.get("objective"))
+        if not isinstance(objective, str):
+            raise UsageError("a goal_state needs an objective", error_code="usage_error")
+        budget = fields.get("token_budget", base.get("token_budget"))
+        if budget is not None and (not isinstance(budget, int) or budget <= 0):
+            raise UsageError("token_budget must be a positive integer", error_code="usage_error")
+        boundary = fields.get("boundary", base.get("boundary"))
+        record = {
+            "schema_version": GOAL_STATE_SCHEMA,
+            "record_id": "goalstate-" + uuid.uuid4().hex[:12],
+            "goal_id": goal_id,
+            "created_at": self.goals.now(),
+            "actor": _actor(actor),
+            "objective": public_text(objective, "objective"),
+            "non_goals": _text_list(
+                fields.get("non_goals", base.get("non_goals", [])), "non-goals"
+            ),
+            "authority_sources": _text_list(
+                fields.get("authority_sources", base.get("authority_sources", [])),
+                "authority sources",
+            ),
+            "boundary": public_text(boundary, "boundary") if boundary else None,
+            "token_budget": budget,
+            "previous": {k: base[k] for k in GOAL_STATE_FIELDS if k in base} or None,
+        }
+        with self.goals.locked(goal_id):
+            append_record(self._path(goal_id, "goal_state.jsonl"), record)
+        state = self.goal_state(goal_id)
+        assert state is not None
+        return state
+
+    def goal_state_history(self, goal_id: str) -> list[dict[str, Any]]:
+        return read_records(self._path(goal_id, "goal_state.jsonl"), GOAL_STATE_SCHEMA)
+
+    def goal_state(self, goal_id: str) -> GoalState | None:
+        history = self.goal_state_history(goal_id)
+        if not history:
+            return None
+        last = history[-1]
+        return GoalState(
+            goal_id=goal_id,
+            objective=str(last["objective"]),
+            non_goals=tuple(last.get("non_goals") or ()),
+            authority_sources=tuple(last.get("authority_sources") or ()),
+            boundary=last.get("boundary"),
+            token_budget=last.get("token_budget"),
+            record_id=str(last["record_id"]),
+            created_at=str(last["created_at"]),
+            actor=str(last["actor"]),
+        )
+
+    # -- human_reward ----------------------------------------------------------------------
+    def record_reward(
+        self, goal_id: str, *, run_ref: str, label: str, reason: str, actor: str = "owner"
+    ) -> dict[str, Any]:
+        if label not in REWARD_LABELS:
+            raise UsageError("label must be good, bad or mixed", error_code="usage_error")
+        fields = {"run_ref": run_ref, "label": label, "reason": reason}
+        refuse_raw_keys(fields, "human_reward")
+        record = {
+            "schema_version": REWARD_SCHEMA,
+            "reward_id": "reward-" + uuid.uuid4().hex[:12],
+            "goal_id": goal_id,
+            "created_at": self.goals.now(),
+            "actor": _actor(actor),
+            "run_ref": validate_goal_id(run_ref),
+            "label": label,
+            "reason": public_text(reason, "reason"),
+            # A person's judgment, never a score: nothing automated writes or reads it as one.
+            "kind": "human_judgment",
+        }
+        with self.goals.locked(goal_id):
+            append_record(self._path(goal_id, "rewards.jsonl"), record)
+        return record
+
+    def rewards(self, goal_id: str) -> list[dict[str, Any]]:
+        return read_records(self._path(goal_id, "rewards.jsonl"), REWARD_SCHEMA)
+
+    # -- dreaming_proposal -----------------------------------------------------------------
+    def record_proposal(
+        self, goal_id: str, *, title: str, rationale: str, next_action: str, actor: str = "agent"
+    ) -> dict[str, Any]:
+        fields = {"title": title, "rationale": rationale, "proposed_next_action": next_action}
+        refuse_raw_keys(fields, "dreaming_proposal")
+        record = {
+            "schema_version": PROPOSAL_SCHEMA,
+            "event": "recorded",
+            "proposal_id": "proposal-" + uuid.uuid4().hex[:12],
+            "goal_id": goal_id,
+            "created_at": self.goals.now(),
+            "actor": _actor(actor),
+            "title": public_text(title, "title"),
+            "rationale": public_text(rationale, "rationale"),
+            "proposed_next_action": public_text(next_action, "proposed next action"),
+        }
+        with self.goals.locked(goal_id):
+            append_record(self._path(goal_id, "proposals.jsonl"), record)
+        return self.proposal(goal_id, record["proposal_id"])
+
+    def proposals(self, goal_id: str) -> list[dict[str, Any]]:
+        folded: dict[str, dict[str, Any]] = {}
+        for event in read_records(self._path(goal_id, "proposals.jsonl"), PROPOSAL_SCHEMA):
+            pid = str(event.get("proposal_id"))
+            if event.get("event") == "recorded":
+                folded[pid] = {**event, "status": "advisory", "history": [event]}
+            elif pid in folded:
+                current = folded[pid]
+                current["history"].append(event)
+                current["status"] = str(event.get("event"))
+                if event.get("handoff_id"):
+                    current["handoff_id"] = event["handoff_id"]
+        for item in folded.values():
+            item.pop("event", None)
+        return list(folded.values())
+
+    def proposal(self, goal_id: str, proposal_id: str) -> dict[str, Any]:
+        for item in self.proposals(goal_id):
+            if item["proposal_id"] == proposal_id:
+                return item
+        raise StateError(
+            f"no proposal {proposal_id} for goal {goal_id}", error_code="proposal_not_found"
+        )
+
+    def _close_proposal(
+        self, goal_id: str, proposal_id: str, event: str, actor: str, **extra: Any
+    ) -> dict[str, Any]:
+        current = self.proposal(goal_id, proposal_id)
+        if current["status"] != "advisory":
+            raise StateError(
+                f"proposal {proposal_id} was already {current['status']}",
+                error_code="proposal_already_closed",
+            )
+        append_record(
+            self._path(goal_id, "proposals.jsonl"),
+            {
+                "schema_version": PROPOSAL_SCHEMA,
+                "event": event,
+                "proposal_id": proposal_id,
+                "goal_id": goal_id,
+                "created_at": self.goals.now(),
+                "actor": _actor(actor),
+                "previous": {"status": current["status"]},
+                **extra,
+            },
+        )
+        return self.proposal(goal_id, proposal_id)
+
+    def promote(
+        self, goal_id: str, proposal_id: str, *, stop_condition: str, actor: str = "owner"
+    ) -> tuple[dict[str, Any], Handoff]:
+        """Turn an advisory proposal into a handoff packet: only now can it cause action."""
+        current = self.proposal(goal_id, proposal_id)
+        if current["status"] != "advisory":
+            raise StateError(
+                f"proposal {proposal_id} was already {current['status']}",
+                error_code="proposal_already_closed",
+            )
+        packet = self.goals.record_handoff(
+            goal_id, current["proposed_next_action"], stop_condition, (proposal_id,)
+        )
+        promoted = self._close_proposal(
+            goal_id, proposal_id, "promoted", actor, handoff_id=packet.handoff_id
+        )
+        return promoted, packet
+
+    def dismiss(self, goal_id: str, proposal_id: str, *, actor: str = "owner") -> dict[str, Any]:
+        return self._close_proposal(goal_id, proposal_id, "dismissed", actor)
