@@ -21,6 +21,7 @@ from loopx_chat.cli.launchagent_cmd import launchagent
 from loopx_chat.cli.records_cmds import dream, goal, quota, reward
 from loopx_chat.cli.serve_cmd import serve
 from loopx_chat.cli.sessions_cmd import sessions
+from loopx_chat.cli.writeback_cmd import writeback
 from loopx_chat.store import default_state_dir
 
 
@@ -65,3 +66,4 @@ main.add_command(reward)
 main.add_command(serve)
 main.add_command(sessions)
 main.add_command(status)
+main.add_command(writeback)

@@ -23,23 +23,53 @@ from loopx_chat.session_runtime.keys import (
     classify_session_runtime_key,
     split_key_words,
 )
+from loopx_chat.session_runtime.openviking import (
+    OPENVIKING_SESSION_MEMORY_ADAPTER_SCHEMA_VERSION,
+    assert_valid_openviking_session_memory_adapter,
+    build_openviking_session_memory_adapter,
+    validate_openviking_session_memory_adapter,
+)
 from loopx_chat.session_runtime.projection import (
     SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION,
     UNCLASSIFIED_KEY_LIMIT,
     build_session_runtime_readonly_projection,
 )
+from loopx_chat.session_runtime.writeback import (
+    WRITEBACK_RESULT_SCHEMA_VERSION,
+    WRITEBACK_SCHEMA_VERSION,
+    EntryFacts,
+    WritebackPlan,
+    build_writeback,
+    check_entry_criteria,
+    idempotency_key,
+    validate_writeback_document,
+    writeback_result,
+)
 
 __all__ = [
+    "OPENVIKING_SESSION_MEMORY_ADAPTER_SCHEMA_VERSION",
     "SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION",
     "UNCLASSIFIED_KEY_LIMIT",
+    "WRITEBACK_RESULT_SCHEMA_VERSION",
+    "WRITEBACK_SCHEMA_VERSION",
+    "EntryFacts",
     "KeyClassification",
     "KeyState",
     "RawMaterialCategory",
+    "WritebackPlan",
+    "assert_valid_openviking_session_memory_adapter",
+    "build_openviking_session_memory_adapter",
     "build_session_runtime_readonly_projection",
+    "build_writeback",
+    "check_entry_criteria",
     "classify_session_runtime_key",
     "compact_session_runtime_projection_from_run",
     "compact_session_runtime_readonly_projection",
+    "idempotency_key",
     "session_runtime_projection_attention",
     "session_runtime_status_waiting_on",
     "split_key_words",
+    "validate_openviking_session_memory_adapter",
+    "validate_writeback_document",
+    "writeback_result",
 ]

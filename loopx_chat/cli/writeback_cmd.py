@@ -1,0 +1,116 @@
+"""`loopx-chat writeback preview|apply|revert|list`: controlled writeback onto the thread goal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from loopx_chat.cli.chat_cmd import _controller
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.goals import GoalStore, validate_goal_id
+from loopx_chat.jsonl import read_records
+from loopx_chat.writeback import WritebackService
+
+
+def _show(doc: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        emit_json(
+            {"ok": doc.get("status") in ("applied", "skipped", "previewed", "reverted"), **doc}
+        )
+        return
+    click.echo(
+        f"{doc.get('status')}"
+        + (f" ({doc['reason_code']})" if doc.get("reason_code") else "")
+        + (f" key={doc['idempotency_key']}" if doc.get("idempotency_key") else "")
+    )
+    if doc.get("blocker"):
+        click.echo(f"blocker: {doc['blocker']}")
+    for side in ("host_before", "host_after", "prior", "applied"):
+        if side in doc:
+            click.echo(f"{side}: {doc[side]}")
+
+
+@click.group()
+def writeback() -> None:
+    """Write compact loopx decisions (gates, handoffs) back to the Codex thread goal."""
+
+
+@writeback.command("preview")
+@click.argument("source_id")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--session", "session_id", default=None, help="Default: the goal's latest session.")
+@json_option
+@click.pass_context
+@renders_errors
+def preview(
+    ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
+) -> None:
+    """Dry run: show what applying SOURCE_ID (gate-… or handoff-…) would change. Writes nothing."""
+    cli: CliContext = ctx.obj
+    with _controller(ctx) as controller:
+        service = WritebackService(controller, GoalStore(cli.state_dir))
+        doc = service.preview(validate_goal_id(goal_id), source_id, session_id)
+    plan = doc.pop("plan", {})
+    doc["idempotency_key"] = plan.get("writeback", {}).get("idempotency_key")
+    _show(doc, as_json)
+
+
+@writeback.command("apply")
+@click.argument("source_id")
+@click.option("--goal", "goal_id", required=True)
+@click.option("--session", "session_id", default=None)
+@json_option
+@click.pass_context
+@renders_errors
+def apply(
+    ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
+) -> None:
+    """Apply SOURCE_ID to the host; idempotent, reversible, result appended to the goal's log."""
+    cli: CliContext = ctx.obj
+    with _controller(ctx) as controller:
+        doc = WritebackService(controller, GoalStore(cli.state_dir)).apply(
+            validate_goal_id(goal_id), source_id, session_id
+        )
+    _show(doc, as_json)
+    if doc.get("status") in ("rejected", "failed"):
+        raise SystemExit(1)
+
+
+@writeback.command("revert")
+@click.argument("idempotency_key")
+@click.option("--goal", "goal_id", required=True)
+@json_option
+@click.pass_context
+@renders_errors
+def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool) -> None:
+    """Restore the host goal exactly as it was before the write IDEMPOTENCY_KEY."""
+    cli: CliContext = ctx.obj
+    with _controller(ctx) as controller:
+        doc = WritebackService(controller, GoalStore(cli.state_dir)).revert(
+            validate_goal_id(goal_id), idempotency_key
+        )
+    _show(doc, as_json)
+    if doc.get("status") == "failed":
+        raise SystemExit(1)
+
+
+@writeback.command("list")
+@click.option("--goal", "goal_id", required=True)
+@json_option
+@click.pass_context
+@renders_errors
+def list_cmd(ctx: click.Context, goal_id: str, as_json: bool) -> None:
+    """The goal's writeback results, oldest first."""
+    cli: CliContext = ctx.obj
+    entries = read_records(
+        GoalStore(cli.state_dir).goal_dir(validate_goal_id(goal_id)) / "writebacks.jsonl"
+    )
+    if as_json:
+        emit_json({"ok": True, "writebacks": entries})
+        return
+    for e in entries:
+        click.echo(
+            f"{e.get('at')}  {e.get('status'):8}  {e.get('write_class')}  "
+            f"{e.get('idempotency_key')}"
+        )

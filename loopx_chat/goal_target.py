@@ -1,0 +1,85 @@
+"""The Codex host target of controlled writeback: a thread's goal (`thread/goal/*`).
+
+Owns reading, setting and clearing the goal of a session's thread through the controller's
+app-server (home check and single writer included), always with origin `automatic`. It refuses
+to set status `active`: an active goal can make the host continue on its own, which would be a
+hidden launch; `blocked` and `paused` are hints, never approvals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.controller import ChatController
+from loopx_chat.errors import CodexError
+
+ALLOWED_STATUSES = frozenset({"blocked", "paused"})
+
+
+@dataclass(frozen=True)
+class HostGoal:
+    objective: str
+    status: str
+    token_budget: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "objective": self.objective,
+            "status": self.status,
+            "token_budget": self.token_budget,
+        }
+
+    @classmethod
+    def from_result(cls, result: dict[str, Any]) -> HostGoal | None:
+        goal = result.get("goal")
+        if not isinstance(goal, dict):
+            return None
+        budget = goal.get("tokenBudget")
+        return cls(
+            objective=str(goal.get("objective", "")),
+            status=str(goal.get("status", "")),
+            token_budget=budget if isinstance(budget, int) else None,
+        )
+
+
+class CodexGoalTarget:
+    def __init__(self, controller: ChatController) -> None:
+        self.controller = controller
+
+    def read(self, session_id: str) -> HostGoal | None:
+        return HostGoal.from_result(
+            self.controller.thread_request(session_id, "thread/goal/get", {})
+        )
+
+    def write(self, session_id: str, objective: str, status: str) -> HostGoal:
+        if status not in ALLOWED_STATUSES:
+            raise CodexError(
+                f"refusing to set a thread goal to {status!r}: only blocked or paused are hints",
+                error_code="writeback_refused",
+            )
+        result = self.controller.thread_request(
+            session_id,
+            "thread/goal/set",
+            {"objective": objective, "status": status, "origin": "automatic"},
+        )
+        goal = HostGoal.from_result(result)
+        if goal is None:
+            raise CodexError(
+                "Codex did not return the goal it set", error_code="app_server_protocol"
+            )
+        return goal
+
+    def restore(self, session_id: str, prior: HostGoal | None) -> None:
+        """Put back exactly what was there before (a prior `active` goal included)."""
+        if prior is None:
+            self.controller.thread_request(session_id, "thread/goal/clear", {"origin": "automatic"})
+            return
+        params: dict[str, Any] = {
+            "objective": prior.objective,
+            "status": prior.status,
+            "origin": "automatic",
+        }
+        if prior.token_budget is not None:
+            params["tokenBudget"] = prior.token_budget
+        self.controller.thread_request(session_id, "thread/goal/set", params)

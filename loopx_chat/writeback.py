@@ -1,0 +1,303 @@
+"""Controlled writeback (Phase 2) of compact loopx decisions onto the Codex thread goal.
+
+Owns the flow build → validate → dry-run preview → apply → compact result, idempotency by
+`<goal>:<run>:<write_class>`, reversibility (every applied write keeps the host's prior goal
+so `revert` restores it exactly), and the goal's writeback log
+`<state>/goals/<goal>/writebacks.jsonl` (append-only, compact: ids, codes, the prior and new
+host goal). The pure contract lives in `session_runtime.writeback`; the host calls go through
+`goal_target`. A writeback failure never changes the loopx decision it came from: gates and
+handoffs are only read here.
+
+Class mapping on the Codex host (the only target it can represent):
+- operator gate requested → goal status `blocked` (objective kept, or a compact placeholder);
+- operator gate resolved → the status it had before the request's writeback, exactly;
+- handoff packet → objective = the handoff's next action, status `paused`;
+- other classes → `skipped` with `unsupported_class`, never faked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.controller import ChatController
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.goal_target import CodexGoalTarget, HostGoal
+from loopx_chat.goals import GoalStore
+from loopx_chat.jsonl import append_record, read_records
+from loopx_chat.session_runtime.writeback import (
+    EntryFacts,
+    WritebackPlan,
+    build_writeback,
+    writeback_result,
+)
+from loopx_chat.store import utc_now
+
+HOST_CLASSES = frozenset({"operator_gate_decision", "handoff_packet_pointer"})
+
+
+@dataclass(frozen=True)
+class Source:
+    """What is being written back: a gate (requested/resolved) or a handoff packet."""
+
+    write_class: str
+    run_id: str
+    payload: dict[str, Any]
+    event_class: str
+
+
+class WritebackService:
+    def __init__(self, controller: ChatController, goals: GoalStore) -> None:
+        self.controller = controller
+        self.goals = goals
+        self.target = CodexGoalTarget(controller)
+
+    # -- sources ---------------------------------------------------------------------------
+    def source_for(
+        self, goal_id: str, ref: str, *, payload_override: dict[str, Any] | None = None
+    ) -> Source:
+        if ref.startswith("gate-"):
+            gate = self.goals.gate(goal_id, ref)
+            label = "requested" if gate.status == "pending" else gate.status
+            payload = {
+                "decision_id": gate.gate_id,
+                "decision_label": label,
+                "actor_class": gate.actor,
+                "source_run_id": f"{gate.gate_id}.{label}",
+            }
+            if gate.reason:
+                payload["reason_summary"] = gate.reason
+            return Source(
+                "operator_gate_decision",
+                f"{gate.gate_id}.{label}",
+                payload_override or payload,
+                "operator_gate",
+            )
+        if ref.startswith("handoff-"):
+            packet = next((h for h in self.goals.handoffs(goal_id) if h.handoff_id == ref), None)
+            if packet is None:
+                raise LoopxChatError(
+                    f"no handoff {ref} for goal {goal_id}", error_code="writeback_no_source"
+                )
+            payload = {
+                "handoff_id": packet.handoff_id,
+                "next_action": packet.next_action,
+                "stop_condition": packet.stop_condition,
+                "evidence_pointer_count": len(packet.evidence_refs),
+            }
+            return Source(
+                "handoff_packet_pointer",
+                packet.handoff_id,
+                payload_override or payload,
+                "handoff_packet",
+            )
+        raise LoopxChatError(
+            f"unknown writeback source {ref!r}: give a gate-… or handoff-… id",
+            error_code="writeback_no_source",
+        )
+
+    def _session_for(self, goal_id: str, session_id: str | None) -> str | None:
+        if session_id:
+            return session_id
+        bound = str(self.controller.codex_home)
+        candidates = [
+            s
+            for s in self.controller.store.list().sessions
+            if s.goal_id == goal_id
+            and s.session_mode == "managed_runtime"
+            and s.codex_home == bound
+        ]
+        return max(candidates, key=lambda s: s.updated_at).session_id if candidates else None
+
+    # -- flow ------------------------------------------------------------------------------
+    def plan(
+        self, goal_id: str, source: Source, session_id: str | None
+    ) -> tuple[WritebackPlan, str | None]:
+        sid = self._session_for(goal_id, session_id)
+        record = self.controller.store.load(sid) if sid else None
+        entry = EntryFacts(
+            projection_present=record is not None,
+            source_event_recorded=True,  # the source was read from the goal's own records
+            runtime_supports_dry_run=True,  # preview reads the goal and computes, never writes
+            runtime_available=bool(record and record.upstream_thread_id),
+        )
+        plan = build_writeback(
+            goal_id=goal_id,
+            agent_id="codex",
+            runtime_id="codex_app_server",
+            session_id=sid or "none",
+            source_run_id=source.run_id,
+            source_todo_id=source.run_id,
+            source_event_class=source.event_class,
+            write_class=source.write_class,
+            payload=source.payload,
+            entry=entry,
+        )
+        return plan, sid
+
+    def _desired(
+        self, goal_id: str, source: Source, prior: HostGoal | None
+    ) -> tuple[str, str] | None:
+        """(objective, status) to set, or None to restore the pre-request goal."""
+        if source.write_class == "handoff_packet_pointer":
+            return str(source.payload["next_action"]), "paused"
+        label = source.payload.get("decision_label")
+        if label == "requested":
+            objective = (
+                prior.objective if prior else f"loopx-chat goal {goal_id}: owner gate pending"
+            )
+            return objective, "blocked"
+        return None
+
+    def preview(self, goal_id: str, ref: str, session_id: str | None = None) -> dict[str, Any]:
+        source = self.source_for(goal_id, ref)
+        plan, sid = self.plan(goal_id, source, session_id)
+        doc: dict[str, Any] = {
+            "ok": plan.status == "previewed",
+            "plan": plan.document,
+            "status": plan.status,
+            "reason_code": plan.reason_code,
+            "blocker": plan.blocker,
+        }
+        if plan.status == "previewed" and sid and source.write_class in HOST_CLASSES:
+            try:
+                prior = self.target.read(sid)
+                doc["host_before"] = prior.to_dict() if prior else None
+                desired = self._desired(goal_id, source, prior)
+                doc["host_after"] = (
+                    {"objective": desired[0], "status": desired[1]} if desired else "restore prior"
+                )
+            except LoopxChatError as exc:
+                doc.update(ok=False, status="failed", reason_code=exc.error_code)
+        return doc
+
+    def apply(
+        self,
+        goal_id: str,
+        ref: str,
+        session_id: str | None = None,
+        *,
+        payload_override: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        source = self.source_for(goal_id, ref, payload_override=payload_override)
+        plan, sid = self.plan(goal_id, source, session_id)
+        key = (
+            plan.document.get("writeback", {}).get("idempotency_key")
+            if isinstance(plan.document, dict)
+            else None
+        )
+        if plan.status != "previewed":
+            return self._log(
+                goal_id,
+                writeback_result(
+                    plan,
+                    status="rejected" if plan.status == "rejected" else "skipped",
+                    reason_code=plan.reason_code,
+                ),
+                blocker=plan.blocker,
+            )
+        if source.write_class not in HOST_CLASSES:
+            return self._log(
+                goal_id, writeback_result(plan, status="skipped", reason_code="unsupported_class")
+            )
+        if key and self._applied(goal_id, key):
+            return self._log(
+                goal_id, writeback_result(plan, status="skipped", reason_code="already_applied")
+            )
+        assert sid is not None
+        try:
+            prior = self.target.read(sid)
+            desired = self._desired(goal_id, source, prior)
+            if desired is None:
+                before = self._request_prior(goal_id, str(source.payload.get("decision_id")))
+                self.target.restore(sid, before)
+                after = before
+            else:
+                after = self.target.write(sid, desired[0], desired[1])
+        except LoopxChatError as exc:
+            return self._log(
+                goal_id, writeback_result(plan, status="failed", reason_code=exc.error_code)
+            )
+        result = writeback_result(plan, status="applied", runtime_event_id=f"thread-goal:{sid}")
+        return self._log(
+            goal_id,
+            result,
+            session_id=sid,
+            prior=prior.to_dict() if prior else None,
+            applied=after.to_dict() if after else None,
+        )
+
+    def revert(self, goal_id: str, key: str) -> dict[str, Any]:
+        record = next(
+            (
+                r
+                for r in reversed(self.records(goal_id))
+                if r.get("idempotency_key") == key and r.get("status") == "applied"
+            ),
+            None,
+        )
+        if record is None or self._reverted(goal_id, key):
+            raise LoopxChatError(
+                f"no applied writeback {key} to revert", error_code="writeback_not_applied"
+            )
+        prior = record.get("prior")
+        host_prior = HostGoal(**prior) if isinstance(prior, dict) else None
+        try:
+            self.target.restore(str(record["session_id"]), host_prior)
+        except LoopxChatError as exc:
+            return self._log(
+                goal_id,
+                {
+                    **_strip(record),
+                    "status": "failed",
+                    "reason_code": exc.error_code,
+                    "action": "revert",
+                },
+            )
+        return self._log(
+            goal_id,
+            {**_strip(record), "status": "reverted", "reason_code": None, "action": "revert"},
+        )
+
+    # -- the goal's writeback log ----------------------------------------------------------
+    def _path(self, goal_id: str) -> Any:
+        return self.goals.goal_dir(goal_id) / "writebacks.jsonl"
+
+    def records(self, goal_id: str) -> list[dict[str, Any]]:
+        return read_records(self._path(goal_id))
+
+    def _applied(self, goal_id: str, key: str) -> bool:
+        applied = [r for r in self.records(goal_id) if r.get("idempotency_key") == key]
+        return bool(applied) and applied[-1].get("status") == "applied"
+
+    def _reverted(self, goal_id: str, key: str) -> bool:
+        mine = [
+            r
+            for r in self.records(goal_id)
+            if r.get("idempotency_key") == key and r.get("status") in ("applied", "reverted")
+        ]
+        return bool(mine) and mine[-1].get("status") == "reverted"
+
+    def _request_prior(self, goal_id: str, gate_id: str) -> HostGoal | None:
+        key_prefix = f"{goal_id}:{gate_id}.requested:"
+        for record in reversed(self.records(goal_id)):
+            if (
+                str(record.get("idempotency_key", "")).startswith(key_prefix)
+                and record.get("status") == "applied"
+            ):
+                prior = record.get("prior")
+                return HostGoal(**prior) if isinstance(prior, dict) else None
+        return None
+
+    def _log(self, goal_id: str, result: dict[str, Any], **extra: Any) -> dict[str, Any]:
+        entry = {
+            **result,
+            **{k: v for k, v in extra.items() if v is not None},
+            "at": utc_now(),
+        }
+        append_record(self._path(goal_id), entry)
+        return entry
+
+
+def _strip(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if k not in ("at", "status", "reason_code")}

@@ -1,0 +1,138 @@
+"""Controlled writeback applied to a live Codex thread (real codex + mock): gate and handoff
+onto the thread goal, idempotency, exact revert, a closed host, and a raw payload refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.controller import ChatController
+from loopx_chat.goals import GoalStore
+from loopx_chat.writeback import WritebackService
+from tests.conftest import make_controller
+
+
+def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:
+    goal = c.thread_request(sid, "thread/goal/get", {}).get("goal")
+    return {"objective": goal["objective"], "status": goal["status"]} if goal else None
+
+
+def test_gate_and_handoff_written_back_and_reverted(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g-wb", tmp_path).session_id
+        c.submit_turn(sid, "first turn")
+        c.thread_request(
+            sid, "thread/goal/set", {"objective": "user goal", "status": "paused", "origin": "user"}
+        )
+        service = WritebackService(c, goals)
+        gate = goals.request_gate("g-wb", "Ship it?")
+
+        preview = service.preview("g-wb", gate.gate_id)
+        assert preview["status"] == "previewed"
+        assert preview["host_after"] == {"objective": "user goal", "status": "blocked"}
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "paused"}  # dry run
+
+        applied = service.apply("g-wb", gate.gate_id)
+        assert applied["status"] == "applied"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+        assert service.apply("g-wb", gate.gate_id)["status"] == "skipped"  # idempotent
+
+        packet = goals.record_handoff("g-wb", "merge the fix", "merged", ())
+        handed = service.apply("g-wb", packet.handoff_id)
+        assert handed["status"] == "applied"
+        assert host_goal(c, sid) == {"objective": "merge the fix", "status": "paused"}
+
+        reverted = service.revert("g-wb", handed["idempotency_key"])
+        assert reverted["status"] == "reverted"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+
+        goals.resolve_gate("g-wb", gate.gate_id, "approve", None)
+        resolved = service.apply("g-wb", gate.gate_id)
+        assert resolved["status"] == "applied"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "paused"}  # prior back
+        assert goals.gate("g-wb", gate.gate_id).status == "approved"  # the decision stands
+    log = (state / "goals" / "g-wb" / "writebacks.jsonl").read_text()
+    assert "Ship it?" not in log
+
+
+def test_revert_clears_a_goal_that_did_not_exist(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g2", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+        service = WritebackService(c, goals)
+        gate = goals.request_gate("g2", "Go?")
+        applied = service.apply("g2", gate.gate_id)
+        assert host_goal(c, sid) == {
+            "objective": "loopx-chat goal g2: owner gate pending",
+            "status": "blocked",
+        }
+        service.revert("g2", applied["idempotency_key"])
+        assert host_goal(c, sid) is None
+
+
+def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g3", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+    gate = goals.request_gate("g3", "Go?")
+    # The host is unreachable: no codex binary for this controller.
+    with make_controller(state, bound_home, base_env, str(tmp_path / "no-codex")) as dead:
+        failed = WritebackService(dead, goals).apply("g3", gate.gate_id)
+    assert (failed["status"], failed["reason_code"]) == ("failed", "host_tool_unavailable")
+    assert goals.gate("g3", gate.gate_id).status == "pending"  # the decision is unchanged
+
+    with make_controller(state, bound_home, base_env, codex_bin) as fresh:
+        raw = {
+            "decision_id": gate.gate_id,
+            "decision_label": "requested",
+            "raw_transcript": "CANARY-raw-body",
+        }
+        rejected = WritebackService(fresh, goals).apply("g3", gate.gate_id, payload_override=raw)
+        assert fresh.warm_pids() == {}  # nothing was sent: no app-server even started
+    assert rejected["status"] == "rejected" and rejected["blocker"]
+    assert "CANARY" not in str(rejected)
+    log = (state / "goals" / "g3" / "writebacks.jsonl").read_text()
+    assert "CANARY" not in log and '"rejected"' in log and '"failed"' in log
+
+
+def test_writeback_cli(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from loopx_chat.cli import main
+
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        c.submit_turn(c.open_session("g4", tmp_path).session_id, "hello")
+    packet = GoalStore(state).record_handoff("g4", "write the docs", "docs merged", ())
+    base = ["--state-dir", str(state), "--codex-bin", codex_bin, "writeback"]
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    run = lambda *a: CliRunner().invoke(main, [*base, *a, "--json"], env=env)  # noqa: E731
+    preview = run("preview", packet.handoff_id, "--goal", "g4")
+    assert preview.exit_code == 0, preview.output
+    assert json.loads(preview.stdout)["host_after"]["objective"] == "write the docs"
+    applied = json.loads(run("apply", packet.handoff_id, "--goal", "g4").stdout)
+    assert applied["status"] == "applied"
+    listed = json.loads(run("list", "--goal", "g4").stdout)["writebacks"]
+    assert [w["status"] for w in listed] == ["applied"]
+    reverted = run("revert", applied["idempotency_key"], "--goal", "g4")
+    assert reverted.exit_code == 0 and json.loads(reverted.stdout)["status"] == "reverted"
+    again = run("revert", applied["idempotency_key"], "--goal", "g4")
+    assert (
+        again.exit_code == 1 and json.loads(again.stdout)["error_code"] == "writeback_not_applied"
+    )
