@@ -29,7 +29,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "gate_resolved": frozenset({"goal_id", "gate_id", "decision"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),
     "blocker_displayed": frozenset({"goal_id", "blocker_ref", "surface"}),
-    "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds"}),
+    "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds", "position"}),
 }
 
 

@@ -28,6 +28,10 @@ class GoalFacts:
     # Not projection inputs: the quota decision reads these.
     tokens_used: int = 0
     consecutive_failed_turns: int = 0
+    # What our records cover of the host, for staleness: threads, turns per thread, last time.
+    thread_ids: tuple[str, ...] = ()
+    recorded_turns: dict[str, int] = field(default_factory=dict)
+    last_recorded_at: str | None = None
 
     def builder_kwargs(self) -> dict[str, Any]:
         return {
@@ -135,10 +139,19 @@ def facts_from_records(
             trailing_failures += 1
         elif t.status in ("completed", "interrupted"):
             break
+    thread_of = {r.session_id: r.upstream_thread_id for r in sessions if r.upstream_thread_id}
+    recorded: dict[str, int] = {}
+    for t in turns:
+        thread = thread_of.get(t.session_id)
+        if thread and t.upstream_turn_id:
+            recorded[thread] = recorded.get(thread, 0) + 1
     facts = GoalFacts(
         goal_id=goal_id,
         tokens_used=sum(t.tokens.total_tokens for t in turns),
         consecutive_failed_turns=trailing_failures,
+        thread_ids=tuple(sorted(set(thread_of.values()))),
+        recorded_turns=recorded,
+        last_recorded_at=max((t.completed_at or t.updated_at for t in turns), default=None),
     )
     for record in sessions:
         facts.sessions.append(_session_item(record))

@@ -9,13 +9,15 @@ raw output or local paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from loopx_chat.codex.rollouts import ThreadFacts
 from loopx_chat.facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goal_records import REWARD_LABELS, GoalRecords
 from loopx_chat.goals import GoalStore
 from loopx_chat.quota_state import current_quota
+from loopx_chat.reconcile import reconcile_reason, staleness
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     session_runtime_projection_attention,
@@ -146,32 +148,68 @@ def collect_status(
     goal_id: str | None = None,
     *,
     surface: str | None = None,
+    host: Mapping[str, ThreadFacts] | None = None,
 ) -> dict[str, Any]:
-    """The status document; with `surface`, record blockers shown for the first time there."""
+    """The status document; with `surface`, record blockers shown for the first time there.
+
+    With `host` (thread facts from the rollouts), each goal also says whether its projection
+    is stale, how far behind, and why host and goal disagree (`reconcile_reason`).
+    """
     sessions = store.list().sessions
     ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
     results = []
-    shown_before: set[str] | None = None
+    reported: dict[str, set[str]] | None = None
+
+    def _seen(store: GoalStore) -> dict[str, set[str]]:
+        nonlocal reported
+        if reported is None:
+            reported = _already_reported(store)
+        return reported
+
     for g in ids:
         facts = facts_from_state(
             g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
         )
         result = goal_status(facts)
         result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
+        if host is not None:
+            behind = staleness(facts.thread_ids, facts.recorded_turns, facts.last_recorded_at, host)
+            result["host"] = behind.to_dict()
+            result["reconcile_reason"] = reconcile_reason(
+                behind, result["projection"].get("first_screen", {})
+            )
         results.append(result)
         if surface is None:
             continue
+        if host is not None and result["host"]["stale"]:
+            stale_key = f"{g}@{result['host']['behind_turns']}:{facts.last_recorded_at}"
+            seen = _seen(goals)
+            if stale_key not in seen["stale"]:
+                goals.control.record(
+                    "stale_detected",
+                    goal_id=g,
+                    lag_turns=result["host"]["behind_turns"],
+                    lag_seconds=result["host"]["behind_seconds"],
+                    position=stale_key,
+                )
+                seen["stale"].add(stale_key)
         refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
-        if refs and shown_before is None:
-            shown_before = {
-                str(e.get("blocker_ref"))
-                for e in goals.control.events()
-                if e.get("kind") == "blocker_displayed"
-            }
+        shown = _seen(goals)["blockers"] if refs else set()
         for ref in refs:
-            if shown_before is not None and ref not in shown_before:
+            if ref not in shown:
                 goals.control.record(
                     "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
                 )
-                shown_before.add(ref)
+                shown.add(ref)
     return status_document(results)
+
+
+def _already_reported(goals: GoalStore) -> dict[str, set[str]]:
+    """Blockers already displayed and stale positions already reported (one read of the log)."""
+    seen: dict[str, set[str]] = {"blockers": set(), "stale": set()}
+    for event in goals.control.events():
+        if event.get("kind") == "blocker_displayed":
+            seen["blockers"].add(str(event.get("blocker_ref")))
+        elif event.get("kind") == "stale_detected":
+            seen["stale"].add(str(event.get("position")))
+    return seen

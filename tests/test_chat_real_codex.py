@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller import ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.store import SessionStore
-from tests.conftest import make_controller
+from tests.conftest import make_controller, run_in_thread, wait_for
 
 
 def _rollouts(home: Path) -> list[Path]:
@@ -170,38 +169,15 @@ def test_two_controllers_on_one_thread(
     assert SessionStore(state).load(record.session_id).turn_count == 1
 
 
-def _run_in_thread(fn) -> tuple[threading.Thread, dict[str, object]]:  # type: ignore[no-untyped-def]
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # reported through the box
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, box
-
-
-def _wait_for(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
-
-
 def test_interrupt_from_another_controller(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
     state = tmp_path / "state"
     with make_controller(state, bound_home, base_env, codex_bin) as runner:
         record = runner.open_session("g", tmp_path)
-        thread, box = _run_in_thread(lambda: runner.submit_turn(record.session_id, "mock:hang"))
+        thread, box = run_in_thread(lambda: runner.submit_turn(record.session_id, "mock:hang"))
         store = SessionStore(state)
-        _wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
         with make_controller(state, bound_home, base_env, codex_bin) as other:
             other.interrupt_turn(record.session_id)
         thread.join(timeout=30)
@@ -219,9 +195,9 @@ def test_sigkill_of_app_server_mid_turn_recovers_on_next_submit(
     with make_controller(state, bound_home, base_env, codex_bin, config) as c:
         record = c.open_session("g", tmp_path)
         c.submit_turn(record.session_id, "before the crash")
-        thread, box = _run_in_thread(lambda: c.submit_turn(record.session_id, "mock:hang"))
+        thread, box = run_in_thread(lambda: c.submit_turn(record.session_id, "mock:hang"))
         store = SessionStore(state)
-        _wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
         pid = c.warm_pids()[record.session_id]
         time.sleep(0.3)
         os.kill(pid, signal.SIGKILL)

@@ -13,6 +13,7 @@ import click
 
 from loopx_chat import __version__
 from loopx_chat.cli.chat_cmd import chat
+from loopx_chat.cli.codex_cmd import codex
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.demo_cmd import demo
 from loopx_chat.cli.goal_cmds import gate, handoff, metrics, project, status
@@ -52,6 +53,7 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
 
 
 main.add_command(chat)
+main.add_command(codex)
 main.add_command(demo)
 main.add_command(dream)
 main.add_command(gate)

@@ -10,6 +10,7 @@ import click
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.errors import UsageError
 from loopx_chat.goals import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
+from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.metrics import compute_metrics
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
@@ -62,7 +63,21 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
         validate_goal_id(goal_id)
-    doc = collect_status(cli.store(), _goals(cli), str(cli.binding().path), goal_id, surface="cli")
+    binding = cli.binding()
+    scan, scan_error = scan_host(scanner_for(cli.state_dir, binding.path))
+    doc = collect_status(
+        cli.store(),
+        _goals(cli),
+        str(binding.path),
+        goal_id,
+        surface="cli",
+        host=scan.threads if scan else None,
+    )
+    doc["host_scan"] = (
+        {"threads": len(scan.threads), "bytes_read": scan.bytes_read, "error_code": None}
+        if scan
+        else {"threads": 0, "bytes_read": 0, "error_code": scan_error}
+    )
     if as_json:
         emit_json(doc)
         return
@@ -80,6 +95,14 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         click.echo(f"  agent can continue now:  {answers['agent_can_continue']}")
         click.echo(f"  gate or evidence needed: {answers['gate_or_evidence_required']}")
         click.echo(f"  latest run:              {answers['latest_run']}")
+        host = goal.get("host") or {}
+        if host.get("stale"):
+            lag = f", {host['behind_seconds']}s" if host.get("behind_seconds") is not None else ""
+            click.echo(
+                f"  STALE:                   host is {host['behind_turns']} turn(s) ahead{lag}"
+            )
+        if goal.get("reconcile_reason"):
+            click.echo(f"  reconcile:               {goal['reconcile_reason']}")
         quota = goal.get("quota") or {}
         if quota:
             click.echo(

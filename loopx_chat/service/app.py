@@ -25,6 +25,7 @@ from loopx_chat.codex.binary import codex_version
 from loopx_chat.controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals import GoalStore
+from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.records import TurnRecord, validate_session_id
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
@@ -108,12 +109,8 @@ class ServiceApp:
         self._workers_lock = threading.Lock()
         self._codex: dict[str, Any] | None = None
         controller.record_start()
-        self._status_cache = StatusCache(
-            controller.store.root,
-            lambda: collect_status(
-                controller.store, goals, str(controller.codex_home), surface="service"
-            ),
-        )
+        self._scanner = scanner_for(controller.store.root, controller.codex_home)
+        self._status_cache = StatusCache(controller.store.root, self._compute_status)
 
     # -- entry ---------------------------------------------------------------------------
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
@@ -211,6 +208,16 @@ class ServiceApp:
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
         return doc
+
+    def _compute_status(self) -> dict[str, Any]:
+        scan, _ = scan_host(self._scanner)
+        return collect_status(
+            self.controller.store,
+            self.goals,
+            str(self.controller.codex_home),
+            surface="service",
+            host=scan.threads if scan else None,
+        )
 
     def capabilities(self) -> dict[str, Any]:
         if self._codex is None:

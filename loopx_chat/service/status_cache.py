@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -50,8 +51,19 @@ def state_fingerprint(root: Path) -> Fingerprint:
     return tuple(out)
 
 
+# The host's rollouts are not in the fingerprint (stat-ing thousands of them per request would
+# cost more than the cache saves): host movement is picked up within this many seconds.
+HOST_REFRESH_SEC = 2.0
+
+
 class StatusCache:
-    def __init__(self, root: Path, compute: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        root: Path,
+        compute: Callable[[], dict[str, Any]],
+        host_refresh_sec: float | None = HOST_REFRESH_SEC,
+    ) -> None:
+        self._host_refresh = host_refresh_sec
         self._root = root
         self._compute = compute
         self._lock = threading.Lock()
@@ -61,6 +73,8 @@ class StatusCache:
 
     def get(self) -> tuple[dict[str, Any], bytes]:
         key = state_fingerprint(self._root)
+        if self._host_refresh:
+            key += (("host-window", int(time.monotonic() / self._host_refresh), 0, 0),)
         with self._lock:
             if key != self._key:
                 doc = self._compute()

@@ -1,0 +1,799 @@
+"""Host facts from Codex rollouts: real codex outcomes, no text or paths, incremental precision.
+
+The first test drives the pinned real codex against the loopback mock; the rest write rollout
+files by hand in codex's compact layout, so byte counts and edge cases are exact.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import stat
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import loopx_chat.codex.rollouts as rollouts
+from loopx_chat.codex.rollouts import (
+    INDEX_SCHEMA,
+    HostPosition,
+    RolloutScanner,
+    ScanResult,
+    scan_home_facts,
+    thread_facts_for,
+)
+from loopx_chat.codex.thread import Timeouts
+from loopx_chat.controller import ControllerConfig, TurnResult
+from loopx_chat.errors import ERROR_CODES, StateError
+from loopx_chat.store import SessionStore
+from tests.conftest import make_controller, run_in_thread, wait_for
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic rollouts in codex's compact layout
+# ---------------------------------------------------------------------------------------------
+
+THREAD_A = "01a22654-8805-7283-882f-6664d5224a44"
+THREAD_B = "01a22654-9999-7283-882f-6664d5224a44"
+
+
+class Rollout:
+    """Builds rollout lines the way codex 0.171 writes them: compact, timestamp first."""
+
+    def __init__(self, thread_id: str, start: int = 0) -> None:
+        self.thread_id = thread_id
+        self.ordinal = start
+        self.second = start
+
+    def line(self, kind: str, payload: dict[str, Any], *, compact: bool = True) -> bytes:
+        self.ordinal += 1
+        self.second += 1
+        record = {
+            "timestamp": f"2026-11-29T08:{self.second // 60 % 60:02d}:{self.second % 60:02d}.000Z",
+            "ordinal": self.ordinal,
+            "type": kind,
+            "payload": payload,
+        }
+        if compact:
+            return json.dumps(record, separators=(",", ":")).encode() + b"\n"
+        return json.dumps(record).encode() + b"\n"
+
+    def meta(self, *, cwd: str = "/home/me/project", instructions: str = "be brief") -> bytes:
+        return self.line(
+            "session_meta",
+            {
+                "session_id": self.thread_id,
+                "id": self.thread_id,
+                "cwd": cwd,
+                "base_instructions": {"text": instructions},
+                "history_mode": "paginated",
+            },
+        )
+
+    def started(self, turn: str) -> bytes:
+        return self.line(
+            "event_msg",
+            {
+                "type": "task_started",
+                "turn_attribution": {"turn_id": turn, "root_turn_id": turn},
+                "turn_id": turn,
+                "started_at": 1795939403,
+            },
+        )
+
+    def context(self, turn: str, model: str = "gpt-5", cwd: str = "/home/me/project") -> bytes:
+        return self.line(
+            "turn_context",
+            {
+                "turn_id": turn,
+                "cwd": cwd,
+                "model": model,
+                "collaboration_mode": {"mode": "default", "settings": {"model": model}},
+            },
+        )
+
+    def user(self, text: str) -> bytes:
+        return self.line(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+        )
+
+    def agent(self, turn: str, text: str) -> bytes:
+        return self.line(
+            "event_msg",
+            {
+                "type": "item_completed",
+                "turn_id": turn,
+                "item": {"type": "AgentMessage", "content": [{"type": "Text", "text": text}]},
+            },
+        )
+
+    def tool_output(self, text: str) -> bytes:
+        return self.line(
+            "response_item", {"type": "function_call_output", "call_id": "c1", "output": text}
+        )
+
+    def tokens(self, total: int) -> bytes:
+        usage = {
+            "input_tokens": total - 1,
+            "cached_input_tokens": 0,
+            "output_tokens": 1,
+            "reasoning_output_tokens": 0,
+            "total_tokens": total,
+        }
+        return self.line(
+            "event_msg",
+            {
+                "type": "token_count",
+                "info": {"total_token_usage": usage, "last_token_usage": usage},
+            },
+        )
+
+    def usage_record(self, turn: str, total: int) -> bytes:
+        usage = {"input_tokens": total, "output_tokens": 0, "total_tokens": total}
+        return self.line(
+            "token_usage_record",
+            {"thread_id": self.thread_id, "turn_id": turn, "thread_token_usage": usage},
+        )
+
+    def complete(
+        self, turn: str, *, error: Any = None, message: str | None = "done", at: int = 1795939404
+    ) -> bytes:
+        payload: dict[str, Any] = {
+            "type": "task_complete",
+            "root_turn_id": turn,
+            "turn_id": turn,
+            "last_agent_message": message,
+            "started_at": 1795939403,
+            "completed_at": at,
+        }
+        if error is not None:
+            payload["error"] = error
+        return self.line("event_msg", payload)
+
+    def aborted(self, turn: str, at: int = 1795939405) -> bytes:
+        return self.line(
+            "event_msg",
+            {"type": "turn_aborted", "turn_id": turn, "reason": "interrupted", "completed_at": at},
+        )
+
+    def turn(self, turn: str, outcome: str = "completed", total: int = 100) -> bytes:
+        """One whole turn: start, context, text records, tokens and its ending."""
+        body = self.started(turn) + self.context(turn) + self.user(f"question {turn}")
+        body += self.agent(turn, f"answer {turn}") + self.tokens(total)
+        if outcome == "completed":
+            body += self.complete(turn)
+        elif outcome == "failed":
+            body += self.complete(
+                turn,
+                error={"message": "boom", "codex_error_info": "internal_server_error"},
+                message=None,
+            )
+        elif outcome == "interrupted":
+            body += self.aborted(turn)
+        return body
+
+
+def _rollout_path(home: Path, thread_id: str, folder: str = "sessions/2026/11/29") -> Path:
+    path = home / folder / f"rollout-2026-11-29T08-03-23-{thread_id}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _append(path: Path, data: bytes) -> None:
+    with path.open("ab") as handle:
+        handle.write(data)
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "codex-home"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def scanner(home: Path, tmp_path: Path) -> RolloutScanner:
+    return RolloutScanner(home, tmp_path / "state" / "rollouts" / "index.json")
+
+
+# ---------------------------------------------------------------------------------------------
+# Real codex against the mock
+# ---------------------------------------------------------------------------------------------
+
+
+def _rollout_bytes(home: Path) -> int:
+    return sum(p.stat().st_size for p in home.glob("sessions/**/rollout-*.jsonl"))
+
+
+def test_real_codex_turn_outcomes_without_text_or_paths(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    reply = f"CANARY-reply-{uuid.uuid4().hex}"
+    state = tmp_path / "state"
+    index = state / "rollout-index" / "index.json"
+    scanner = RolloutScanner(bound_home, index)
+    config = ControllerConfig(timeouts=Timeouts(idle=60, hard=120))
+    with make_controller(state, bound_home, base_env, codex_bin, config) as c:
+        a = c.open_session("g", tmp_path)
+        b = c.open_session("g", tmp_path)
+        done = c.submit_turn(a.session_id, f"{canary} first mock:text={reply}")
+        c.submit_turn(b.session_id, f"{canary} other thread")
+        first = scanner.scan()
+        failed = c.submit_turn(a.session_id, f"{canary} mock:error=500")
+        assert failed.turn.status == "failed"
+        before = _rollout_bytes(bound_home)
+        second = scanner.scan()
+
+        store = SessionStore(state)
+        thread, box = run_in_thread(lambda: c.submit_turn(a.session_id, "mock:hang"))
+        wait_for(lambda: store.load(a.session_id).active_turn_id is not None)
+        with make_controller(state, bound_home, base_env, codex_bin) as other:
+            other.interrupt_turn(a.session_id)
+        thread.join(timeout=30)
+        interrupted = box.get("result")
+        assert isinstance(interrupted, TurnResult), box
+        third = scanner.scan()
+
+        thread, box = run_in_thread(lambda: c.submit_turn(a.session_id, "mock:hang"))
+        wait_for(lambda: store.load(a.session_id).active_turn_id is not None)
+        killed_turn = store.load(a.session_id).active_turn_id
+        time.sleep(0.3)  # let codex record the turn's start before it dies
+        os.kill(c.warm_pids()[a.session_id], signal.SIGKILL)
+        thread.join(timeout=30)
+        crashed = box.get("result")
+        assert isinstance(crashed, TurnResult), box
+        assert crashed.turn.turn_id == killed_turn
+    final = scanner.scan()
+
+    ta = store.load(a.session_id).upstream_thread_id
+    tb = store.load(b.session_id).upstream_thread_id
+    assert ta and tb and ta != tb
+
+    # After the completed turn, then after the failed one (read incrementally).
+    assert first.threads[ta].last_turn is not None
+    assert first.threads[ta].last_turn.outcome == "completed"
+    assert first.threads[ta].last_turn.turn_id == done.turn.upstream_turn_id
+    assert isinstance(first.threads[ta].last_turn.completed_at, int)
+    last = second.threads[ta].last_turn
+    assert last is not None
+    assert (last.turn_id, last.outcome, last.error_code) == (
+        failed.turn.upstream_turn_id,
+        "failed",
+        "internal_server_error",
+    )
+    assert second.bytes_read == before - first.position.total_offset
+    assert second.files_reread == 0
+    last = third.threads[ta].last_turn
+    assert last is not None
+    assert (last.turn_id, last.outcome) == (interrupted.turn.upstream_turn_id, "interrupted")
+
+    facts_a = final.threads[ta]
+    assert facts_a.turns.to_dict() == {
+        "started": 4,
+        "completed": 1,
+        "failed": 1,
+        "interrupted": 1,
+        "unfinished": 1,
+    }
+    assert facts_a.last_turn is not None
+    assert (facts_a.last_turn.turn_id, facts_a.last_turn.outcome) == (
+        crashed.turn.upstream_turn_id,
+        "unfinished",
+    )
+    assert facts_a.models == ("mock-model",)
+    assert facts_a.history_mode == "paginated"
+    assert facts_a.archived is False
+    assert facts_a.tokens is not None and facts_a.tokens.total_tokens > 0
+    facts_b = final.threads[tb]
+    assert facts_b.turns.to_dict() == {
+        "started": 1,
+        "completed": 1,
+        "failed": 0,
+        "interrupted": 0,
+        "unfinished": 0,
+    }
+    assert final.position.turns_started == {ta: 4, tb: 1}
+    assert final.position.advanced_since(first.position) == (ta,)
+    assert final.corrupt_lines == 0
+    assert final.position.total_offset == _rollout_bytes(bound_home)
+
+    # The rollouts do hold the canaries and the paths; nothing we return or store does.
+    raw = b"".join(p.read_bytes() for p in bound_home.glob("sessions/**/rollout-*.jsonl"))
+    assert canary.encode() in raw and reply.encode() in raw and str(tmp_path).encode() in raw
+    for result in (first, second, third, final):
+        text = json.dumps(result.to_dict())
+        assert canary not in text and reply not in text
+        assert str(tmp_path) not in text and str(bound_home) not in text
+    index_text = index.read_text()
+    assert canary not in index_text and reply not in index_text
+    assert str(tmp_path / "state") not in index_text
+
+
+# ---------------------------------------------------------------------------------------------
+# Incremental precision
+# ---------------------------------------------------------------------------------------------
+
+
+def test_appending_one_turn_reads_exactly_the_appended_bytes(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    first = scanner.scan()
+    assert first.bytes_read == path.stat().st_size
+    assert first.threads[THREAD_A].turns.completed == 1
+
+    appended = r.turn("t2", "failed", total=250)
+    _append(path, appended)
+    second = scanner.scan()
+    assert second.bytes_read == len(appended)
+    assert second.files_reread == 0
+    facts = second.threads[THREAD_A]
+    assert (facts.turns.started, facts.turns.completed, facts.turns.failed) == (2, 1, 1)
+    assert facts.last_turn is not None
+    assert (facts.last_turn.turn_id, facts.last_turn.outcome) == ("t2", "failed")
+    assert facts.last_turn.error_code == "internal_server_error"
+    assert facts.tokens is not None and facts.tokens.total_tokens == 250
+    assert second.position.total_offset == path.stat().st_size
+
+    # Nothing new: nothing read, and the same facts.
+    third = scanner.scan()
+    assert third.bytes_read == 0
+    assert third.threads == second.threads
+
+
+def test_a_fresh_scanner_continues_from_the_index(
+    home: Path, tmp_path: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1") + r.started("t2"))
+    scanner.scan()
+    appended = r.aborted("t2") + r.turn("t3")
+    _append(path, appended)
+    again = RolloutScanner(home, scanner.index_path).scan()
+    assert again.bytes_read == len(appended)
+    assert again.threads[THREAD_A].turns.to_dict() == {
+        "started": 3,
+        "completed": 2,
+        "failed": 0,
+        "interrupted": 1,
+        "unfinished": 0,
+    }
+
+
+def test_partial_trailing_line_waits_until_complete(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    head = r.meta() + r.started("t1") + r.context("t1")
+    ending = r.complete("t1", at=1795939999)
+    cut = len(ending) // 2
+    path.write_bytes(head + ending[:cut])
+
+    first = scanner.scan()
+    assert first.position.total_offset == len(head)  # the half line is not consumed
+    assert first.threads[THREAD_A].turns.unfinished == 1
+    assert first.corrupt_lines == 0
+    assert scanner.scan().bytes_read == 0  # unchanged size: the half line is not re-read
+
+    _append(path, ending[cut:])
+    second = scanner.scan()
+    assert second.bytes_read == len(ending)
+    facts = second.threads[THREAD_A]
+    assert (facts.turns.completed, facts.turns.unfinished) == (1, 0)
+    assert facts.last_turn is not None and facts.last_turn.completed_at == 1795939999
+    assert second.position.total_offset == path.stat().st_size
+
+
+def test_truncated_file_is_read_again_from_the_start(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    kept = r.meta() + r.turn("t1")
+    path.write_bytes(kept + r.turn("t2") + r.turn("t3"))
+    assert scanner.scan().threads[THREAD_A].turns.started == 3
+
+    with path.open("r+b") as handle:
+        handle.truncate(len(kept))
+    again = scanner.scan()
+    assert again.files_reread == 1
+    assert again.bytes_read == len(kept)
+    assert again.threads[THREAD_A].turns.started == 1
+
+
+def test_replaced_file_with_a_new_inode_is_read_again(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    scanner.scan()
+    old_inode = path.stat().st_ino
+
+    other = Rollout(THREAD_A)
+    replacement = other.meta() + other.turn("x1", "interrupted") + other.turn("x2")
+    tmp = path.with_name("replacement.tmp")
+    tmp.write_bytes(replacement)
+    os.replace(tmp, path)
+    assert path.stat().st_ino != old_inode
+
+    again = scanner.scan()
+    assert again.files_reread == 1
+    assert again.bytes_read == len(replacement)
+    facts = again.threads[THREAD_A]
+    assert (facts.turns.started, facts.turns.interrupted) == (2, 1)
+    assert facts.last_turn is not None and facts.last_turn.turn_id == "x2"
+
+
+def test_vanished_files_are_dropped_and_archiving_is_not_a_reread(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    ra, rb = Rollout(THREAD_A), Rollout(THREAD_B)
+    path_a = _rollout_path(home, THREAD_A)
+    path_b = _rollout_path(home, THREAD_B)
+    path_a.write_bytes(ra.meta() + ra.turn("a1"))
+    path_b.write_bytes(rb.meta() + rb.turn("b1"))
+    assert set(scanner.scan().threads) == {THREAD_A, THREAD_B}
+
+    archived = _rollout_path(home, THREAD_A, "archived_sessions")
+    os.rename(path_a, archived)  # what thread/archive does
+    path_b.unlink()
+    result = scanner.scan()
+    assert set(result.threads) == {THREAD_A}
+    assert result.threads[THREAD_A].archived is True
+    assert (result.files, result.bytes_read, result.files_reread) == (1, 0, 0)
+    index = json.loads(scanner.index_path.read_text())
+    assert list(index["files"]) == [f"archived_sessions/{archived.name}"]
+
+
+def test_thread_id_falls_back_to_the_file_name(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout("ignored")
+    path = _rollout_path(home, THREAD_B)
+    path.write_bytes(r.turn("t1"))  # no session_meta line at all
+    result = scanner.scan()
+    assert list(result.threads) == [THREAD_B]
+    assert result.threads[THREAD_B].history_mode is None
+    assert result.threads[THREAD_B].turns.completed == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Corrupt input, odd layouts, records inside records
+# ---------------------------------------------------------------------------------------------
+
+
+def test_corrupt_lines_are_counted_never_fatal(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    whole = r.complete("t1")
+    # A crash tore a counted record after its type; the next write went on on a new line.
+    torn = whole[: whole.index(b'"root_turn_id"') + 5] + b"\n"
+    path.write_bytes(r.meta() + r.started("t1") + torn + r.turn("t2"))
+    # An exact-mode file (its first line is not codex's compact header): every line is checked.
+    other = Rollout(THREAD_B)
+    path_b = _rollout_path(home, THREAD_B)
+    path_b.write_bytes(
+        other.line("session_meta", {"id": THREAD_B}, compact=False)
+        + b"not json at all\n"
+        + b"[1, 2, 3]\n"
+        + b"\n"
+        + other.turn("u1")
+    )
+    result = scanner.scan()
+    # The torn record (a candidate the fast reader parses), and in the exact-mode file the text
+    # line and the array; a blank line is not a record, not a corrupt one either.
+    assert result.corrupt_lines == 3
+    a = result.threads[THREAD_A]
+    assert (a.turns.started, a.turns.completed, a.turns.unfinished) == (2, 1, 1)
+    b = result.threads[THREAD_B]
+    assert (b.turns.started, b.turns.completed) == (1, 1)
+
+
+def test_records_named_inside_other_records_never_count(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    lookalike = '"type":"event_msg","payload":{"type":"task_started","turn_id":"fake"}'
+    nested = {"type": "event_msg", "payload": {"type": "task_started", "turn_id": "nested"}}
+    path.write_bytes(
+        r.meta()
+        + r.user(f'please log {lookalike} and "type":"turn_context" for me')
+        + r.tool_output('{"type":"turn_aborted","turn_id":"t1"}')
+        + r.line("response_item", {"type": "custom", "replay": nested})
+        + r.line("compacted", {"history": [nested, {"type": "turn_context", "model": "x"}]})
+        + r.turn("t1")
+    )
+    facts = scanner.scan().threads[THREAD_A]
+    assert facts.turns.to_dict() == {
+        "started": 1,
+        "completed": 1,
+        "failed": 0,
+        "interrupted": 0,
+        "unfinished": 0,
+    }
+    assert facts.models == ("gpt-5",)
+
+
+def test_a_changed_layout_is_read_line_by_line(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    # A future writer puts a key between "type" and "payload": the needles would miss these.
+    shifted = (
+        b'{"timestamp":"2026-11-29T09:00:00.000Z","type":"event_msg","metadata":{},'
+        b'"payload":{"type":"task_started","turn_id":"m1"}}\n'
+        b'{"timestamp":"2026-11-29T09:00:01.000Z","type":"turn_context","metadata":{},'
+        b'"payload":{"turn_id":"m1","model":"gpt-9"}}\n'
+        b'{"timestamp":"2026-11-29T09:00:02.000Z","type":"event_msg","metadata":{},'
+        b'"payload":{"type":"task_complete","turn_id":"m1","error":{"message":"x",'
+        b'"codex_error_info":{"http_connection_failed":{"http_status_code":502}}}}}\n'
+    )
+    path.write_bytes(r.meta() + r.turn("t1") + shifted)
+    facts = scanner.scan().threads[THREAD_A]
+    assert (facts.turns.started, facts.turns.failed) == (2, 1)
+    assert facts.models == ("gpt-5", "gpt-9")
+    assert facts.last_turn is not None
+    assert facts.last_turn.error_code == "http_connection_failed"
+    assert facts.latest_event_at == "2026-11-29T09:00:02.000Z"
+
+
+def test_error_kinds_without_messages(home: Path, scanner: RolloutScanner) -> None:
+    secret = f"CANARY-{uuid.uuid4().hex}"
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(
+        r.meta()
+        + r.started("t1")
+        + r.complete(
+            "t1",
+            error={"message": secret, "codex_error_info": {"usage_limit_exceeded": {"x": 1}}},
+        )
+        + r.started("t2")
+        + r.complete("t2", error={"message": secret, "codex_error_info": f"{secret} text"})
+        + r.started("t3")
+        + r.complete("t3", error={"message": secret})
+    )
+    result = scanner.scan()
+    facts = result.threads[THREAD_A]
+    assert facts.turns.failed == 3
+    assert facts.last_turn is not None and facts.last_turn.error_code is None
+    assert secret not in json.dumps(result.to_dict())
+
+    # Each kind of failure, as the last turn of a fresh file:
+    for error, code in [
+        ({"codex_error_info": {"usage_limit_exceeded": {"x": 1}}}, "usage_limit_exceeded"),
+        ({"message": secret, "codex_error_info": f"{secret} text"}, "unrecognized"),
+        ({"codex_error_info": "context_window_exceeded"}, "context_window_exceeded"),
+        ({}, None),
+    ]:
+        other = Rollout(THREAD_A)
+        path.write_bytes(other.meta() + other.started("t9") + other.complete("t9", error=error))
+        last = scanner.scan().threads[THREAD_A].last_turn
+        assert last is not None
+        assert (last.outcome, last.error_code) == ("failed", code)
+
+
+def test_no_text_and_no_path_reaches_facts_or_index(home: Path, scanner: RolloutScanner) -> None:
+    canary = f"CANARY-{uuid.uuid4().hex}"
+    secret_dir = f"/Users/{canary}/work"
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(
+        r.meta(cwd=secret_dir, instructions=f"instructions {canary}")
+        + r.started("t1")
+        + r.context("t1", cwd=secret_dir)
+        + r.context("t1", model=f"{secret_dir}/model.gguf")
+        + r.user(f"prompt {canary}")
+        + r.tool_output(f"output {canary}")
+        + r.agent("t1", f"reply {canary}")
+        + r.complete("t1", message=f"last {canary}")
+    )
+    result = scanner.scan()
+    text = json.dumps(result.to_dict())
+    assert canary.encode() in path.read_bytes()
+    assert canary not in text and str(home) not in text and "/Users" not in text
+    assert result.threads[THREAD_A].models == ("gpt-5", "path-redacted")
+    assert canary not in scanner.index_path.read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# The index file
+# ---------------------------------------------------------------------------------------------
+
+
+def test_index_is_private_and_versioned(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    _rollout_path(home, THREAD_A).write_bytes(r.meta() + r.turn("t1"))
+    scanner.scan()
+    assert stat.S_IMODE(scanner.index_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(scanner.index_path.parent.stat().st_mode) == 0o700
+    doc = json.loads(scanner.index_path.read_text())
+    assert doc["schema"] == INDEX_SCHEMA
+    (entry,) = doc["files"].values()
+    assert entry["off"] == entry["size"] > 0
+    assert {"dev", "ino", "size", "off", "acc"} <= set(entry)
+
+
+def test_unknown_index_schema_is_refused_and_left_alone(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    _rollout_path(home, THREAD_A).write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    future = json.dumps({"schema": "loopx_chat_rollout_index_v9", "files": {}}).encode()
+    scanner.index_path.write_bytes(future)
+    before = scanner.index_path.stat()
+    with pytest.raises(StateError) as refused:
+        scanner.scan()
+    assert refused.value.error_code == "state_schema_unsupported"
+    assert refused.value.error_code in ERROR_CODES
+    assert scanner.index_path.read_bytes() == future
+    assert scanner.index_path.stat().st_mtime_ns == before.st_mtime_ns
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [b"{not json", b"[]", json.dumps({"schema": INDEX_SCHEMA, "files": {"x": {"off": -1}}})],
+)
+def test_unparsable_index_is_rebuilt_and_says_so(
+    home: Path, scanner: RolloutScanner, garbage: str | bytes
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    scanner.index_path.write_bytes(garbage if isinstance(garbage, bytes) else garbage.encode())
+    result = scanner.scan()
+    assert result.notes in (("index_unparsable",), ("index_home_changed",))
+    assert result.bytes_read == path.stat().st_size
+    assert json.loads(scanner.index_path.read_text())["schema"] == INDEX_SCHEMA
+    assert scanner.scan().notes == ()
+
+
+def test_index_of_another_home_is_not_continued(home: Path, tmp_path: Path) -> None:
+    index = tmp_path / "state" / "index.json"
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    other = tmp_path / "other-home"
+    other.mkdir()
+    RolloutScanner(other, index).scan()
+    result = scan_home_facts(home, index)
+    assert result.notes == ("index_home_changed",)
+    assert result.bytes_read == path.stat().st_size
+
+
+def test_position_and_thread_lookup(home: Path, scanner: RolloutScanner) -> None:
+    ra, rb = Rollout(THREAD_A), Rollout(THREAD_B, start=100)
+    _rollout_path(home, THREAD_A).write_bytes(ra.meta() + ra.turn("a1"))
+    _rollout_path(home, THREAD_B).write_bytes(rb.meta() + rb.turn("b1"))
+    first = scanner.scan()
+    _append(_rollout_path(home, THREAD_A), ra.turn("a2"))
+    second = scanner.scan()
+    assert second.position.advanced_since(first.position) == (THREAD_A,)
+    restored = HostPosition.from_dict(json.loads(json.dumps(second.position.to_dict())))
+    assert restored == second.position
+    assert restored.advanced_since(second.position) == ()
+    assert second.position.latest_event_at == second.threads[THREAD_B].latest_event_at
+    found = thread_facts_for(second.threads, [THREAD_B, "missing"])
+    assert list(found) == [THREAD_B, "missing"]
+    assert found["missing"] is None and found[THREAD_B] == second.threads[THREAD_B]
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming: memory, long lines, any split of the bytes
+# ---------------------------------------------------------------------------------------------
+
+
+def test_a_huge_text_line_is_streamed_not_held(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    huge = r.tool_output("x" * (24 << 20))  # one 24 MiB tool output line
+    path.write_bytes(r.meta() + r.started("t1") + huge + r.complete("t1"))
+    tracemalloc.start()
+    try:
+        result = scanner.scan()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result.threads[THREAD_A].turns.completed == 1
+    assert result.bytes_read == path.stat().st_size
+    assert peak < 6 << 20, peak
+
+
+def _reference(turns: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """What the facts must say, computed from the generated turn list."""
+    counts = {"started": 0, "completed": 0, "failed": 0, "interrupted": 0, "unfinished": 0}
+    for _turn_id, outcome, _model in turns:
+        counts["started"] += 1
+        counts[outcome] += 1
+    return {
+        "turns": counts,
+        "last": (turns[-1][0], turns[-1][1]) if turns else None,
+        "models": sorted({model for _t, _o, model in turns}),
+    }
+
+
+# Text that looks like the records we count, with every character JSON must escape.
+_TEXT = st.lists(
+    st.sampled_from([*'ab {}[]":,\\\n\t', '"type":"event_msg"', '"type":"turn_context"']),
+    max_size=12,
+).map("".join)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    outcomes=st.lists(
+        st.tuples(
+            st.sampled_from(["completed", "failed", "interrupted", "unfinished"]),
+            st.sampled_from(["gpt-5", "gpt-5-codex", "o3"]),
+            _TEXT,
+        ),
+        max_size=8,
+    ),
+    chunk=st.sampled_from([64, 97, 256, 1 << 20]),
+    seed=st.integers(min_value=0, max_value=10_000),
+)
+def test_any_split_and_any_chunk_size_give_the_same_facts(
+    tmp_path_factory: pytest.TempPathFactory,
+    outcomes: list[tuple[str, str, str]],
+    chunk: int,
+    seed: int,
+) -> None:
+    r = Rollout(THREAD_A)
+    data = r.meta()
+    turns: list[tuple[str, str, str]] = []
+    for i, (outcome, model, text) in enumerate(outcomes):
+        turn_id = f"turn-{i}"
+        turns.append((turn_id, outcome, model))
+        data += r.started(turn_id) + r.context(turn_id, model) + r.user(text)
+        data += r.tool_output(text * 20) + r.tokens(10 + i)
+        if outcome == "completed":
+            data += r.complete(turn_id, message=text)
+        elif outcome == "failed":
+            data += r.complete(turn_id, error={"message": text, "codex_error_info": "bad"})
+        elif outcome == "interrupted":
+            data += r.aborted(turn_id)
+    expected = _reference(turns)
+
+    base = tmp_path_factory.mktemp("split")
+    home = base / "home"
+    path = _rollout_path(home, THREAD_A)
+    cuts = sorted(random.Random(seed).sample(range(1, len(data)), k=min(4, len(data) - 1)))
+    with pytest.MonkeyPatch.context() as patch:
+        # Small reads make lines straddle reads and long text lines take the streaming path.
+        patch.setattr(rollouts, "_CHUNK", chunk)
+        patch.setattr(rollouts, "_LONG_LINE", chunk)
+        scanner = RolloutScanner(home, base / "state" / "index.json")
+        written = 0
+        result: ScanResult | None = None
+        for cut in [*cuts, len(data)]:
+            _append(path, data[written:cut])
+            written = cut
+            result = scanner.scan()
+            # Whatever was cut off mid-line is never consumed.
+            assert result.position.total_offset == data.rfind(b"\n", 0, cut) + 1
+        assert result is not None and result.corrupt_lines == 0
+        # The same bytes through the line-by-line reader.
+        patch.setattr(rollouts, "_FIRST_LINE", re.compile(rb"(?!)"))
+        exact = RolloutScanner(home, base / "exact" / "index.json").scan()
+    for got in (result, exact):
+        facts = got.threads[THREAD_A]
+        assert facts.turns.to_dict() == expected["turns"]
+        last = (facts.last_turn.turn_id, facts.last_turn.outcome) if facts.last_turn else None
+        assert last == expected["last"]
+        assert list(facts.models) == expected["models"]
+        total = facts.tokens.total_tokens if facts.tokens else None
+        assert total == (10 + len(turns) - 1 if turns else None)
+    assert exact.threads == result.threads
