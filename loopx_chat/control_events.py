@@ -47,7 +47,7 @@ class ControlLog:
         event = {"schema_version": CONTROL_EVENT_SCHEMA, "kind": kind, "at": self._clock()}
         event.update({k: v for k, v in fields.items() if v is not None})
         try:
-            append_record(self.path, event)
+            append_record(self.path, event, durable=False)  # metrics, not decisions
         except OSError:
             self.write_failures += 1
 

@@ -292,7 +292,7 @@ def test_status_cache_recomputes_only_when_state_changes(tmp_path: Path) -> None
         return {"n": len(calls)}
 
     store, goals = SessionStore(tmp_path), GoalStore(tmp_path)
-    cache = StatusCache(tmp_path, compute, host_refresh_sec=None)
+    cache = StatusCache(tmp_path, compute, host_refresh_sec=None, fingerprint_ttl_sec=0)
     assert cache.get()[0] == {"n": 1}
     assert cache.get()[0] == {"n": 1}  # nothing changed: served from memory
     store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
