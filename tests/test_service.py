@@ -304,3 +304,27 @@ def test_status_cache_recomputes_only_when_state_changes(tmp_path: Path) -> None
     goals.request_gate("g", "Q2?")  # an append to an existing file
     assert cache.get()[0] == {"n": 5}
     assert cache.get()[0] == {"n": 5}
+
+
+def test_page_escapes_every_value_and_shows_goal_records() -> None:
+    from loopx_chat.service.page import render_first_screen
+
+    status = {
+        "attention_queue": [
+            {
+                "goal_id": "g<1>",
+                "severity": "action",
+                "answers": {"waiting_on": "<script>alert(1)</script>", "latest_run": "a & b"},
+                "goal_state": {"objective": "Ship <v2>", "boundary": "repo & docs"},
+                "quota": {"decision": "throttled", "reason_code": "token_budget_spent"},
+                "host": {"stale": True, "behind_turns": 2},
+                "reconcile_reason": "missing_validation",
+            }
+        ]
+    }
+    html = render_first_screen(status, "default").decode()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert "Ship &lt;v2&gt;" in html and "repo &amp; docs" in html
+    assert "throttled: token_budget_spent" in html
+    assert "2 host turn(s) behind, missing_validation" in html
+    assert 'data-goal="g&lt;1&gt;"' in html

@@ -63,6 +63,14 @@ def _card(goal: dict[str, Any]) -> str:
             f'<dd data-q="quota">{escape(str(quota["decision"]))}: '
             f"{escape(str(quota.get('reason_code', '')))}</dd>"
         )
+    host = goal.get("host") or {}
+    if host.get("stale") or goal.get("reconcile_reason"):
+        behind = f"{host.get('behind_turns', 0)} host turn(s) behind" if host.get("stale") else ""
+        reason = str(goal.get("reconcile_reason") or "")
+        rows += (
+            "<dt>Host and goal disagree</dt>"
+            f'<dd data-q="reconcile">{escape(", ".join(x for x in (behind, reason) if x))}</dd>'
+        )
     severity = escape(str(goal.get("severity", "")))
     return (
         f'<section class="card" data-goal="{escape(str(goal.get("goal_id", "")))}">'
