@@ -26,8 +26,12 @@ def ensure_private_dir(path: Path) -> None:
         os.chmod(path, PRIVATE_DIR_MODE)
 
 
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int) -> None:
-    """Replace `path` with `data` atomically; the file ends with exactly `mode`."""
+def atomic_write_bytes(path: Path, data: bytes, *, mode: int, durable: bool = True) -> None:
+    """Replace `path` with `data` atomically; the file ends with exactly `mode`.
+
+    `durable=False` skips the fsync, for caches whose loss after a power cut costs only
+    recomputation (the rename still makes a reader see old or new bytes, never a mix).
+    """
     if path.is_symlink():
         raise IsADirectoryError(f"refusing to write through a symlink: {path}")
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -36,7 +40,8 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                os.fsync(handle.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:

@@ -1179,7 +1179,9 @@ class RolloutScanner:
         data = f'{head[:-1]}, "files": {{\n{members}\n}}}}'.encode()
         try:
             ensure_private_dir(self.index_path.parent)
-            atomic_write_bytes(self.index_path, data, mode=PRIVATE_FILE_MODE)
+            # A cache of progress: after a power cut a lost write means one re-read, never a
+            # wrong fact, so it is not worth an fsync on every status refresh.
+            atomic_write_bytes(self.index_path, data, mode=PRIVATE_FILE_MODE, durable=False)
             st = self.index_path.stat()
         except OSError as exc:
             self._cached = None
