@@ -41,7 +41,6 @@ from loopx_chat.ownership import (
     process_create_time,
 )
 from loopx_chat.records import (
-    TERMINAL_TURN_STATUSES,
     SessionRecord,
     TokenCounts,
     TurnRecord,
@@ -49,6 +48,7 @@ from loopx_chat.records import (
 )
 from loopx_chat.store import SessionStore
 from loopx_chat.thread_lock import ThreadWriterLock
+from loopx_chat.turn_ledger import TurnLedger, TurnResult
 
 INTERRUPT_MARKER = "interrupt.request"
 QUIESCE_POLL_SEC = 0.25
@@ -70,13 +70,6 @@ class ControllerConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = 180.0
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    session: SessionRecord
-    turn: TurnRecord
-    created: bool
 
 
 @dataclass
@@ -115,6 +108,7 @@ class ChatController:
         self._registry = AppServerRegistry(store.root)
         self._watcher: threading.Thread | None = None
         self.control = ControlLog(store.root)
+        self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
 
     def record_start(self) -> None:
@@ -382,9 +376,9 @@ class ChatController:
             validate_session_id(client_turn_id)
             existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
             if existing is not None:
-                return self._replayed(record, existing)
+                return self.turns.replayed(record, existing)
         if record.session_mode == "attached_host":
-            return self._queue_attached(record, client_turn_id)
+            return self.turns.queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is not None:
             return self._steer(record, warm, text)
@@ -393,48 +387,19 @@ class ChatController:
             if client_turn_id is not None:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
                 if existing is not None:
-                    return self._replayed(record, existing)
+                    return self.turns.replayed(record, existing)
             warm = self._ensure_warm(record)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
-
-    def _replayed(self, record: SessionRecord, turn: TurnRecord) -> TurnResult:
-        self.control.record(
-            "submit_replayed",
-            goal_id=record.goal_id,
-            session_id=record.session_id,
-            turn_id=turn.turn_id,
-        )
-        return TurnResult(record, turn, created=False)
-
-    def _queue_attached(self, record: SessionRecord, client_turn_id: str | None) -> TurnResult:
-        with self.store.lock(record.session_id):
-            if client_turn_id is not None:
-                existing = self.store.find_turn_by_client_id(record.session_id, client_turn_id)
-                if existing is not None:
-                    return TurnResult(record, existing, created=False)
-            now = self.store.now()
-            turn = self.store.save_turn(
-                TurnRecord(
-                    turn_id=uuid.uuid4().hex,
-                    session_id=record.session_id,
-                    status="queued",
-                    created_at=now,
-                    updated_at=now,
-                    client_turn_id=client_turn_id,
-                )
-            )
-        return TurnResult(self.store.load(record.session_id), turn, created=True)
 
     def _steer(self, record: SessionRecord, warm: _Warm, text: str) -> TurnResult:
         running = warm.running_turn_id
         assert running is not None
         _, steered = warm.thread.start_turn(text)
-        turn = self.store.load_turn(record.session_id, running)
-        if steered:
-            with self.store.lock(record.session_id):
-                turn = self.store.save_turn(
-                    replace(turn, steered=True, updated_at=self.store.now())
-                )
+        turn = (
+            self.turns.mark_steered(record.session_id, running)
+            if steered
+            else self.store.load_turn(record.session_id, running)
+        )
         return TurnResult(record, turn, created=False)
 
     def _run_turn(
@@ -446,19 +411,7 @@ class ChatController:
         on_delta: Callable[[str], None] | None,
         on_started: Callable[[TurnRecord], None] | None,
     ) -> TurnResult:
-        self._settle_orphaned_turn(session_id)
-        now = self.store.now()
-        turn = TurnRecord(
-            turn_id=uuid.uuid4().hex,
-            session_id=session_id,
-            status="running",
-            created_at=now,
-            updated_at=now,
-            client_turn_id=client_turn_id,
-        )
-        with self.store.lock(session_id):
-            self.store.save_turn(turn)
-            self.store.update(session_id, status="busy", active_turn_id=turn.turn_id)
+        turn = self.turns.begin(session_id, client_turn_id)
         self._marker(session_id).unlink(missing_ok=True)
         warm.interrupt.clear()
         warm.running_turn_id = turn.turn_id
@@ -468,7 +421,7 @@ class ChatController:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
                 outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
-                self._finish_turn(turn, outcome)
+                self.turns.finish(turn, outcome)
                 if exc.error_code in ("app_server_exited", "thread_busy"):
                     self._drop_warm(session_id)
                 raise
@@ -486,75 +439,18 @@ class ChatController:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
                 outcome = TurnOutcome("", "interrupted", "controller_stopped", TokenCounts())
-                self._finish_turn(turn, outcome)
+                self.turns.finish(turn, outcome)
                 self._drop_warm(session_id)
             raise
         finally:
             warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
-        final = self._finish_turn(turn, outcome)
+        final = self.turns.finish(turn, outcome)
         if outcome.error_code == "app_server_exited":
             self._drop_warm(session_id)
         else:
             self._schedule_idle_close(session_id, warm)
         return TurnResult(self.store.load(session_id), final, created=True)
-
-    def _finish_turn(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
-        now = self.store.now()
-        final = replace(
-            turn,
-            upstream_turn_id=outcome.upstream_turn_id or turn.upstream_turn_id,
-            status=outcome.status,
-            error_code=outcome.error_code,
-            tokens=outcome.tokens,
-            completed_at=now,
-            updated_at=now,
-        )
-        with self.store.lock(turn.session_id):
-            self.store.save_turn(final)
-            session = self.store.mutate(
-                turn.session_id,
-                lambda r: r.with_changes(
-                    {
-                        "status": "ready",
-                        "active_turn_id": None,
-                        "turn_count": r.turn_count + 1,
-                        "last_error_code": outcome.error_code,
-                        "last_activity_at": now,
-                    }
-                ),
-            )
-        self.control.record(
-            "turn_finished",
-            goal_id=session.goal_id,
-            session_id=session.session_id,
-            thread_id=session.upstream_thread_id,
-            turn_id=final.turn_id,
-            status=final.status,
-            code=final.error_code,
-            session_created_at=session.created_at,
-        )
-        return final
-
-    def _settle_orphaned_turn(self, session_id: str) -> None:
-        """A turn left `running` by a controller that died is recorded as interrupted."""
-        record = self.store.load(session_id)
-        if not record.active_turn_id:
-            return
-        try:
-            turn = self.store.load_turn(session_id, record.active_turn_id)
-        except LoopxChatError:
-            self.store.update(session_id, active_turn_id=None, status="ready")
-            return
-        if turn.status not in TERMINAL_TURN_STATUSES:
-            self._finish_turn(
-                turn,
-                TurnOutcome(
-                    turn.upstream_turn_id or "", "interrupted", "app_server_exited", turn.tokens
-                ),
-            )
-        else:
-            self.store.update(session_id, active_turn_id=None, status="ready")
 
     def _marker(self, session_id: str) -> Path:
         return self.store.session_dir(session_id) / INTERRUPT_MARKER
@@ -579,7 +475,7 @@ class ChatController:
             )
             return self.store.load_turn(session_id, record.active_turn_id)
         # Nobody is running it: the controller died mid-turn. Record that, nothing to signal.
-        self._settle_orphaned_turn(session_id)
+        self.turns.settle_orphan(session_id)
         return self.store.load_turn(session_id, record.active_turn_id)
 
     def history(self, session_id: str) -> list[dict[str, Any]]:

@@ -1,0 +1,141 @@
+"""The compact turn records of managed sessions: every state change a turn makes.
+
+Owns the writes around a turn: accepting it (turn record `running`, session `busy` with its
+`active_turn_id`), finishing it (compact outcome, session `ready`, `turn_count`, the
+`turn_finished` control event), queueing attached-host turns, marking steers, replays by
+`client_turn_id`, and settling a turn that a dead controller left `running`. It never talks
+to Codex and never stores text: ids, statuses, timestamps, token counts and error codes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, replace
+
+from loopx_chat.codex.thread import TurnOutcome
+from loopx_chat.control_events import ControlLog
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
+from loopx_chat.store import SessionStore
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    session: SessionRecord
+    turn: TurnRecord
+    created: bool
+
+
+class TurnLedger:
+    def __init__(self, store: SessionStore, control: ControlLog) -> None:
+        self.store = store
+        self.control = control
+
+    def replayed(self, record: SessionRecord, turn: TurnRecord) -> TurnResult:
+        """A retry of a recorded `client_turn_id`: nothing runs again."""
+        self.control.record(
+            "submit_replayed",
+            goal_id=record.goal_id,
+            session_id=record.session_id,
+            turn_id=turn.turn_id,
+        )
+        return TurnResult(record, turn, created=False)
+
+    def queue_attached(self, record: SessionRecord, client_turn_id: str | None) -> TurnResult:
+        """Attached-host sessions never spawn: their turns wait for the host as `queued`."""
+        with self.store.lock(record.session_id):
+            if client_turn_id is not None:
+                existing = self.store.find_turn_by_client_id(record.session_id, client_turn_id)
+                if existing is not None:
+                    return TurnResult(record, existing, created=False)
+            now = self.store.now()
+            turn = self.store.save_turn(
+                TurnRecord(
+                    turn_id=uuid.uuid4().hex,
+                    session_id=record.session_id,
+                    status="queued",
+                    created_at=now,
+                    updated_at=now,
+                    client_turn_id=client_turn_id,
+                )
+            )
+        return TurnResult(self.store.load(record.session_id), turn, created=True)
+
+    def mark_steered(self, session_id: str, turn_id: str) -> TurnRecord:
+        turn = self.store.load_turn(session_id, turn_id)
+        with self.store.lock(session_id):
+            return self.store.save_turn(replace(turn, steered=True, updated_at=self.store.now()))
+
+    def begin(self, session_id: str, client_turn_id: str | None) -> TurnRecord:
+        """Record the turn as running before it starts, so a crash leaves a trace to settle."""
+        self.settle_orphan(session_id)
+        now = self.store.now()
+        turn = TurnRecord(
+            turn_id=uuid.uuid4().hex,
+            session_id=session_id,
+            status="running",
+            created_at=now,
+            updated_at=now,
+            client_turn_id=client_turn_id,
+        )
+        with self.store.lock(session_id):
+            self.store.save_turn(turn)
+            self.store.update(session_id, status="busy", active_turn_id=turn.turn_id)
+        return turn
+
+    def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
+        now = self.store.now()
+        final = replace(
+            turn,
+            upstream_turn_id=outcome.upstream_turn_id or turn.upstream_turn_id,
+            status=outcome.status,
+            error_code=outcome.error_code,
+            tokens=outcome.tokens,
+            completed_at=now,
+            updated_at=now,
+        )
+        with self.store.lock(turn.session_id):
+            self.store.save_turn(final)
+            session = self.store.mutate(
+                turn.session_id,
+                lambda r: r.with_changes(
+                    {
+                        "status": "ready",
+                        "active_turn_id": None,
+                        "turn_count": r.turn_count + 1,
+                        "last_error_code": outcome.error_code,
+                        "last_activity_at": now,
+                    }
+                ),
+            )
+        self.control.record(
+            "turn_finished",
+            goal_id=session.goal_id,
+            session_id=session.session_id,
+            thread_id=session.upstream_thread_id,
+            turn_id=final.turn_id,
+            status=final.status,
+            code=final.error_code,
+            session_created_at=session.created_at,
+        )
+        return final
+
+    def settle_orphan(self, session_id: str) -> None:
+        """A turn left `running` by a controller that died is recorded as interrupted."""
+        record = self.store.load(session_id)
+        if not record.active_turn_id:
+            return
+        try:
+            turn = self.store.load_turn(session_id, record.active_turn_id)
+        except LoopxChatError:
+            self.store.update(session_id, active_turn_id=None, status="ready")
+            return
+        if turn.status not in TERMINAL_TURN_STATUSES:
+            self.finish(
+                turn,
+                TurnOutcome(
+                    turn.upstream_turn_id or "", "interrupted", "app_server_exited", turn.tokens
+                ),
+            )
+        else:
+            self.store.update(session_id, active_turn_id=None, status="ready")
