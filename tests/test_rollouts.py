@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import loopx_chat.codex.rollouts as rollouts
+import loopx_chat.codex.rollouts.parse as rollouts_parse
 from loopx_chat.codex.rollouts import (
     INDEX_SCHEMA,
     HostPosition,
@@ -773,8 +773,8 @@ def test_any_split_and_any_chunk_size_give_the_same_facts(
     cuts = sorted(random.Random(seed).sample(range(1, len(data)), k=min(4, len(data) - 1)))
     with pytest.MonkeyPatch.context() as patch:
         # Small reads make lines straddle reads and long text lines take the streaming path.
-        patch.setattr(rollouts, "_CHUNK", chunk)
-        patch.setattr(rollouts, "_LONG_LINE", chunk)
+        patch.setattr(rollouts_parse, "_CHUNK", chunk)
+        patch.setattr(rollouts_parse, "_LONG_LINE", chunk)
         scanner = RolloutScanner(home, base / "state" / "index.json")
         written = 0
         result: ScanResult | None = None
@@ -786,7 +786,7 @@ def test_any_split_and_any_chunk_size_give_the_same_facts(
             assert result.position.total_offset == data.rfind(b"\n", 0, cut) + 1
         assert result is not None and result.corrupt_lines == 0
         # The same bytes through the line-by-line reader.
-        patch.setattr(rollouts, "_FIRST_LINE", re.compile(rb"(?!)"))
+        patch.setattr(rollouts_parse, "_FIRST_LINE", re.compile(rb"(?!)"))
         exact = RolloutScanner(home, base / "exact" / "index.json").scan()
     for got in (result, exact):
         facts = got.threads[THREAD_A]

@@ -1,0 +1,51 @@
+"""Compact host facts from Codex rollout files, read incrementally.
+
+What this package owns:
+  * Finding `<home>/sessions/**/rollout-*.jsonl` and `<home>/archived_sessions/**/rollout-*.jsonl`
+    (no symlinks followed) and reducing them to per-thread `ThreadFacts`: turn counts by outcome,
+    the last turn, token totals, models, history mode, archived, and the latest event time.
+  * The rollout index (`loopx_chat_rollout_index_v1`, owner-local JSON, 0600 in a 0700 folder),
+    so a rescan reads only the bytes appended since the last one.
+  * `HostPosition`: how far the host has got, so a consumer can compare what it saw with now.
+
+Its modules, each with one job: `records` (the public frozen records), `fields` (the pickers
+that decide what of an untrusted value may be kept), `accumulator` (one file's running state
+and its index form), `parse` (reading a file's complete lines: the fast byte-level path and
+the exact line-by-line path), `index` (the on-disk index: entries, load, save) and `scanner`
+(walking the home and orchestrating the incremental scan). This module only re-exports.
+
+What it must never do:
+  * keep message text, tool output, `cwd`, `base_instructions`, `last_agent_message` or any
+    path in facts (or in the index's per-file state): only ids, enum-like kinds, numbers and
+    timestamps are picked, each checked against a narrow pattern, and the rest of a line is
+    dropped at once. Rollout paths live only in the index, relative to the home;
+  * consume a trailing partial line (a turn still being written): the offset stops before it;
+  * fail on a corrupt line (it is counted), hold a whole file in memory, or write to the home.
+"""
+
+from __future__ import annotations
+
+from loopx_chat.codex.rollouts.index import INDEX_SCHEMA
+from loopx_chat.codex.rollouts.records import OUTCOMES as OUTCOMES
+from loopx_chat.codex.rollouts.records import (
+    HostPosition,
+    LastTurn,
+    ScanResult,
+    ThreadFacts,
+    TokenTotals,
+    TurnCounts,
+)
+from loopx_chat.codex.rollouts.scanner import RolloutScanner, scan_home_facts, thread_facts_for
+
+__all__ = [
+    "INDEX_SCHEMA",
+    "HostPosition",
+    "LastTurn",
+    "RolloutScanner",
+    "ScanResult",
+    "ThreadFacts",
+    "TokenTotals",
+    "TurnCounts",
+    "scan_home_facts",
+    "thread_facts_for",
+]

@@ -1,0 +1,252 @@
+"""The per-file accumulator: everything needed to continue one rollout from its consumed offset.
+
+What this module owns:
+  * `_Acc`, the mutable state of one file while it is read (turn counts, open turns, the last
+    turn, token totals, models, history mode, the thread id from the first session_meta, the
+    newest time, and the file's read mode), how a parsed record or turn event advances it,
+    its compact form in the index (`to_json` / `from_json`), and the `ThreadFacts` it yields.
+
+What it must never do:
+  * keep anything a picker in `fields` did not let through, or accept an index shape it did
+    not write (that raises ValueError, and the index is rebuilt);
+  * read files or find records in bytes: the reader in `parse` feeds it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loopx_chat.codex.rollouts.fields import (
+    _TOKEN_KEYS,
+    _need,
+    _need_int,
+    _need_list,
+    _opt,
+    _pick_error_code,
+    _pick_id,
+    _pick_int,
+    _pick_kind,
+    _pick_model,
+    _pick_time,
+    _pick_tokens,
+)
+from loopx_chat.codex.rollouts.records import (
+    OUTCOMES,
+    LastTurn,
+    ThreadFacts,
+    TokenTotals,
+    TurnCounts,
+)
+
+_MODE_FAST = "fast"
+_MODE_EXACT = "exact"
+
+
+class _Acc:
+    """Mutable per-file state while reading; serialized into the index between scans."""
+
+    __slots__ = (
+        "completed",
+        "failed",
+        "history_mode",
+        "interrupted",
+        "last_completed_at",
+        "last_error",
+        "last_id",
+        "last_outcome",
+        "latest",
+        "meta_seen",
+        "mode",
+        "models",
+        "open_turns",
+        "started",
+        "thread_id",
+        "tokens",
+    )
+
+    def __init__(self) -> None:
+        self.mode: str | None = None
+        self.meta_seen = False
+        self.thread_id: str | None = None
+        self.history_mode: str | None = None
+        self.started = 0
+        self.completed = 0
+        self.failed = 0
+        self.interrupted = 0
+        # Started turns with no ending yet, in start order. Only SIGKILLed or still-running
+        # turns stay here, so the list stays short.
+        self.open_turns: list[str] = []
+        self.last_id: str | None = None
+        self.last_outcome: str | None = None
+        self.last_error: str | None = None
+        self.last_completed_at: int | None = None
+        self.tokens: tuple[int, ...] | None = None
+        self.models: set[str] = set()
+        self.latest: str | None = None
+
+    # -- events ------------------------------------------------------------------------------
+
+    def see_time(self, value: str | None) -> None:
+        if value is not None and (self.latest is None or value > self.latest):
+            self.latest = value
+
+    def turn_started(self, turn_id: str | None) -> None:
+        # A repeated start of the open or last turn (a replay) is the same turn, not a new one.
+        if turn_id is None or turn_id in self.open_turns or turn_id == self.last_id:
+            return
+        self.started += 1
+        self.open_turns.append(turn_id)
+        self.last_id = turn_id
+        self.last_outcome = "unfinished"
+        self.last_error = None
+        self.last_completed_at = None
+
+    def turn_ended(
+        self, turn_id: str | None, outcome: str, error: str | None, completed_at: int | None
+    ) -> None:
+        # The first ending of an open turn decides it; an ending for a turn we never saw start
+        # (or saw end already) changes nothing.
+        if turn_id is None or turn_id not in self.open_turns:
+            return
+        self.open_turns.remove(turn_id)
+        if outcome == "completed":
+            self.completed += 1
+        elif outcome == "failed":
+            self.failed += 1
+        else:
+            self.interrupted += 1
+        if turn_id == self.last_id:
+            self.last_outcome = outcome
+            self.last_error = error
+            self.last_completed_at = completed_at
+
+    def apply(self, record: object) -> bool:
+        """Take the counted fields of one parsed line; returns whether it set tokens."""
+        if not isinstance(record, dict):
+            return False
+        self.see_time(_pick_time(record.get("timestamp")))
+        kind = record.get("type")
+        payload = record.get("payload")
+        if not isinstance(payload, dict):
+            return False
+        if kind == "event_msg":
+            sub = payload.get("type")
+            if sub == "task_started":
+                self.turn_started(_pick_id(payload.get("turn_id")))
+            elif sub == "task_complete":
+                # Any non-null `error` is a failed turn, even one we cannot name.
+                error = payload.get("error")
+                self.turn_ended(
+                    _pick_id(payload.get("turn_id")),
+                    "completed" if error is None else "failed",
+                    _pick_error_code(error),
+                    _pick_int(payload.get("completed_at")),
+                )
+            elif sub == "turn_aborted":
+                self.turn_ended(
+                    _pick_id(payload.get("turn_id")),
+                    "interrupted",
+                    None,
+                    _pick_int(payload.get("completed_at")),
+                )
+            elif sub == "token_count":
+                info = payload.get("info")
+                tokens = (
+                    _pick_tokens(info.get("total_token_usage")) if isinstance(info, dict) else None
+                )
+                if tokens is not None:
+                    self.tokens = tokens
+                    return True
+        elif kind == "turn_context":
+            model = _pick_model(payload.get("model"))
+            if model is not None:
+                self.models.add(model)
+        elif kind == "token_usage_record":
+            tokens = _pick_tokens(payload.get("thread_token_usage"))
+            if tokens is not None:
+                self.tokens = tokens
+                return True
+        elif kind == "session_meta" and not self.meta_seen:
+            # Only the file's first session_meta names its thread (a fork may carry others).
+            self.meta_seen = True
+            self.thread_id = _pick_id(payload.get("id"))
+            self.history_mode = _pick_kind(payload.get("history_mode"))
+        return False
+
+    # -- index form ----------------------------------------------------------------------------
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "meta": self.meta_seen,
+            "tid": self.thread_id,
+            "hm": self.history_mode,
+            "n": [self.started, self.completed, self.failed, self.interrupted],
+            "open": list(self.open_turns),
+            "last": (
+                [self.last_id, self.last_outcome, self.last_error, self.last_completed_at]
+                if self.last_id is not None
+                else None
+            ),
+            "tok": list(self.tokens) if self.tokens is not None else None,
+            "models": sorted(self.models),
+            "ts": self.latest,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> _Acc:
+        """Rebuild from the index; any shape we did not write raises ValueError."""
+        if not isinstance(data, dict):
+            raise ValueError("accumulator is not an object")
+        acc = cls()
+        mode = data.get("mode")
+        if mode not in (None, _MODE_FAST, _MODE_EXACT):
+            raise ValueError("mode")
+        acc.mode = mode
+        acc.meta_seen = bool(data.get("meta"))
+        acc.thread_id = _opt(data.get("tid"), _pick_id)
+        acc.history_mode = _opt(data.get("hm"), _pick_kind)
+        counts = data.get("n")
+        if not (isinstance(counts, list) and len(counts) == 4):
+            raise ValueError("counts")
+        acc.started, acc.completed, acc.failed, acc.interrupted = (_need_int(c) for c in counts)
+        acc.open_turns = [_need(_pick_id(t)) for t in _need_list(data.get("open"))]
+        last = data.get("last")
+        if last is not None:
+            if not (isinstance(last, list) and len(last) == 4) or last[1] not in OUTCOMES:
+                raise ValueError("last")
+            acc.last_id = _need(_pick_id(last[0]))
+            acc.last_outcome = last[1]
+            acc.last_error = _opt(last[2], _pick_kind)
+            acc.last_completed_at = _opt(last[3], _pick_int)
+        tokens = data.get("tok")
+        if tokens is not None:
+            if not (isinstance(tokens, list) and len(tokens) == len(_TOKEN_KEYS)):
+                raise ValueError("tokens")
+            acc.tokens = tuple(_need_int(t) for t in tokens)
+        acc.models = {_need(_pick_model(m)) for m in _need_list(data.get("models"))}
+        acc.latest = _opt(data.get("ts"), _pick_time)
+        return acc
+
+    def facts(self, thread_id: str, archived: bool) -> ThreadFacts:
+        last = None
+        if self.last_id is not None and self.last_outcome is not None:
+            last = LastTurn(
+                self.last_id, self.last_outcome, self.last_error, self.last_completed_at
+            )
+        return ThreadFacts(
+            thread_id=thread_id,
+            latest_event_at=self.latest,
+            turns=TurnCounts(
+                started=self.started,
+                completed=self.completed,
+                failed=self.failed,
+                interrupted=self.interrupted,
+                unfinished=len(self.open_turns),
+            ),
+            last_turn=last,
+            tokens=TokenTotals(*self.tokens) if self.tokens is not None else None,
+            models=tuple(sorted(self.models)),
+            history_mode=self.history_mode,
+            archived=archived,
+        )
