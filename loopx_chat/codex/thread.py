@@ -66,6 +66,21 @@ class _LegacyCatalog(Exception):
     pass
 
 
+@dataclass(frozen=True)
+class _Launch:
+    """Everything one app-server start needs; the catalog retry reuses it unchanged."""
+
+    executable: Path
+    codex_home: Path
+    work_dir: Path
+    environ: Mapping[str, str]
+    log_path: Path
+    resume_thread_id: str | None
+    options: ThreadOptions
+    timeouts: Timeouts
+    developer_instructions: str | None
+
+
 def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
     code = proc.wait_exit(2.0)
     return CodexError(
@@ -106,25 +121,25 @@ class CodexThread:
         timeouts: Timeouts,
         developer_instructions: str | None = None,
     ) -> CodexThread:
-        kwargs: dict[str, Any] = {
-            "executable": executable,
-            "codex_home": codex_home,
-            "work_dir": work_dir,
-            "environ": environ,
-            "log_path": log_path,
-            "resume_thread_id": resume_thread_id,
-            "options": options,
-            "timeouts": timeouts,
-            "developer_instructions": developer_instructions,
-        }
+        launch = _Launch(
+            executable,
+            codex_home,
+            work_dir,
+            environ,
+            log_path,
+            resume_thread_id,
+            options,
+            timeouts,
+            developer_instructions,
+        )
         try:
-            return cls._open_once(**kwargs, catalog_path=None)
+            return cls._open_once(launch, catalog_path=None)
         except _LegacyCatalog:
             pass
         catalog = write_builtin_catalog(executable, environ)
         try:
             # The retry is a second process: it gets the same pinned home, never a re-derived one.
-            thread = cls._open_once(**kwargs, catalog_path=catalog)
+            thread = cls._open_once(launch, catalog_path=catalog)
         except _LegacyCatalog:
             raise catalog_incompatible("the built-in catalog was rejected too") from None
         finally:
@@ -134,48 +149,35 @@ class CodexThread:
         return thread
 
     @classmethod
-    def _open_once(
-        cls,
-        *,
-        executable: Path,
-        codex_home: Path,
-        work_dir: Path,
-        environ: Mapping[str, str],
-        log_path: Path,
-        resume_thread_id: str | None,
-        options: ThreadOptions,
-        timeouts: Timeouts,
-        developer_instructions: str | None,
-        catalog_path: Path | None,
-    ) -> CodexThread:
-        config_args = list(options.config_args)
+    def _open_once(cls, launch: _Launch, *, catalog_path: Path | None) -> CodexThread:
+        config_args = list(launch.options.config_args)
         if catalog_path is not None:
             config_args.append(f"model_catalog_json={json.dumps(str(catalog_path))}")
         proc = AppServerProcess.spawn(
-            executable=executable,
-            codex_home=codex_home,
-            work_dir=work_dir,
-            environ=environ,
+            executable=launch.executable,
+            codex_home=launch.codex_home,
+            work_dir=launch.work_dir,
+            environ=launch.environ,
             config_args=config_args,
-            stderr_log=log_path,
-            policy=options.server_requests,
+            stderr_log=launch.log_path,
+            policy=launch.options.server_requests,
         )
         try:
-            cls._handshake(proc, codex_home, timeouts, log_path)
+            cls._handshake(proc, launch.codex_home, launch.timeouts, launch.log_path)
             thread_id = cls._load_thread(
                 proc,
-                resume_thread_id=resume_thread_id,
-                work_dir=work_dir,
-                options=options,
-                timeouts=timeouts,
-                developer_instructions=developer_instructions,
+                resume_thread_id=launch.resume_thread_id,
+                work_dir=launch.work_dir,
+                options=launch.options,
+                timeouts=launch.timeouts,
+                developer_instructions=launch.developer_instructions,
                 retry_allowed=catalog_path is None,
-                log_path=log_path,
+                log_path=launch.log_path,
             )
         except BaseException:
-            proc.close(timeouts.close_grace)
+            proc.close(launch.timeouts.close_grace)
             raise
-        return cls(proc, thread_id, timeouts, log_path)
+        return cls(proc, thread_id, launch.timeouts, launch.log_path)
 
     @staticmethod
     def _handshake(
