@@ -6,45 +6,15 @@ Human mode streams the agent's text to stdout as it arrives, with status lines o
 
 from __future__ import annotations
 
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.codex.thread import ThreadOptions, Timeouts
-from loopx_chat.controller import ChatController, ControllerConfig, TurnResult
+from loopx_chat.cli.controller_scope import command_controller
+from loopx_chat.controller import ChatController, TurnResult
 from loopx_chat.records import TurnRecord
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    # Unwind through the controller so the active turn is recorded and app-servers close.
-    raise SystemExit(128 + signum)
-
-
-@contextmanager
-def _controller(ctx: click.Context) -> Iterator[ChatController]:
-    cli: CliContext = ctx.obj
-    opts: dict[str, Any] = ctx.meta.get("chat_options", {})
-    config = ControllerConfig(
-        timeouts=Timeouts(
-            idle=opts.get("idle_timeout", 180.0), hard=opts.get("turn_timeout", 900.0)
-        ),
-        options=ThreadOptions(sandbox=opts.get("sandbox", "read-only")),
-    )
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    controller = ChatController(
-        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin, config=config
-    )
-    try:
-        yield controller
-    finally:
-        controller.close()
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
@@ -133,7 +103,7 @@ def chat_new(
 ) -> None:
     """Open a session for GOAL and run its first turn with MESSAGE."""
     cli: CliContext = ctx.obj
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         record = controller.open_session(goal_id, work_dir or cli.cwd)
         if not as_json:
             click.echo(
@@ -154,7 +124,7 @@ def chat_send(
     ctx: click.Context, session_id: str, client_turn_id: str | None, as_json: bool, message: str
 ) -> None:
     """Submit MESSAGE as the next turn of SESSION_ID (resuming its thread if needed)."""
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         _submit(controller, session_id, message, client_turn_id, as_json)
 
 
@@ -165,7 +135,7 @@ def chat_send(
 @renders_errors
 def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         record = controller.resume_session(session_id)
     if as_json:
         emit_json(
@@ -187,7 +157,7 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @renders_errors
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Interrupt SESSION_ID's active turn (also when another process is running it)."""
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         turn = controller.interrupt_turn(session_id)
     if as_json:
         emit_json({"ok": True, "session_id": session_id, "turn": turn.public_dict()})
@@ -202,7 +172,7 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @renders_errors
 def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Show SESSION_ID's conversation, read from Codex now (loopx-chat keeps no text)."""
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         turns = controller.history(session_id)
     if as_json:
         emit_json({"ok": True, "session_id": session_id, "turns": turns})

@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from loopx_chat.cli.chat_cmd import _controller
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.goals import GoalStore, validate_goal_id
 from loopx_chat.jsonl import read_records
 from loopx_chat.writeback import WritebackService
@@ -48,7 +48,7 @@ def preview(
 ) -> None:
     """Dry run: show what applying SOURCE_ID (gate-… or handoff-…) would change. Writes nothing."""
     cli: CliContext = ctx.obj
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         service = WritebackService(controller, GoalStore(cli.state_dir))
         doc = service.preview(validate_goal_id(goal_id), source_id, session_id)
     plan = doc.pop("plan", {})
@@ -68,7 +68,7 @@ def apply(
 ) -> None:
     """Apply SOURCE_ID to the host; idempotent, reversible, result appended to the goal's log."""
     cli: CliContext = ctx.obj
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         doc = WritebackService(controller, GoalStore(cli.state_dir)).apply(
             validate_goal_id(goal_id), source_id, session_id
         )
@@ -86,7 +86,7 @@ def apply(
 def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool) -> None:
     """Restore the host goal exactly as it was before the write IDEMPOTENCY_KEY."""
     cli: CliContext = ctx.obj
-    with _controller(ctx) as controller:
+    with command_controller(ctx) as controller:
         doc = WritebackService(controller, GoalStore(cli.state_dir)).revert(
             validate_goal_id(goal_id), idempotency_key
         )
