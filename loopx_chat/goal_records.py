@@ -14,6 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError, UsageError
@@ -89,7 +90,7 @@ class GoalRecords:
     def __init__(self, goals: GoalStore) -> None:
         self.goals = goals
 
-    def _path(self, goal_id: str, name: str):  # type: ignore[no-untyped-def]
+    def _path(self, goal_id: str, name: str) -> Path:
         return self.goals.goal_dir(validate_goal_id(goal_id)) / name
 
     # -- goal_state ------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import re
 import subprocess
 import time
 import tomllib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -336,7 +336,6 @@ def run_exclusive(
     wait: float,
     environ: Mapping[str, str],
     poll: float = 0.25,
-    run: Callable[..., int] | None = None,
 ) -> int:
     """Run `command` once nobody uses the home; returns its exit code."""
     if not command:
@@ -362,8 +361,6 @@ def run_exclusive(
                 )
             time.sleep(poll)
         env = {**environ, "CODEX_HOME": str(binding.path)}
-        if run is not None:
-            return run(list(command), env)
         try:
             return subprocess.run(list(command), env=env, check=False).returncode
         except OSError as exc:

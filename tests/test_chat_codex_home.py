@@ -230,7 +230,10 @@ def two_homes(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_controller_captures_home_once(
-    tmp_path: Path, two_homes: tuple[Path, Path], fake_codex: FakeCodex
+    tmp_path: Path,
+    two_homes: tuple[Path, Path],
+    fake_codex: FakeCodex,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     home_a, home_b = two_homes
     environ = {"PATH": os.environ["PATH"], "LOOPX_CHAT_CODEX_HOME": str(home_a), **fake_codex.env()}
@@ -241,12 +244,9 @@ def test_controller_captures_home_once(
         codex_bin=str(fake_codex.bin),
     )
     environ["LOOPX_CHAT_CODEX_HOME"] = str(home_b)  # later changes never move the binding
-    os.environ["LOOPX_CHAT_CODEX_HOME"] = str(home_b)
-    try:
-        with c:
-            record = c.open_session("g", tmp_path)
-    finally:
-        del os.environ["LOOPX_CHAT_CODEX_HOME"]
+    monkeypatch.setenv("LOOPX_CHAT_CODEX_HOME", str(home_b))
+    with c:
+        record = c.open_session("g", tmp_path)
     assert record.codex_home == str(home_a)
     assert fake_codex.app_servers()[0]["codex_home"] == str(home_a)
     with pytest.raises(StateError, match="cannot rebind"):
