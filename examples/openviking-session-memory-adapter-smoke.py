@@ -21,6 +21,10 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if (REPO_ROOT / "loopx_chat" / "session_runtime").is_dir() and str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+if str(REPO_ROOT / "examples") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+
+from smoke_support import SmokeFailure, check, expect  # noqa: E402
 
 from loopx_chat.session_runtime import session_runtime_status_waiting_on  # noqa: E402
 from loopx_chat.session_runtime.openviking import (  # noqa: E402
@@ -160,20 +164,6 @@ RAW_CANARIES: dict[str, dict[str, str]] = {
     "status": {"transcript": "CANARY-transcript-e3a8"},
     "evidence": {"tool_output": "CANARY-tool-output-0f6c", "log_path": "CANARY-log-path-8d41"},
 }
-
-
-class SmokeFailure(Exception):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    # Not `assert`: the smoke must still check under `python -O`.
-    if not condition:
-        raise SmokeFailure(message)
-
-
-def expect(actual: object, wanted: object, what: str) -> None:
-    check(actual == wanted, f"{what}: expected {wanted!r}, got {actual!r}")
 
 
 class Smoke:

@@ -18,6 +18,10 @@ from typing import Any
 REPO_ROOT = Path(__file__).resolve().parents[2]
 if (REPO_ROOT / "loopx_chat" / "session_runtime").is_dir() and str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+if str(REPO_ROOT / "examples") not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT / "examples"))
+
+from smoke_support import SmokeFailure, check, expect  # noqa: E402
 
 from loopx_chat.session_runtime import (  # noqa: E402
     SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION,
@@ -27,20 +31,6 @@ from loopx_chat.session_runtime import (  # noqa: E402
 )
 
 OK_LINE = "session-runtime-readonly-projection-smoke: ok"
-
-
-class SmokeFailure(Exception):
-    pass
-
-
-def check(condition: bool, message: str) -> None:
-    # Not `assert`: the smoke must still check under `python -O`.
-    if not condition:
-        raise SmokeFailure(message)
-
-
-def expect(actual: object, wanted: object, what: str) -> None:
-    check(actual == wanted, f"{what}: expected {wanted!r}, got {actual!r}")
 
 
 def operator_gate() -> None:
