@@ -544,6 +544,34 @@ def test_a_changed_layout_is_read_line_by_line(home: Path, scanner: RolloutScann
     assert facts.latest_event_at == "2026-11-29T09:00:02.000Z"
 
 
+def test_records_whose_own_type_comes_late_are_still_counted(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    # The first `"type":"` of these lines is nested (payload first) or far from the line
+    # start (a long new key first): the fast path must judge such lines whole, not skip them.
+    reordered = (
+        b'{"payload":{"type":"task_started","turn_id":"r1"},'
+        b'"timestamp":"2026-11-29T09:00:00.000Z","type":"event_msg"}\n'
+    )
+    padded = (
+        b'{"timestamp":"2026-11-29T09:00:01.000Z","trace":"' + b"x" * 200 + b'",'
+        b'"type":"event_msg","payload":{"type":"turn_aborted","turn_id":"r1"}}\n'
+    )
+    path.write_bytes(r.meta() + r.turn("t1") + reordered + padded)
+    facts = scanner.scan().threads[THREAD_A]
+    assert facts.turns.to_dict() == {
+        "started": 2,
+        "completed": 1,
+        "failed": 0,
+        "interrupted": 1,
+        "unfinished": 0,
+    }
+    assert facts.last_turn is not None
+    assert (facts.last_turn.turn_id, facts.last_turn.outcome) == ("r1", "interrupted")
+
+
 def test_error_kinds_without_messages(home: Path, scanner: RolloutScanner) -> None:
     secret = f"CANARY-{uuid.uuid4().hex}"
     r = Rollout(THREAD_A)

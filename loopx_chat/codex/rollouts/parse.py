@@ -14,15 +14,16 @@ What it must never do:
   * keep any text: fields go through the pickers in `fields` into the accumulator, and the
     rest of a line is dropped at once.
 
-How the scan stays fast. Iterating lines in Python costs more than reading them, so in a file
-written in codex's compact serde layout (checked on its first line) lines are not visited one
-by one: `bytes.find` jumps between `"type":"event_msg"` and `"type":"turn_context"` (two passes
-per 1 MiB read), and the few other records needed are found the same way (the file's first
-`session_meta`, and walking back from the end for the newest token totals). Each hit counts
-only if everything between its line start and it is a header prefix, so a record named inside
-another record (or inside text, where quotes are escaped) never counts; an odd line is parsed
-in full. Turn events are read in place when unambiguous (one plain turn id, one `error`, one
-`completed_at`) and parsed as JSON otherwise; big text records are never parsed at all.
+How the scan stays fast. In a file written in codex's compact serde layout (checked on its
+first line) each line costs a few C calls, never a Python loop over its bytes: `\n` is found
+at memchr speed, and the line's own type is read right after the first `"type":"` in its
+head, which is its top-level key when the line opens with `{` and no other `{` precedes it
+(quotes inside JSON strings are escaped, so text cannot fake it). Only the counted records
+are looked at further: the file's first `session_meta`, the turn events, `turn_context`
+(skipped when it names only known models), and the newest token record, found by walking
+back over the token records of the read; an odd line is parsed in full. Turn events are read
+in place when unambiguous (one plain turn id, one `error`, one `completed_at`) and parsed as
+JSON otherwise; big text records are never parsed at all.
 Two consequences, both exact in a well-formed rollout: `latest_event_at` is the newest time
 among the records read and the last line of each read (codex appends in time order), and
 `corrupt_lines` counts the bad lines the scan reads (a torn turn event, the last line of a
@@ -34,6 +35,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 from loopx_chat.codex.rollouts.accumulator import _MODE_EXACT, _MODE_FAST, _Acc
 from loopx_chat.codex.rollouts.fields import _pick_kind, _pick_model, _pick_tokens
@@ -59,13 +61,19 @@ _FIRST_LINE = re.compile(
 # What precedes a line's type: fully matched between the line start and a needle hit, it
 # proves the hit is that line's own top-level type and not something nested further in.
 _HEADER_PREFIX = re.compile(rb'\{"timestamp":"([0-9T:.Z+\-]{1,40})",(?:"ordinal":\d{1,20},)?')
-_EVENT_TYPE = b'"type":"event_msg"'
-_EVENT_SUB = b',"payload":{"type":"'
-_CONTEXT_TYPE = b'"type":"turn_context"'
-_NEEDLE_USAGE = b'"type":"token_usage_record"'
-_NEEDLE_META = b'"type":"session_meta"'
-_SUB_AT = len(_EVENT_TYPE) + len(_EVENT_SUB)  # where an event's subtype starts, from the hit
-_T = ord("t")  # every counted event subtype starts with it
+# Where a line's own type is read: the first `"type":"` in its head. The head is long enough
+# for any header `_HEADER_PREFIX` accepts (timestamp <= 40, ordinal <= 20 digits).
+_TYPE_KEY = b'"type":"'
+_TYPE_AT = len(_TYPE_KEY)  # where the type's name starts, from the hit
+_HEAD = 100
+_EVENT_NAME = b'event_msg"'
+_EVENT_TAIL = b'event_msg","payload":{"type":"'  # serde: the payload right after its tag
+_CONTEXT_NAME = b'turn_context"'
+_USAGE_NAME = b'token_usage_record"'
+_META_NAME = b'session_meta"'
+_NEEDLE_META = _TYPE_KEY + _META_NAME
+_SUB_AT = _TYPE_AT + len(_EVENT_TAIL)  # where an event's subtype starts, from the hit
+_OPEN, _E, _S, _T = ord("{"), ord("e"), ord("s"), ord("t")  # every counted subtype: `t`
 _SUB_STARTED = b'task_started"'
 _SUB_COMPLETE = b'task_complete"'
 _SUB_ABORTED = b'turn_aborted"'
@@ -98,18 +106,33 @@ _COUNTED_EVENTS = frozenset({b"task_started", b"task_complete", b"turn_aborted",
 
 _MODEL_VALUE = re.compile(rb'"model":"([^"\\]{1,200})"')
 _MODEL_KEY = b'"model":"'
+# Raw `"model":"..."` bytes -> the model name facts keep for them (a pure function, cached for
+# the process: a home names a handful of models in thousands of turns). Bounded by clearing.
+_MODEL_NAMES: dict[bytes, str | None] = {}
+_MODEL_NAMES_MAX = 256
+_UNSEEN = object()
+
+
+def _single(buf: bytes, key: bytes, pattern: re.Pattern[bytes], at: int, end: int) -> Any:
+    """`pattern` matched at the only `key` in `buf[at:end]`: None without the key, False when
+    the key occurs twice or its value is not that shape (so the caller parses the line)."""
+    first = buf.find(key, at, end)
+    if first < 0:
+        return None
+    found = pattern.match(buf, first, end)
+    if found is None or buf.find(key, found.end(), end) >= 0:
+        return False
+    return found
 
 
 class _FileReader:
     """Feeds the complete lines of one file, from a consumed offset, into its accumulator."""
 
-    __slots__ = ("acc", "corrupt", "known_raw")
+    __slots__ = ("acc", "corrupt")
 
     def __init__(self, acc: _Acc) -> None:
         self.acc = acc
         self.corrupt = 0
-        # Raw `"model":"..."` values already proven to name known models (see _models_known).
-        self.known_raw: set[bytes] = set()
 
     def read(self, fd: int, start: int, size: int) -> tuple[int, int]:
         """Read `[start, size)`; return (offset after the last complete line, bytes read)."""
@@ -197,107 +220,75 @@ class _FileReader:
     def _fast(self, buf: bytes, start: int, end: int) -> None:
         acc = self.acc
         find = buf.find
-        rfind = buf.rfind
         startswith = buf.startswith
-        prefix = _HEADER_PREFIX.fullmatch
-        seen: set[int] = set()  # starts of lines handed to `_line` in this region
+        line = self._line
+        turn_event = self._turn_event
+        token_hits: list[int] = []  # token records, in file order: only the newest is read
         tokens_at = -1  # start of the newest line that set tokens while read in order
 
-        if not acc.meta_seen:
-            hit = find(_NEEDLE_META, start, end)
-            if hit >= 0:
-                line_start = rfind(b"\n", start, hit) + 1 or start
-                seen.add(line_start)
-                self._meta(buf, line_start, hit, find(b"\n", hit, end))
-
-        # Every event, in file order. A hit is handled here only if everything between its
-        # line start and it is a header prefix; otherwise it sits inside another record (or a
-        # torn line) and the line is judged whole by `_line`. serde writes the payload right
-        # after its tag and the event's own tag first, so the subtype sits at a fixed place;
-        # a line laid out otherwise is also judged by `_line`. Token counts are only noted:
-        # the last one wins. Handling a turn event twice changes nothing (it is idempotent).
-        token_hits: list[int] = []
-        turn_event = self._turn_event
-        hit = find(_EVENT_TYPE, start, end)
-        while hit >= 0:
-            sub = hit + _SUB_AT
-            if startswith(_EVENT_SUB, hit + len(_EVENT_TYPE)):
-                if buf[sub] != _T:  # item_completed, agent_message, ...: never counted
-                    hit = find(_EVENT_TYPE, sub, end)
-                    continue
-                if startswith(_SUB_TOKENS, sub):
-                    token_hits.append(hit)
-                    hit = find(_EVENT_TYPE, sub, end)
-                    continue
-                if startswith(_SUB_STARTED, sub):
-                    kind = _STARTED
-                elif startswith(_SUB_COMPLETE, sub):
-                    kind = _COMPLETE
-                elif startswith(_SUB_ABORTED, sub):
-                    kind = _ABORTED
-                else:
-                    hit = find(_EVENT_TYPE, sub, end)
-                    continue
-                line_start = rfind(b"\n", start, hit) + 1 or start
-                line_end = find(b"\n", sub, end)
-                if prefix(buf, line_start, hit) is not None:
-                    turn_event(kind, buf, line_start, sub, line_end)
-                    hit = find(_EVENT_TYPE, line_end, end)
-                    continue
-            else:
-                line_start = rfind(b"\n", start, hit) + 1 or start
-                line_end = find(b"\n", hit, end)
-            if line_start not in seen:
-                seen.add(line_start)
-                if self._line(buf, line_start, line_end):
+        # One walk over the lines: `\n` is found at memchr speed, and each line's own type is
+        # read at a fixed place after the first `"type":"` of its head. That key belongs to
+        # the line's top-level object when the line opens with `{` and no other `{` comes
+        # before it (a `"type":"` run of bytes cannot sit inside a JSON string, where quotes
+        # are escaped). A line that does not show that shape is judged whole by `_line`.
+        type_key, type_at, head, e, t = _TYPE_KEY, _TYPE_AT, _HEAD, _E, _T
+        rfind = buf.rfind
+        line_start = start
+        while line_start < end:
+            line_end = find(b"\n", line_start, end)
+            hit = find(type_key, line_start, line_start + head)
+            if hit < 0 or hit > line_end or rfind(b"{", line_start, hit) != line_start:
+                if line_end > line_start and line(buf, line_start, line_end):
                     tokens_at = line_start
-            hit = find(_EVENT_TYPE, line_end, end)
+                line_start = line_end + 1
+                continue
+            at = hit + type_at
+            first = buf[at]
+            if first == e:
+                if startswith(_EVENT_TAIL, at):
+                    sub = hit + _SUB_AT
+                    if buf[sub] != t:
+                        pass  # item_completed, agent_message, ...: never counted
+                    elif startswith(_SUB_TOKENS, sub):
+                        token_hits.append(hit)
+                    elif startswith(_SUB_STARTED, sub):
+                        turn_event(_STARTED, buf, line_start, sub, line_end)
+                    elif startswith(_SUB_COMPLETE, sub):
+                        turn_event(_COMPLETE, buf, line_start, sub, line_end)
+                    elif startswith(_SUB_ABORTED, sub):
+                        turn_event(_ABORTED, buf, line_start, sub, line_end)
+                elif startswith(_EVENT_NAME, at) and line(buf, line_start, line_end):
+                    tokens_at = line_start  # an event laid out some other way
+            elif first == t:
+                if startswith(_CONTEXT_NAME, at):
+                    # Models: the set only grows, so order does not matter.
+                    if not self._models_known(buf, hit, line_end) and line(
+                        buf, line_start, line_end
+                    ):
+                        tokens_at = line_start
+                elif startswith(_USAGE_NAME, at):
+                    token_hits.append(hit)
+            elif first == _S and not acc.meta_seen and startswith(_META_NAME, at):
+                self._meta(buf, line_start, hit, line_end)
+            line_start = line_end + 1
 
-        # Models: the set only grows, so order does not matter.
-        models_known = self._models_known
-        hit = find(_CONTEXT_TYPE, start, end)
-        while hit >= 0:
-            line_start = rfind(b"\n", start, hit) + 1 or start
-            line_end = find(b"\n", hit, end)
-            if (
-                prefix(buf, line_start, hit) is None or not models_known(buf, hit, line_end)
-            ) and line_start not in seen:
-                seen.add(line_start)
-                if self._line(buf, line_start, line_end):
-                    tokens_at = max(tokens_at, line_start)
-            hit = find(_CONTEXT_TYPE, line_end, end)
-
-        # Tokens: walk back over both kinds of token record, newest first, and stop at the
-        # first that carries totals; `_line` re-checks each header.
-        usage_hit = rfind(_NEEDLE_USAGE, start, end)
-        while token_hits or usage_hit >= 0:
-            if token_hits and token_hits[-1] > usage_hit:
-                hit = token_hits.pop()
-            else:
-                hit = usage_hit
-                before = rfind(b"\n", start, hit)
-                usage_hit = rfind(_NEEDLE_USAGE, start, before) if before > start else -1
-            line_start = rfind(b"\n", start, hit) + 1 or start
+        # Tokens: walk back over the token records, newest first, and stop at the first that
+        # carries totals; `_line` re-checks each header.
+        for hit in reversed(token_hits):
+            line_start = buf.rfind(b"\n", start, hit) + 1 or start
             if line_start < tokens_at:
                 break  # older than totals already taken in order above
-            if line_start in seen:
-                continue
-            seen.add(line_start)
             line_end = find(b"\n", hit, end)
-            if self._totals(buf, line_start, hit, line_end) or self._line(
-                buf, line_start, line_end
-            ):
+            if self._totals(buf, line_start, hit, line_end) or line(buf, line_start, line_end):
                 break
 
         # The newest time: codex appends lines in time order, so the region's last line has
         # it (the parsed records above were seen too). Lines skipped unread are not consulted.
         line_end = end - 1
-        line_start = rfind(b"\n", start, line_end) + 1 or start
+        line_start = buf.rfind(b"\n", start, line_end) + 1 or start
         header = _HEADER.match(buf, line_start, line_end)
         if header is not None:
             acc.see_time(header.group(1).decode("ascii"))
-        elif line_start not in seen and line_end > line_start:
-            self._line(buf, line_start, line_end)
 
     def _meta(self, buf: bytes, line_start: int, hit: int, line_end: int) -> None:
         """The file's session_meta: its thread id and history mode, without decoding its text.
@@ -347,49 +338,54 @@ class _FileReader:
         object with at most one error kind. Anything else (escapes, duplicates, new shapes) is
         parsed as JSON, which decides exactly.
         """
-        count = buf.count
-        ids = _TURN_ID.findall(buf, at, line_end)
-        if (
-            not ids
-            or count(_TURN_ID_KEY, at, line_end) != len(ids)
-            or ids.count(ids[0]) != len(ids)
-        ):
-            self._parsed(buf, line_start, line_end)
-            return
-        turn_id = ids[0].decode("ascii")
-        acc = self.acc
-        if kind == _STARTED:
-            acc.turn_started(turn_id)
-            return
-        completed_at: int | None = None
-        times = count(_COMPLETED_AT_KEY, at, line_end)
-        if times:
-            found = _COMPLETED_AT.search(buf, at, line_end) if times == 1 else None
-            if found is None:
+        find = buf.find
+        turn_id: bytes | None = None
+        key = find(_TURN_ID_KEY, at, line_end)
+        while key >= 0:
+            found = _TURN_ID.match(buf, key, line_end)
+            if found is None or (turn_id is not None and found.group(1) != turn_id):
                 self._parsed(buf, line_start, line_end)
                 return
-            completed_at = int(found.group(1))
+            turn_id = found.group(1)
+            key = find(_TURN_ID_KEY, found.end(), line_end)
+        if turn_id is None:
+            self._parsed(buf, line_start, line_end)
+            return
+        tid = turn_id.decode("ascii")
+        acc = self.acc
+        if kind == _STARTED:
+            acc.turn_started(tid)
+            return
+        completed_at: int | None = None
+        stamp = _single(buf, _COMPLETED_AT_KEY, _COMPLETED_AT, at, line_end)
+        if stamp is False:
+            self._parsed(buf, line_start, line_end)
+            return
+        if stamp is not None:
+            completed_at = int(stamp.group(1))
         if kind == _ABORTED:
-            acc.turn_ended(turn_id, "interrupted", None, completed_at)
+            acc.turn_ended(tid, "interrupted", None, completed_at)
             return
-        errors = count(_ERROR_KEY, at, line_end)
-        if errors == 0:
-            acc.turn_ended(turn_id, "completed", None, completed_at)
+        error_at = find(_ERROR_KEY, at, line_end)
+        if error_at < 0:
+            acc.turn_ended(tid, "completed", None, completed_at)
             return
-        value_at = buf.find(_ERROR_KEY, at, line_end) + len(_ERROR_KEY)
-        if errors == 1 and buf.startswith(b"null", value_at):
-            acc.turn_ended(turn_id, "completed", None, completed_at)
+        value_at = error_at + len(_ERROR_KEY)
+        if find(_ERROR_KEY, value_at, line_end) >= 0:
+            self._parsed(buf, line_start, line_end)  # two `error` keys: let JSON decide
             return
-        infos = count(_ERROR_INFO_KEY, at, line_end)
-        info = _ERROR_INFO.search(buf, at, line_end) if infos == 1 else None
-        if errors != 1 or not buf.startswith(b"{", value_at) or infos > 1 or (infos and not info):
+        if buf.startswith(b"null", value_at):
+            acc.turn_ended(tid, "completed", None, completed_at)
+            return
+        info = _single(buf, _ERROR_INFO_KEY, _ERROR_INFO, at, line_end)
+        if info is False or not buf.startswith(b"{", value_at):
             self._parsed(buf, line_start, line_end)
             return
         code: str | None = None
         if info is not None and info.group(0) != _ERROR_INFO_KEY + b"null":
             raw = info.group(1) if info.group(1) is not None else info.group(2)
             code = _pick_kind(raw.decode("utf-8", "replace")) or "unrecognized"
-        acc.turn_ended(turn_id, "failed", code, completed_at)
+        acc.turn_ended(tid, "failed", code, completed_at)
 
     def _line(self, buf: bytes, start: int, end: int) -> bool:
         """One complete line: skip it by its header, or parse it and keep the counted fields."""
@@ -426,18 +422,26 @@ class _FileReader:
         # A turn_context names the same model turn after turn. If every `"model":"..."` in the
         # line is a model we already have, `payload.model` (one of them) adds nothing and the
         # line need not be parsed. Any escaped or odd value falls through to a real parse.
-        values = _MODEL_VALUE.findall(buf, start, end)
-        if not values or len(values) != buf.count(_MODEL_KEY, start, end):
-            return False
-        if self.known_raw.issuperset(values):
-            return True
         models = self.acc.models
-        for value in values:
-            try:
-                text = value.decode("utf-8")
-            except UnicodeDecodeError:
+        find = buf.find
+        key = find(_MODEL_KEY, start, end)
+        if key < 0:
+            return False
+        while key >= 0:
+            found = _MODEL_VALUE.match(buf, key, end)
+            if found is None:
                 return False
-            if _pick_model(text) not in models:
+            raw = found.group(1)
+            picked = _MODEL_NAMES.get(raw, _UNSEEN)
+            if picked is _UNSEEN:
+                try:
+                    picked = _pick_model(raw.decode("utf-8"))
+                except UnicodeDecodeError:
+                    return False
+                if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
+                    _MODEL_NAMES.clear()
+                _MODEL_NAMES[raw] = picked
+            if picked not in models:
                 return False
-        self.known_raw.update(values)
+            key = find(_MODEL_KEY, found.end(), end)
         return True
