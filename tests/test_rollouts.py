@@ -22,6 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import loopx_chat.codex.rollouts.index as rollouts_index
 import loopx_chat.codex.rollouts.parse as rollouts_parse
 from loopx_chat.codex.rollouts import (
     INDEX_SCHEMA,
@@ -450,8 +451,7 @@ def test_vanished_files_are_dropped_and_archiving_is_not_a_reread(
     assert set(result.threads) == {THREAD_A}
     assert result.threads[THREAD_A].archived is True
     assert (result.files, result.bytes_read, result.files_reread) == (1, 0, 0)
-    index = json.loads(scanner.index_path.read_text())
-    assert list(index["files"]) == [f"archived_sessions/{archived.name}"]
+    assert list(_indexed(scanner)) == [f"archived_sessions/{archived.name}"]
 
 
 def test_thread_id_falls_back_to_the_file_name(home: Path, scanner: RolloutScanner) -> None:
@@ -629,11 +629,108 @@ def test_no_text_and_no_path_reaches_facts_or_index(home: Path, scanner: Rollout
     assert canary not in text and str(home) not in text and "/Users" not in text
     assert result.threads[THREAD_A].models == ("gpt-5", "path-redacted")
     assert canary not in scanner.index_path.read_text()
+    # A rescan records its progress in the journal: no text there either.
+    _append(path, r.agent("t1", f"again {canary}"))
+    scanner.scan()
+    assert canary not in scanner.journal_path.read_text()
+    assert secret_dir not in scanner.journal_path.read_text()
 
 
 # ---------------------------------------------------------------------------------------------
 # The index file
 # ---------------------------------------------------------------------------------------------
+
+
+def _indexed(scanner: RolloutScanner) -> dict[str, int]:
+    """{path: offset} as a new scanner would load it (snapshot plus journal)."""
+    entries, notes = RolloutScanner(scanner.codex_home, scanner.index_path)._load()
+    assert notes == []
+    return {rel: entry.offset for rel, entry in entries.items()}
+
+
+def test_a_rescan_appends_to_the_journal_and_leaves_the_snapshot(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path_a = _rollout_path(home, THREAD_A)
+    path_b = _rollout_path(home, THREAD_B)
+    path_a.write_bytes(r.meta() + r.turn("t1"))
+    path_b.write_bytes(Rollout(THREAD_B).meta())
+    scanner.scan()
+    snapshot = scanner.index_path.read_bytes()
+    assert not scanner.journal_path.exists()
+
+    _append(path_a, r.turn("t2"))
+    scanner.scan()
+    assert scanner.index_path.read_bytes() == snapshot
+    (line,) = scanner.journal_path.read_bytes().splitlines()
+    record = json.loads(line)
+    assert list(record["files"]) == [str(path_a.relative_to(home))]  # only what changed
+    assert stat.S_IMODE(scanner.journal_path.stat().st_mode) == 0o600
+
+    path_b.unlink()
+    scanner.scan()
+    assert json.loads(scanner.journal_path.read_bytes().splitlines()[-1])["files"] == {
+        str(path_b.relative_to(home)): None
+    }
+    # A new process sees snapshot plus journal, and reads nothing again.
+    assert _indexed(scanner) == {str(path_a.relative_to(home)): path_a.stat().st_size}
+    again = RolloutScanner(home, scanner.index_path).scan()
+    assert again.bytes_read == 0
+    assert again.threads[THREAD_A].turns.completed == 2
+
+
+def test_the_journal_is_folded_into_a_new_snapshot_when_it_grows(
+    home: Path, scanner: RolloutScanner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(rollouts_index, "_JOURNAL_MIN", 2_000)
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta())
+    scanner.scan()
+    first = json.loads(scanner.index_path.read_text())["generation"]
+    folded = False
+    for i in range(40):
+        _append(path, r.turn(f"t{i}"))
+        scanner.scan()
+        if not scanner.journal_path.exists():
+            folded = True
+            break
+    assert folded, "the journal never outgrew its bound"
+    doc = json.loads(scanner.index_path.read_text())
+    assert doc["generation"] != first
+    (entry,) = doc["files"].values()
+    assert entry["off"] == path.stat().st_size
+    assert RolloutScanner(home, scanner.index_path).scan().threads[THREAD_A].turns.completed == (
+        i + 1
+    )
+
+
+def test_stale_torn_or_garbled_journal_lines_cost_a_reread_never_a_wrong_fact(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    scanner.scan()
+    _append(path, r.turn("t2"))
+    scanner.scan()
+    good = scanner.journal_path.read_bytes()
+    rel = str(path.relative_to(home))
+    stale = json.dumps({"files": {rel: None}, "gen": "0123456789abcdef"}) + "\n"
+    # Lines of another generation are ignored, a garbled line is skipped, a torn tail too.
+    scanner.journal_path.write_bytes(stale.encode() + good + b"{garbled\n" + b'{"files":{"')
+    assert _indexed(scanner) == {rel: path.stat().st_size}
+    fresh = RolloutScanner(home, scanner.index_path)
+    result = fresh.scan()
+    assert result.bytes_read == 0
+    assert result.threads[THREAD_A].turns.completed == 2
+    # The damaged journal is folded away by the next save.
+    _append(path, r.turn("t3"))
+    result = fresh.scan()
+    assert result.threads[THREAD_A].turns.completed == 3
+    assert not fresh.journal_path.exists()
+    assert _indexed(fresh) == {rel: path.stat().st_size}
 
 
 def test_index_is_private_and_versioned(home: Path, scanner: RolloutScanner) -> None:
@@ -664,6 +761,7 @@ def test_unknown_index_schema_is_refused_and_left_alone(
     assert refused.value.error_code in ERROR_CODES
     assert scanner.index_path.read_bytes() == future
     assert scanner.index_path.stat().st_mtime_ns == before.st_mtime_ns
+    assert not scanner.journal_path.exists()
 
 
 @pytest.mark.parametrize(

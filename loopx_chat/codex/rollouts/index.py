@@ -11,7 +11,16 @@ What this module owns:
             error kind, completed_at], "tok": [5 totals], "models", "ts"}},
         ... one file per line ...}}
     A file whose device or inode changed, that shrank, or whose bytes before "off" changed is
-    read again from the start; files that disappeared are dropped.
+    read again from the start; files that disappeared are dropped. The snapshot's head also
+    names its "generation" (random hex).
+  * Its journal, `<index>.journal` (0600, JSON lines): a rescan appends one line,
+    `{"files": {"<rel>": {entry} | null}, "gen": "<generation>"}`, with only the files it
+    changed (null: gone), instead of rewriting the whole snapshot. A line applies only to the
+    snapshot of its generation, so lines left over from before a compaction are ignored, and a
+    torn or unparsable line is skipped. The journal is folded into a new snapshot (and
+    removed) once it outgrows a quarter of the snapshot. Every entry is a self-consistent pair
+    of offset and accumulator, so whichever of two racing writers wins, the worst case is
+    reading some bytes again.
   * `_Entry` (one file's record, with the caches a rescan reuses while it is unchanged),
     `_tail_hash`, and `_IndexFile`, the load / parse / save of the index that
     `RolloutScanner` inherits.
@@ -20,16 +29,18 @@ What it must never do:
   * hold a rollout path other than relative to the home, or any text: an entry is identity,
     offsets, a hash and the accumulator's compact form;
   * rebuild over an index whose schema it does not know (a newer loopx-chat may own it), or
-    write anywhere but `index_path`, in a folder it makes (or tightens to) 0700.
+    write anywhere but `index_path` and its journal, in a folder it makes (or tightens to) 0700.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
 import os
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +49,27 @@ from loopx_chat.codex.rollouts.fields import _need_int, _pick_int
 from loopx_chat.codex.rollouts.records import ThreadFacts
 from loopx_chat.errors import StateError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.jsonl import append_record
 
 INDEX_SCHEMA = "loopx_chat_rollout_index_v1"
 
 # How many bytes before the consumed offset `_Entry.tail` hashes.
 _TAIL_BYTES = 64
 _HEX = re.compile(r"[0-9a-f]{0,64}")
+# The journal is folded into a new snapshot once it is larger than this share of the snapshot
+# (or than `_JOURNAL_MIN`, for small homes), so loading never replays much.
+_JOURNAL_SHARE = 4
+_JOURNAL_MIN = 64 * 1024
+
+_StatKey = tuple[int, int, int, int]
+
+
+def _stat_key(path: Path) -> _StatKey | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 class _Entry:
@@ -138,30 +164,44 @@ def _tail_hash(fd: int, offset: int) -> str:
 
 
 class _IndexFile:
-    """Load and save of the index at `index_path`, written for `codex_home`.
+    """Load and save of the index at `index_path` and its journal, written for `codex_home`.
 
-    `_cached` is the index as this object last wrote or read it, keyed by the file's identity.
-    `RolloutScanner` inherits these methods and sets the three attributes.
+    `_cached` is the index as this object last wrote or read it, keyed by the identity of
+    both files. `RolloutScanner` inherits these methods and sets the three attributes.
     """
 
     codex_home: Path
     index_path: Path
-    _cached: tuple[tuple[int, int, int, int], dict[str, _Entry]] | None
+    _cached: tuple[tuple[_StatKey, _StatKey | None], dict[str, _Entry]] | None
+    # The loaded snapshot's generation and size, and whether the journal held a bad line: a
+    # journal line is written only against a known generation, and a damaged journal is
+    # folded away at the next save.
+    _generation: str | None = None
+    _snapshot_size = 0
+    _journal_damaged = False
 
-    # -- index -------------------------------------------------------------------------------
+    @property
+    def journal_path(self) -> Path:
+        return self.index_path.with_name(self.index_path.name + ".journal")
+
+    # -- load --------------------------------------------------------------------------------
 
     def _load(self) -> tuple[dict[str, _Entry], list[str]]:
-        try:
-            st = self.index_path.stat()
-        except FileNotFoundError:
+        snapshot = _stat_key(self.index_path)
+        if snapshot is None:
             self._cached = None
+            self._generation = None
             return {}, []
-        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        key = (snapshot, _stat_key(self.journal_path))
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1], []
         self._cached = None
+        self._generation = None
         try:
             raw = self.index_path.read_bytes()
+            journal = self.journal_path.read_bytes() if key[1] is not None else b""
+        except FileNotFoundError:
+            return {}, []  # replaced under us: start afresh, the next save writes a snapshot
         except OSError as exc:
             raise StateError(
                 f"cannot read the rollout index {self.index_path}: {exc.strerror}",
@@ -172,14 +212,18 @@ class _IndexFile:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return self._parse_index(raw, key)
+            entries, notes = self._parse_index(raw)
+            if not notes and journal:
+                self._replay(entries, journal)
+            if not notes:
+                self._snapshot_size = len(raw)
+                self._cached = (key, entries)
+            return entries, notes
         finally:
             if collecting:
                 gc.enable()
 
-    def _parse_index(
-        self, raw: bytes, key: tuple[int, int, int, int]
-    ) -> tuple[dict[str, _Entry], list[str]]:
+    def _parse_index(self, raw: bytes) -> tuple[dict[str, _Entry], list[str]]:
         try:
             doc = json.loads(raw)
         except ValueError:
@@ -203,6 +247,11 @@ class _IndexFile:
             entries = {str(rel): _Entry.from_json(data) for rel, data in files.items()}
         except (ValueError, TypeError):
             return {}, ["index_unparsable"]
+        generation = doc.get("generation")
+        # An index written before journals existed has no generation: the next save writes a
+        # snapshot with one.
+        self._generation = generation if isinstance(generation, str) and generation else None
+        self._journal_damaged = False
         # `_save` writes one file per line: reuse each line as that entry's cached member, so
         # the next save does not have to serialize every unchanged entry again.
         lines = raw.split(b"\n")
@@ -211,24 +260,86 @@ class _IndexFile:
                 member = line.rstrip(b",").decode("utf-8", "replace")
                 if member.startswith(json.dumps(rel) + ":"):
                     entry.text, entry.text_rel = member, rel
-        self._cached = (key, entries)
         return entries, []
 
-    def _save(self, entries: dict[str, _Entry]) -> None:
-        # Assembled from per-entry members, one per line, so an unchanged entry costs a join.
-        members = ",\n".join([entry.fragment(rel) for rel, entry in entries.items()])
-        head = json.dumps({"schema": INDEX_SCHEMA, "codex_home": str(self.codex_home)})
-        data = f'{head[:-1]}, "files": {{\n{members}\n}}}}'.encode()
+    def _replay(self, entries: dict[str, _Entry], journal: bytes) -> None:
+        """Apply the journal lines written against this snapshot, in order."""
+        complete, _, torn = journal.rpartition(b"\n")
+        self._journal_damaged = bool(torn)
+        for line in complete.split(b"\n") if complete else ():
+            try:
+                doc = json.loads(line)
+                if not isinstance(doc, dict) or doc.get("gen") != self._generation:
+                    continue  # written against an older snapshot (or by something else)
+                files = doc["files"]
+                changes = {
+                    str(rel): None if data is None else _Entry.from_json(data)
+                    for rel, data in files.items()
+                }
+            except (ValueError, TypeError, KeyError, AttributeError):
+                self._journal_damaged = True
+                continue
+            for rel, entry in changes.items():
+                if entry is None:
+                    entries.pop(rel, None)
+                else:
+                    entries[rel] = entry
+
+    # -- save --------------------------------------------------------------------------------
+
+    def _save(
+        self, entries: dict[str, _Entry], changed: list[str] | None, removed: set[str]
+    ) -> None:
+        """Record `entries`: the changed and removed files as one journal line when the loaded
+        snapshot is still current, or else (and when `changed` is None) a new snapshot."""
         try:
-            ensure_private_dir(self.index_path.parent)
-            # A cache of progress: after a power cut a lost write means one re-read, never a
-            # wrong fact, so it is not worth an fsync on every status refresh.
-            atomic_write_bytes(self.index_path, data, mode=PRIVATE_FILE_MODE, durable=False)
-            st = self.index_path.stat()
+            if changed is not None and self._journal_fits(changed, removed):
+                self._append(entries, changed, removed)
+            else:
+                self._write_snapshot(entries)
         except OSError as exc:
             self._cached = None
             raise StateError(
                 f"cannot write the rollout index {self.index_path}: {exc.strerror or exc}",
                 error_code="state_unwritable",
             ) from exc
-        self._cached = ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns), entries)
+
+    def _journal_fits(self, changed: list[str], removed: set[str]) -> bool:
+        if self._cached is None or self._generation is None or self._journal_damaged:
+            return False
+        snapshot, journal = self._cached[0]
+        if journal is not None and journal[2] > max(
+            _JOURNAL_MIN, self._snapshot_size // _JOURNAL_SHARE
+        ):
+            return False
+        # Someone else wrote a snapshot since: a line against ours would be ignored anyway.
+        return _stat_key(self.index_path) == snapshot and bool(changed or removed)
+
+    def _append(self, entries: dict[str, _Entry], changed: list[str], removed: set[str]) -> None:
+        files: dict[str, Any] = {rel: entries[rel].to_json() for rel in changed}
+        files.update(dict.fromkeys(removed))
+        append_record(self.journal_path, {"gen": self._generation, "files": files}, durable=False)
+        if self._cached is not None:
+            self._cached = ((self._cached[0][0], _stat_key(self.journal_path)), entries)
+
+    def _write_snapshot(self, entries: dict[str, _Entry]) -> None:
+        # Assembled from per-entry members, one per line, so an unchanged entry costs a join.
+        members = ",\n".join([entry.fragment(rel) for rel, entry in entries.items()])
+        generation = secrets.token_hex(8)
+        head = json.dumps(
+            {"schema": INDEX_SCHEMA, "codex_home": str(self.codex_home), "generation": generation}
+        )
+        data = f'{head[:-1]}, "files": {{\n{members}\n}}}}'.encode()
+        ensure_private_dir(self.index_path.parent)
+        # A cache of progress: after a power cut a lost write means one re-read, never a wrong
+        # fact, so it is not worth an fsync on every status refresh.
+        atomic_write_bytes(self.index_path, data, mode=PRIVATE_FILE_MODE, durable=False)
+        # The old journal belongs to the old generation; a reader between the rename and this
+        # unlink ignores its lines.
+        with contextlib.suppress(FileNotFoundError):
+            self.journal_path.unlink()
+        snapshot = _stat_key(self.index_path)
+        self._generation = generation
+        self._snapshot_size = len(data)
+        self._journal_damaged = False
+        self._cached = None if snapshot is None else ((snapshot, None), entries)

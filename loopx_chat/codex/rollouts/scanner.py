@@ -40,35 +40,48 @@ def _thread_id_from_name(name: str) -> str | None:
     return match.group(1).lower() if match else None
 
 
-def _walk(home: Path) -> list[tuple[str, str, bool, os.stat_result]]:
-    """(relative path, absolute path, archived, lstat) of every rollout file, no symlinks."""
-    found: list[tuple[str, str, bool, os.stat_result]] = []
-    prefix = len(str(home)) + 1
+# Folders are opened, not followed: a symlink inside the home (or a file named like a folder)
+# fails to open and is skipped. The two roots themselves may be symlinks, as before.
+_DIR_OPEN = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_SUBDIR_OPEN = _DIR_OPEN | os.O_NOFOLLOW
+
+
+def _walk(home: Path) -> list[tuple[str, bool, os.stat_result]]:
+    """(path relative to the home, archived, lstat) of every rollout file, no symlinks.
+
+    A rescan's floor is this walk: one `fstatat` per rollout, relative to its open folder (no
+    path lookup from the root each time), and no system call at all for other names until
+    they are tried as folders.
+    """
+    found: list[tuple[str, bool, os.stat_result]] = []
+    root = str(home)
     for top, archived in _ROOTS:
-        stack = [str(home / top)]
+        stack = [(f"{top}/", _DIR_OPEN)]
         while stack:
-            folder = stack.pop()
+            folder, flags = stack.pop()
             try:
-                entries = list(os.scandir(folder))
-            except (FileNotFoundError, NotADirectoryError, PermissionError):
-                continue
-            for entry in entries:
-                name = entry.name
-                try:
-                    # Names first: they cost no system call, and most entries are rollouts.
-                    if (
-                        name.endswith(".jsonl")
-                        and name.startswith("rollout-")
-                        and entry.is_file(follow_symlinks=False)
-                    ):
-                        path = entry.path
-                        found.append(
-                            (path[prefix:], path, archived, entry.stat(follow_symlinks=False))
-                        )
-                    elif entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                except FileNotFoundError:
-                    continue  # removed while we listed it
+                fd = os.open(f"{root}/{folder}", flags)
+            except OSError:
+                continue  # missing, a file, a symlink below the root, or unreadable
+            try:
+                names = os.listdir(fd)
+            except OSError:
+                names = []
+            try:
+                for name in names:
+                    if name.startswith("rollout-") and name.endswith(".jsonl"):
+                        try:
+                            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue  # removed while we listed it
+                        if stat.S_ISREG(st.st_mode):
+                            found.append((folder + name, archived, st))
+                            continue
+                        if not stat.S_ISDIR(st.st_mode):
+                            continue
+                    stack.append((f"{folder}{name}/", _SUBDIR_OPEN))
+            finally:
+                os.close(fd)
     return found
 
 
@@ -104,14 +117,15 @@ class RolloutScanner(_IndexFile):
 
     def _scan(self, old: dict[str, _Entry], notes: list[str]) -> ScanResult:
         entries: dict[str, _Entry] = {}
-        changed = bool(notes)
+        changed: list[str] = []  # paths whose entry is new or different
         bytes_read = 0
         files_reread = 0
         corrupt = 0
         # A file moved between folders (thread/archive renames it) keeps its inode: continue
         # it from where it was rather than reading it again.
         by_inode: dict[tuple[int, int], _Entry] | None = None
-        for rel, path, archived, st in _walk(self.codex_home):
+        root = str(self.codex_home)
+        for rel, archived, st in _walk(self.codex_home):
             entry = old.get(rel)
             if entry is None:
                 if by_inode is None:
@@ -120,7 +134,7 @@ class RolloutScanner(_IndexFile):
                 # A copy: if the old path still exists too, each path keeps its own state.
                 if moved is not None:
                     entry = moved.copy()
-                    changed = True
+                    changed.append(rel)
             if (
                 entry is not None
                 and entry.dev == st.st_dev
@@ -131,11 +145,11 @@ class RolloutScanner(_IndexFile):
                 if entry.archived != archived:
                     entry.archived = archived
                     entry.touched()
-                    changed = True
+                    changed.append(rel)
                 entries[rel] = entry
                 continue  # unchanged since last time (a pending partial line stays pending)
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(f"{root}/{rel}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
             except OSError:
                 continue  # gone (or unreadable) since the listing: dropped like a removed file
             try:
@@ -165,13 +179,14 @@ class RolloutScanner(_IndexFile):
             finally:
                 os.close(fd)
             entries[rel] = entry
-            changed = True
-        if len(entries) != len(old):
-            # Unless something changed, every path kept was in the old index: a shorter list
-            # means files disappeared, and they are dropped from the index.
-            changed = True
-        if changed or not self.index_path.exists():
-            self._save(entries)
+            if not changed or changed[-1] != rel:
+                changed.append(rel)
+        # Paths in the old index and not listed now: their files disappeared (or moved).
+        removed = set(old).difference(entries)
+        if notes or self._generation is None:
+            self._save(entries, None, removed)  # no usable snapshot yet: write a whole one
+        elif changed or removed:
+            self._save(entries, changed, removed)
         threads = _threads(entries)
         position = HostPosition(
             files=len(entries),
