@@ -1,8 +1,8 @@
 """Benchmark: rollout host facts (full scan, incremental rescan, peak memory). Prints only.
 
-For each home size (default 500 MB and 1000 MB; `--size-mb N` for one size, `--quick` for a
-small one) it writes a synthetic CODEX_HOME of rollout files into a temp dir (4 files per MB,
-so 2,000 rollouts at 500 MB; `--files-per-mb`), then in the same run:
+For each home (default: 500 MB in 2,000 rollouts, 1 GB in 4,000 and 1 GB in 2,000; `--size-mb N`
+for one size at `--files-per-mb` (4) files per MB, `--quick` for 100 MB) it writes a synthetic
+CODEX_HOME of rollout files into a temp dir, then in the same run:
 
   * full scan vs a plain buffered read loop over the same files (1 MiB reads), medians of
     `--repeat` alternating samples with a fresh index each time (target ratio >= 0.5);
@@ -250,8 +250,6 @@ def _timestamp(file_no: int, ordinal: int) -> bytes:
 class Writer:
     """Writes rollout files fast: every line is a template filled with a few ids."""
 
-    files_per_mb = _FILES_PER_MB
-
     def __init__(self, seed: int = 7) -> None:
         self.rnd = random.Random(seed)
         self.compact = _templates(ordinal=True)
@@ -285,9 +283,9 @@ class Writer:
         roll = self.rnd.random()
         return "completed" if roll < 0.88 else "failed" if roll < 0.95 else "interrupted"
 
-    def home(self, root: Path, size_mb: int) -> tuple[list[Path], int]:
-        """Write about `size_mb` MB of rollouts under `root`; returns (paths by number, bytes)."""
-        files = max(1, size_mb * self.files_per_mb)
+    def home(self, root: Path, size_mb: int, files: int) -> tuple[list[Path], int]:
+        """Write about `size_mb` MB in `files` rollouts under `root`; (paths by number, bytes)."""
+        files = max(1, files)
         per_file = size_mb * 1_000_000 // files
         paths: list[Path] = []
         total = 0
@@ -385,14 +383,14 @@ def child_scan(home: str, index: str) -> None:
     )
 
 
-def measure(size_mb: int, repeat: int, tmp: Path) -> dict[str, Any]:
-    home = tmp / f"home-{size_mb}"
+def measure(size_mb: int, files: int, repeat: int, tmp: Path) -> dict[str, Any]:
+    home = tmp / f"home-{size_mb}-{files}"
     writer = Writer()
     started = time.perf_counter()
-    paths, total = writer.home(home, size_mb)
+    paths, total = writer.home(home, size_mb, files)
     files = len(paths)
     generated = time.perf_counter() - started
-    index = tmp / f"state-{size_mb}" / "rollout-index.json"
+    index = tmp / f"state-{size_mb}-{files}" / "rollout-index.json"
     mb = total / 1e6
     print(f"\n== home of {mb:.0f} MB, {files} rollouts (generated in {generated:.1f} s)")
 
@@ -484,17 +482,24 @@ def main() -> None:
     if args.child_scan:
         child_scan(*args.child_scan)
         return
-    sizes = args.size_mb or ([100] if args.quick else [500, 1000])
-    Writer.files_per_mb = max(1, args.files_per_mb)
+    per_mb = max(1, args.files_per_mb)
+    if args.size_mb:
+        homes = [(size, size * per_mb) for size in args.size_mb]
+    elif args.quick:
+        homes = [(100, 100 * per_mb)]
+    else:
+        # Twice the bytes in twice the files, then twice the bytes in the same files: memory
+        # may grow with the number of threads (their facts are the result), never with bytes.
+        homes = [(500, 500 * per_mb), (1000, 1000 * per_mb), (1000, 500 * per_mb)]
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as name:
         tmp = Path(name)
         free_mb = shutil.disk_usage(tmp).free // 1_000_000
         # One home at a time is on disk, plus its index; keep a margin for everything else.
-        fitting = [s for s in sizes if s * 1.1 + 500 < free_mb]
-        if fitting != sizes:
-            skipped = sorted(set(sizes) - set(fitting))
+        fitting = [home for home in homes if home[0] * 1.1 + 500 < free_mb]
+        if fitting != homes:
+            skipped = sorted({size for size, _ in homes} - {size for size, _ in fitting})
             print(f"only {free_mb} MB free in {tmp}: skipping sizes {skipped}")
-        rows = [measure(size, args.repeat, tmp) for size in fitting]
+        rows = [measure(size, files, args.repeat, tmp) for size, files in fitting]
     print(
         "\n| home | files | read MB/s | scan MB/s | scan/read | line loop MB/s | rescan % "
         "(same / fresh scanner) | peak RSS |"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 PRIVATE_DIR_MODE = 0o700
@@ -32,13 +33,21 @@ def atomic_write_bytes(path: Path, data: bytes, *, mode: int, durable: bool = Tr
     `durable=False` skips the fsync, for caches whose loss after a power cut costs only
     recomputation (the rename still makes a reader see old or new bytes, never a mix).
     """
+    atomic_write_chunks(path, (data,), mode=mode, durable=durable)
+
+
+def atomic_write_chunks(
+    path: Path, chunks: Iterable[bytes], *, mode: int, durable: bool = True
+) -> None:
+    """`atomic_write_bytes` for a document produced piece by piece, never whole in memory."""
     if path.is_symlink():
         raise IsADirectoryError(f"refusing to write through a symlink: {path}")
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            for chunk in chunks:
+                handle.write(chunk)
             handle.flush()
             if durable:
                 os.fsync(handle.fileno())

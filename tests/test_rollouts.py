@@ -746,6 +746,21 @@ def test_index_is_private_and_versioned(home: Path, scanner: RolloutScanner) -> 
     assert {"dev", "ino", "size", "off", "acc"} <= set(entry)
 
 
+def test_an_index_of_many_files_is_written_in_pieces_and_reads_back(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    threads = [str(uuid.UUID(int=i + 1)) for i in range(600)]  # over two write batches
+    for thread in threads:
+        _rollout_path(home, thread).write_bytes(Rollout(thread).meta())
+    scanner.scan()
+    raw = scanner.index_path.read_bytes()
+    doc = json.loads(raw)
+    assert len(doc["files"]) == 600
+    assert raw.count(b"\n") == 600 + 1  # one file per line
+    again = RolloutScanner(home, scanner.index_path).scan()
+    assert (again.bytes_read, again.notes, sorted(again.threads)) == (0, (), sorted(threads))
+
+
 def test_unknown_index_schema_is_refused_and_left_alone(
     home: Path, scanner: RolloutScanner
 ) -> None:

@@ -41,6 +41,7 @@ import json
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ from loopx_chat.codex.rollouts.accumulator import _Acc
 from loopx_chat.codex.rollouts.fields import _need_int, _pick_int
 from loopx_chat.codex.rollouts.records import ThreadFacts
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_chunks, ensure_private_dir
 from loopx_chat.jsonl import append_record
 
 INDEX_SCHEMA = "loopx_chat_rollout_index_v1"
@@ -85,8 +86,6 @@ class _Entry:
         "offset",
         "size",
         "tail",
-        "text",
-        "text_rel",
     )
 
     def __init__(
@@ -102,12 +101,9 @@ class _Entry:
         self.tail = ""
         self.archived = archived
         self.acc = acc
-        self.text: str | None = None  # this entry's member of the index, while unchanged
-        self.text_rel = ""
         self.facts: ThreadFacts | None = None  # its facts, while unchanged
 
     def touched(self) -> None:
-        self.text = None
         self.facts = None
 
     def to_json(self) -> dict[str, Any]:
@@ -122,12 +118,9 @@ class _Entry:
             "acc": self.acc.to_json(),
         }
 
-    def fragment(self, rel: str) -> str:
+    def member(self, rel: str) -> str:
         """`"<rel>":{...}`, this entry's member of the index's `files` object."""
-        if self.text is None or self.text_rel != rel:
-            self.text = f"{json.dumps(rel)}:{json.dumps(self.to_json(), separators=(',', ':'))}"
-            self.text_rel = rel
-        return self.text
+        return f"{json.dumps(rel)}:{json.dumps(self.to_json(), separators=(',', ':'))}"
 
     def copy(self) -> _Entry:
         return _Entry.from_json(self.to_json())
@@ -252,14 +245,6 @@ class _IndexFile:
         # snapshot with one.
         self._generation = generation if isinstance(generation, str) and generation else None
         self._journal_damaged = False
-        # `_save` writes one file per line: reuse each line as that entry's cached member, so
-        # the next save does not have to serialize every unchanged entry again.
-        lines = raw.split(b"\n")
-        if len(lines) == len(entries) + 2:
-            for (rel, entry), line in zip(entries.items(), lines[1:-1], strict=True):
-                member = line.rstrip(b",").decode("utf-8", "replace")
-                if member.startswith(json.dumps(rel) + ":"):
-                    entry.text, entry.text_rel = member, rel
         return entries, []
 
     def _replay(self, entries: dict[str, _Entry], journal: bytes) -> None:
@@ -323,23 +308,41 @@ class _IndexFile:
             self._cached = ((self._cached[0][0], _stat_key(self.journal_path)), entries)
 
     def _write_snapshot(self, entries: dict[str, _Entry]) -> None:
-        # Assembled from per-entry members, one per line, so an unchanged entry costs a join.
-        members = ",\n".join([entry.fragment(rel) for rel, entry in entries.items()])
         generation = secrets.token_hex(8)
         head = json.dumps(
             {"schema": INDEX_SCHEMA, "codex_home": str(self.codex_home), "generation": generation}
         )
-        data = f'{head[:-1]}, "files": {{\n{members}\n}}}}'.encode()
+        written = 0
+
+        def chunks() -> Iterator[bytes]:
+            # One file per line, a few hundred per write: the document is never whole in
+            # memory, however many rollouts the home holds.
+            nonlocal written
+            pending = [f'{head[:-1]}, "files": {{']
+            separator = "\n"
+            for rel, entry in entries.items():
+                pending.append(separator + entry.member(rel))
+                separator = ",\n"
+                if len(pending) >= 256:
+                    chunk = "".join(pending).encode()
+                    written += len(chunk)
+                    pending = []
+                    yield chunk
+            pending.append("\n}}")
+            chunk = "".join(pending).encode()
+            written += len(chunk)
+            yield chunk
+
         ensure_private_dir(self.index_path.parent)
         # A cache of progress: after a power cut a lost write means one re-read, never a wrong
         # fact, so it is not worth an fsync on every status refresh.
-        atomic_write_bytes(self.index_path, data, mode=PRIVATE_FILE_MODE, durable=False)
+        atomic_write_chunks(self.index_path, chunks(), mode=PRIVATE_FILE_MODE, durable=False)
         # The old journal belongs to the old generation; a reader between the rename and this
         # unlink ignores its lines.
         with contextlib.suppress(FileNotFoundError):
             self.journal_path.unlink()
         snapshot = _stat_key(self.index_path)
         self._generation = generation
-        self._snapshot_size = len(data)
+        self._snapshot_size = written
         self._journal_damaged = False
         self._cached = None if snapshot is None else ((snapshot, None), entries)
