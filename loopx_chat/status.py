@@ -163,7 +163,7 @@ def collect_status(
     def _seen(store: GoalStore) -> dict[str, set[str]]:
         nonlocal reported
         if reported is None:
-            reported = _already_reported(store)
+            reported = store.control.reported()
         return reported
 
     for g in ids:
@@ -202,14 +202,3 @@ def collect_status(
                 )
                 shown.add(ref)
     return status_document(results)
-
-
-def _already_reported(goals: GoalStore) -> dict[str, set[str]]:
-    """Blockers already displayed and stale positions already reported (one read of the log)."""
-    seen: dict[str, set[str]] = {"blockers": set(), "stale": set()}
-    for event in goals.control.events():
-        if event.get("kind") == "blocker_displayed":
-            seen["blockers"].add(str(event.get("blocker_ref")))
-        elif event.get("kind") == "stale_detected":
-            seen["stale"].add(str(event.get("position")))
-    return seen

@@ -143,3 +143,45 @@ def test_corrupt_control_log_is_reported(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         log.record("handoff_recorded", goal_id="g", text="never")  # the vocabulary is closed
     assert GoalStore(tmp_path).control.path == log.path
+
+
+def test_reported_reads_only_what_was_appended_and_refolds_a_replaced_log(tmp_path: Path) -> None:
+    log = ControlLog(tmp_path)
+    log.record("blocker_displayed", goal_id="g", blocker_ref="gate-1", surface="status")
+    log.record("stale_detected", goal_id="g", lag_turns=1, lag_seconds=5, position="g@1:t")
+    assert log.reported() == {"blockers": {"gate-1"}, "stale": {"g@1:t"}}
+
+    # Damage bytes already folded, in place: a whole-file read would now fail, the fold does
+    # not read them again.
+    raw = log.path.read_bytes()
+    log.path.write_bytes(b"#" + raw[1:])
+    with pytest.raises(LoopxChatError):
+        list(ControlLog(tmp_path).events())
+    log.record("blocker_displayed", goal_id="g", blocker_ref="gate-2", surface="page")
+    assert log.reported()["blockers"] == {"gate-1", "gate-2"}
+
+    # A trailing partial line waits until it is complete.
+    with log.path.open("ab") as handle:
+        handle.write(b'{"schema_version":"loopx_chat_control_event_v1","kind":"blocker_disp')
+    assert log.reported()["blockers"] == {"gate-1", "gate-2"}
+    with log.path.open("ab") as handle:
+        handle.write(b'layed","blocker_ref":"gate-3","at":"2026-01-01T00:00:00Z"}\n')
+    assert log.reported()["blockers"] == {"gate-1", "gate-2", "gate-3"}
+
+    # Replaced by another file (a restore, a rotation): folded again from its start.
+    replacement = tmp_path / "other.jsonl"
+    replacement.write_bytes(
+        b'{"schema_version":"loopx_chat_control_event_v1","kind":"blocker_displayed",'
+        b'"blocker_ref":"gate-9","at":"2026-01-01T00:00:00Z"}\n'
+    )
+    os.replace(replacement, log.path)
+    assert log.reported() == {"blockers": {"gate-9"}, "stale": set()}
+
+    # A corrupt appended line is state_corrupt, and the file is left as it was.
+    with log.path.open("ab") as handle:
+        handle.write(b"garbage\n")
+    before = log.path.read_bytes()
+    with pytest.raises(LoopxChatError) as info:
+        log.reported()
+    assert info.value.error_code == "state_corrupt"
+    assert log.path.read_bytes() == before
