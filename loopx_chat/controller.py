@@ -23,12 +23,19 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from loopx_chat.codex.app_server import ProcessGone, RpcError
+from loopx_chat.codex.app_server import AppServerProcess, ProcessGone, RpcError
 from loopx_chat.codex.binary import CodexBinary, find_codex
 from loopx_chat.codex.errors_map import classify_rpc_error
-from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts, TurnOutcome
+from loopx_chat.codex.thread import (
+    CodexThread,
+    HostLaunch,
+    ThreadOptions,
+    ThreadReader,
+    Timeouts,
+    TurnOutcome,
+)
 from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
@@ -70,6 +77,19 @@ class ControllerConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = 180.0
+
+
+class _Host(Protocol):
+    """What `_spawn` registers: a started app-server and the thread it loaded, if any."""
+
+    @property
+    def proc(self) -> AppServerProcess: ...
+
+    @property
+    def thread_id(self) -> str | None: ...
+
+
+_H = TypeVar("_H", bound=_Host)
 
 
 @dataclass
@@ -182,37 +202,46 @@ class ChatController:
     def _open_thread(
         self, session_id: str, work_dir: Path, resume_thread_id: str | None, objective: str | None
     ) -> CodexThread:
-        self._ensure_home_exists()
-        executable = self._binary_path()
         self.record_start()
+        thread = self._spawn(
+            session_id,
+            work_dir,
+            lambda launch: CodexThread.open(
+                launch, resume_thread_id=resume_thread_id, developer_instructions=objective
+            ),
+        )
+        self._start_quiesce_watcher()
+        return thread
+
+    def _spawn(self, session_id: str, work_dir: Path, open_host: Callable[[HostLaunch], _H]) -> _H:
+        """Start an app-server of the bound home for `session_id` and register it."""
+        self._ensure_home_exists()
         folder = self.store.session_dir(session_id)
         ensure_private_dir(folder)
+        launch = HostLaunch(
+            executable=self._binary_path(),
+            codex_home=self.binding.path,
+            work_dir=work_dir,
+            environ=self._environ,
+            log_path=folder / STDERR_LOG,
+            options=self.config.options,
+            timeouts=self.config.timeouts,
+        )
         # Held while spawning, so an exclusive operation either sees our registered
         # app-server or keeps us from starting one (home_exclusive_hold).
         with self._home_lock.spawn_guard():
-            thread = CodexThread.open(
-                executable=executable,
-                codex_home=self.binding.path,
-                work_dir=work_dir,
-                environ=self._environ,
-                log_path=folder / STDERR_LOG,
-                resume_thread_id=resume_thread_id,
-                options=self.config.options,
-                timeouts=self.config.timeouts,
-                developer_instructions=objective,
-            )
+            host = open_host(launch)
             self._registry.register(
                 RegisteredServer(
-                    pid=thread.proc.pid,
-                    create_time=process_create_time(thread.proc.pid),
+                    pid=host.proc.pid,
+                    create_time=process_create_time(host.proc.pid),
                     codex_home=str(self.binding.path),
                     sqlite_home=str(self.binding.sqlite_home),
-                    thread_id=thread.thread_id,
+                    thread_id=host.thread_id,
                     session_id=session_id,
                 )
             )
-        self._start_quiesce_watcher()
-        return thread
+        return host
 
     def _start_quiesce_watcher(self) -> None:
         with self._guard:
@@ -479,15 +508,49 @@ class ChatController:
         return self.store.load_turn(session_id, record.active_turn_id)
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
-        """The thread's turns with their text, read from the host now (never stored)."""
+        """The thread's turns with their text, read from the host now (never stored).
+
+        A thread this controller holds is read through its own app-server. Any other is read
+        by a short-lived app-server that loads no thread, so no writer lock is taken and
+        history works while another client drives the thread.
+        """
         record = self._load_checked(session_id)
         if record.session_mode == "attached_host" or not record.upstream_thread_id:
             return []
         with self._session_lock(session_id):
-            warm = self._ensure_warm(record)
-            result = warm.thread.read_history()
-            self._schedule_idle_close(session_id, warm)
-            return result
+            warm = self._warm.get(session_id)
+            if warm is not None and warm.thread.alive:
+                self._cancel_idle_close(warm)
+                turns = warm.thread.read_history()
+                self._schedule_idle_close(session_id, warm)
+                return turns
+            turns = self._read_unloaded(record, record.upstream_thread_id)
+        return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
+
+    def _read_unloaded(self, record: SessionRecord, thread_id: str) -> list[dict[str, Any]]:
+        work = Path(record.work_dir) if record.work_dir else self.binding.path
+        reader = self._spawn(record.session_id, work, ThreadReader.open)
+        try:
+            return reader.read_history(thread_id)
+        finally:
+            reader.close()
+            self._registry.unregister(reader.proc.pid)
+
+    def _in_flight_marked(
+        self, session_id: str, thread_id: str, turns: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        """Codex shows a reader the turn another process is running as `interrupted`. When
+        our state says a turn of this session is running and one of our app-servers holds the
+        thread, the last turn is that one: it is shown as `inProgress`, as its owner sees it.
+        (In the moment between our turn record and codex writing the turn, an older
+        interrupted last turn would be shown so too.)"""
+        if not turns or turns[-1].get("status") != "interrupted":
+            return turns
+        if not self.store.load(session_id).active_turn_id:
+            return turns
+        if not any(entry.thread_id == thread_id for entry in self._registry.live()):
+            return turns
+        return [*turns[:-1], {**turns[-1], "status": "inProgress"}]
 
     def thread_request(
         self, session_id: str, method: str, params: dict[str, Any]

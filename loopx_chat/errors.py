@@ -91,6 +91,7 @@ ERROR_CODES: frozenset[str] = frozenset(
         "idle_timeout",
         "hard_timeout",
         "startup_timeout",
+        "request_timeout",
         "codex_home_missing",
         "host_unreadable",
         "home_exclusive_hold",

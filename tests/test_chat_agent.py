@@ -11,6 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
+import psutil
 import pytest
 
 from loopx_chat.codex.binary import find_codex, native_binary_for_wrapper
@@ -160,6 +161,29 @@ def test_hang_hits_the_idle_timeout_and_interrupts(
     assert (result.turn.status, result.turn.error_code) == ("interrupted", "idle_timeout")
     assert result.session.status == "ready" and result.session.active_turn_id is None
     assert result.session.last_error_code == "idle_timeout"
+
+
+def test_a_history_read_that_never_answers_times_out_and_leaves_nothing_running(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(tmp_path, home, fake_codex, "hang_read") as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "hi")
+    state = SessionStore(tmp_path / "state")
+    before = {p: p.read_bytes() for p in state.root.rglob("*.json")}
+    reader = controller(tmp_path, home, fake_codex, "hang_read")
+    reader.config = ControllerConfig(timeouts=Timeouts(startup=10, request=0.5, close_grace=2))
+    with reader, pytest.raises(CodexError) as timed_out:
+        reader.history(record.session_id)
+    assert timed_out.value.error_code == "request_timeout"
+    assert "thread/read" in str(timed_out.value)
+    # The reader app-server was closed and unregistered; no state changed.
+    spawned = fake_codex.app_servers()[-1]
+    assert not psutil.pid_exists(spawned["pid"]) or (
+        psutil.Process(spawned["pid"]).status() == psutil.STATUS_ZOMBIE
+    )
+    assert list((state.root / "registry" / "app-servers").glob("*.json")) == []
+    assert {p: p.read_bytes() for p in state.root.rglob("*.json")} == before
 
 
 def test_crash_mid_turn_leaves_a_resumable_session(

@@ -169,6 +169,49 @@ def test_two_controllers_on_one_thread(
     assert SessionStore(state).load(record.session_id).turn_count == 1
 
 
+def test_history_reads_while_another_controller_drives_the_thread(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    with make_controller(state, bound_home, base_env, codex_bin) as runner:
+        record = runner.open_session("g", tmp_path)
+        runner.submit_turn(record.session_id, "first question")
+        # The runner holds the thread (warm), then runs a turn that does not end by itself.
+        thread, box = run_in_thread(lambda: runner.submit_turn(record.session_id, "mock:hang"))
+        store = SessionStore(state)
+        wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        time.sleep(0.5)  # let codex write the turn's start
+
+        with make_controller(state, bound_home, base_env, codex_bin) as reader:
+            turns = reader.history(record.session_id)
+        # A user in another shell, the same way.
+        done = _cli(state, codex_bin, ["chat", "history", record.session_id, "--json"], env)
+        # The readers took no lock: the runner's thread is still its own.
+        assert record.session_id in runner.warm_pids()
+        runner.interrupt_turn(record.session_id)
+        thread.join(timeout=30)
+        after = runner.submit_turn(record.session_id, "still mine")
+
+    assert [t["messages"][0] for t in turns] == [
+        {"role": "user", "text": "first question"},
+        {"role": "user", "text": "mock:hang"},
+    ]
+    assert turns[0]["status"] == "completed"
+    assert any(m["role"] == "agent" for m in turns[0]["messages"])
+    # Codex shows the other process's running turn as interrupted; we know it is running.
+    assert turns[1]["status"] == "inProgress"
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    cli_turns = json.loads(done.stdout)["turns"]
+    assert [t["status"] for t in cli_turns] == ["completed", "inProgress"]
+    assert isinstance(box.get("result"), TurnResult), box
+    assert box["result"].turn.status == "interrupted"
+    assert after.turn.status == "completed"
+    # Text is read on demand and never kept.
+    assert not any(b"first question" in p.read_bytes() for p in state.rglob("*") if p.is_file())
+
+
 def test_interrupt_from_another_controller(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:

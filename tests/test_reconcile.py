@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.rollouts import LastTurn, ThreadFacts, TurnCounts
-from loopx_chat.codex.thread import CodexThread, ThreadOptions, Timeouts
+from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
 from loopx_chat.reconcile import Staleness, reconcile_reason, staleness
 from tests.conftest import make_controller
 
@@ -80,14 +80,16 @@ def test_host_moving_on_marks_the_goal_stale(
 
     # Another client (think Codex Desktop) runs a turn on the same thread, not through us.
     other = CodexThread.open(
-        executable=find_codex(codex_bin, base_env).path,
-        codex_home=bound_home,
-        work_dir=tmp_path,
-        environ=base_env,
-        log_path=tmp_path / "other.log",
+        HostLaunch(
+            executable=find_codex(codex_bin, base_env).path,
+            codex_home=bound_home,
+            work_dir=tmp_path,
+            environ=base_env,
+            log_path=tmp_path / "other.log",
+            options=ThreadOptions(),
+            timeouts=Timeouts(),
+        ),
         resume_thread_id=record.upstream_thread_id,
-        options=ThreadOptions(),
-        timeouts=Timeouts(),
     )
     try:
         turn_id, _ = other.start_turn("from another client")

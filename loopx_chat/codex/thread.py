@@ -10,6 +10,7 @@ token counts); agent text goes only to the caller's `on_delta` callback, never i
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -67,18 +68,35 @@ class _LegacyCatalog(Exception):
 
 
 @dataclass(frozen=True)
-class _Launch:
+class HostLaunch:
     """Everything one app-server start needs; the catalog retry reuses it unchanged."""
 
     executable: Path
-    codex_home: Path
+    codex_home: Path  # the pinned home, passed explicitly to every process
     work_dir: Path
     environ: Mapping[str, str]
-    log_path: Path
-    resume_thread_id: str | None
+    log_path: Path  # the app-server's stderr
     options: ThreadOptions
     timeouts: Timeouts
-    developer_instructions: str | None
+
+
+def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerProcess:
+    """A started app-server that answered `initialize` for the pinned home, or an error."""
+    proc = AppServerProcess.spawn(
+        executable=launch.executable,
+        codex_home=launch.codex_home,
+        work_dir=launch.work_dir,
+        environ=launch.environ,
+        config_args=config_args,
+        stderr_log=launch.log_path,
+        policy=launch.options.server_requests,
+    )
+    try:
+        CodexThread._handshake(proc, launch.codex_home, launch.timeouts, launch.log_path)
+    except BaseException:
+        proc.close(launch.timeouts.close_grace)
+        raise
+    return proc
 
 
 def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
@@ -110,36 +128,25 @@ class CodexThread:
     @classmethod
     def open(
         cls,
+        launch: HostLaunch,
         *,
-        executable: Path,
-        codex_home: Path,
-        work_dir: Path,
-        environ: Mapping[str, str],
-        log_path: Path,
         resume_thread_id: str | None,
-        options: ThreadOptions,
-        timeouts: Timeouts,
         developer_instructions: str | None = None,
     ) -> CodexThread:
-        launch = _Launch(
-            executable,
-            codex_home,
-            work_dir,
-            environ,
-            log_path,
-            resume_thread_id,
-            options,
-            timeouts,
-            developer_instructions,
+        load = functools.partial(
+            cls._open_once,
+            launch,
+            resume_thread_id=resume_thread_id,
+            developer_instructions=developer_instructions,
         )
         try:
-            return cls._open_once(launch, catalog_path=None)
+            return load(catalog_path=None)
         except _LegacyCatalog:
             pass
-        catalog = write_builtin_catalog(executable, environ)
+        catalog = write_builtin_catalog(launch.executable, launch.environ)
         try:
             # The retry is a second process: it gets the same pinned home, never a re-derived one.
-            thread = cls._open_once(launch, catalog_path=catalog)
+            thread = load(catalog_path=catalog)
         except _LegacyCatalog:
             raise catalog_incompatible("the built-in catalog was rejected too") from None
         finally:
@@ -149,28 +156,26 @@ class CodexThread:
         return thread
 
     @classmethod
-    def _open_once(cls, launch: _Launch, *, catalog_path: Path | None) -> CodexThread:
+    def _open_once(
+        cls,
+        launch: HostLaunch,
+        *,
+        resume_thread_id: str | None,
+        developer_instructions: str | None,
+        catalog_path: Path | None,
+    ) -> CodexThread:
         config_args = list(launch.options.config_args)
         if catalog_path is not None:
             config_args.append(f"model_catalog_json={json.dumps(str(catalog_path))}")
-        proc = AppServerProcess.spawn(
-            executable=launch.executable,
-            codex_home=launch.codex_home,
-            work_dir=launch.work_dir,
-            environ=launch.environ,
-            config_args=config_args,
-            stderr_log=launch.log_path,
-            policy=launch.options.server_requests,
-        )
+        proc = _spawn_handshaked(launch, config_args)
         try:
-            cls._handshake(proc, launch.codex_home, launch.timeouts, launch.log_path)
             thread_id = cls._load_thread(
                 proc,
-                resume_thread_id=launch.resume_thread_id,
+                resume_thread_id=resume_thread_id,
                 work_dir=launch.work_dir,
                 options=launch.options,
                 timeouts=launch.timeouts,
-                developer_instructions=launch.developer_instructions,
+                developer_instructions=developer_instructions,
                 retry_allowed=catalog_path is None,
                 log_path=launch.log_path,
             )
@@ -386,18 +391,7 @@ class CodexThread:
 
     def read_history(self) -> list[dict[str, Any]]:
         """Turns with their user and agent text, read from the host on demand (never stored)."""
-        try:
-            result = self.proc.request(
-                "thread/read",
-                {"threadId": self.thread_id, "includeTurns": True},
-                self.timeouts.request,
-            )
-        except RpcError as exc:
-            raise classify_rpc_error("thread/read", exc.message) from None
-        except ProcessGone:
-            raise _exited_error(self.proc, self.log_path, "during thread/read") from None
-        thread = result.get("thread") if isinstance(result.get("thread"), dict) else {}
-        return [_render_turn(t) for t in thread.get("turns") or [] if isinstance(t, dict)]
+        return _read_history(self.proc, self.thread_id, self.timeouts, self.log_path)
 
     def close(self) -> int | None:
         return self.proc.close(self.timeouts.close_grace)
@@ -405,6 +399,54 @@ class CodexThread:
     @property
     def alive(self) -> bool:
         return self.proc.proc.poll() is None and not self.proc.closed.is_set()
+
+
+class ThreadReader:
+    """An app-server with no thread loaded, for reading a thread from disk.
+
+    It never resumes the thread, so it takes no writer lock: history can be read while another
+    client (ours or not) drives the thread. Codex then reports that client's in-flight turn as
+    `interrupted`; the caller decides whether it knows better.
+    """
+
+    def __init__(self, proc: AppServerProcess, timeouts: Timeouts, log_path: Path) -> None:
+        self.proc = proc
+        self.timeouts = timeouts
+        self.log_path = log_path
+
+    thread_id: str | None = None  # it loads none
+
+    @classmethod
+    def open(cls, launch: HostLaunch) -> ThreadReader:
+        proc = _spawn_handshaked(launch, list(launch.options.config_args))
+        return cls(proc, launch.timeouts, launch.log_path)
+
+    def read_history(self, thread_id: str) -> list[dict[str, Any]]:
+        return _read_history(self.proc, thread_id, self.timeouts, self.log_path)
+
+    def close(self) -> int | None:
+        return self.proc.close(self.timeouts.close_grace)
+
+
+def _read_history(
+    proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+) -> list[dict[str, Any]]:
+    try:
+        result = proc.request(
+            "thread/read", {"threadId": thread_id, "includeTurns": True}, timeouts.request
+        )
+    except RpcError as exc:
+        raise classify_rpc_error("thread/read", exc.message) from None
+    except ProcessGone:
+        raise _exited_error(proc, log_path, "during thread/read") from None
+    except TimeoutError:
+        raise CodexError(
+            f"Codex app-server did not answer thread/read within {timeouts.request:g}s",
+            error_code="request_timeout",
+            gate=HOST_GATE,
+        ) from None
+    thread = result.get("thread") if isinstance(result.get("thread"), dict) else {}
+    return [_render_turn(t) for t in thread.get("turns") or [] if isinstance(t, dict)]
 
 
 def _timeout_code(reason: str | None) -> str | None:

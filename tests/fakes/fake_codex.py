@@ -47,6 +47,7 @@ SCENARIOS = frozenset(
         "active_writer",
         "garbage",
         "hang_turn",
+        "hang_read",
         "crash_mid_turn",
         "home_mismatch",
         "approval",
@@ -405,6 +406,8 @@ class FakeAppServer:
         thread_id = params.get("threadId")
         if not isinstance(thread_id, str):
             raise RpcError("Invalid request: missing field `threadId`")
+        if self.scenario == "hang_read" and thread_id not in self.threads:
+            return  # a read from disk that never answers
         self.respond(request_id, {"thread": {"id": thread_id, "turns": []}})
 
     def turn_start(self, request_id: RequestId, params: dict[str, Any]) -> None:
