@@ -11,14 +11,13 @@ Owns the orchestration rules of the spec's "Managed Codex home ownership":
 
 It never mutates the process environment and never spawns anything itself: the codex
 adapter does. Interrupts from another process arrive as a marker file in the session folder.
+Which threads stay loaded between turns, and when they are let go, is `warm_threads`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -56,9 +55,9 @@ from loopx_chat.records import (
 from loopx_chat.store import SessionStore
 from loopx_chat.thread_lock import ThreadWriterLock
 from loopx_chat.turn_ledger import TurnLedger, TurnResult
+from loopx_chat.warm_threads import Warm, WarmThreads
 
 INTERRUPT_MARKER = "interrupt.request"
-QUIESCE_POLL_SEC = 0.25
 STDERR_LOG = "app-server.stderr.log"
 
 MISMATCH_MESSAGE = (
@@ -92,17 +91,6 @@ class _Host(Protocol):
 _H = TypeVar("_H", bound=_Host)
 
 
-@dataclass
-class _Warm:
-    """A thread this controller has loaded, and the writer lock that goes with it."""
-
-    thread: CodexThread
-    lock: ThreadWriterLock
-    running_turn_id: str | None = None
-    interrupt: threading.Event = field(default_factory=threading.Event)
-    idle_timer: threading.Timer | None = None
-
-
 class ChatController:
     def __init__(
         self,
@@ -120,13 +108,13 @@ class ChatController:
         self.config = config or ControllerConfig()
         self._codex_bin = codex_bin
         self._binary: CodexBinary | None = None
-        self._warm: dict[str, _Warm] = {}
-        self._session_locks: dict[str, threading.RLock] = {}
-        self._guard = threading.Lock()
-        self._closed = False
         self._home_lock = HomeLock(store.root, self.binding.path)
         self._registry = AppServerRegistry(store.root)
-        self._watcher: threading.Thread | None = None
+        self._warm = WarmThreads(
+            idle_close_sec=self.config.warm_idle_close_sec,
+            registry=self._registry,
+            quiesce_requested=self._home_lock.quiesce_requested,
+        )
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
@@ -158,8 +146,7 @@ class ChatController:
 
     # -- helpers ------------------------------------------------------------------------
     def _session_lock(self, session_id: str) -> threading.RLock:
-        with self._guard:
-            return self._session_locks.setdefault(session_id, threading.RLock())
+        return self._warm.session_lock(session_id)
 
     def find_binary(self) -> CodexBinary:
         """The codex this controller spawns (looked up once); `host_tool_unavailable` if none."""
@@ -210,7 +197,6 @@ class ChatController:
                 launch, resume_thread_id=resume_thread_id, developer_instructions=objective
             ),
         )
-        self._start_quiesce_watcher()
         return thread
 
     def _spawn(self, session_id: str, work_dir: Path, open_host: Callable[[HostLaunch], _H]) -> _H:
@@ -243,27 +229,6 @@ class ChatController:
             )
         return host
 
-    def _start_quiesce_watcher(self) -> None:
-        with self._guard:
-            if self._watcher is not None:
-                return
-            self._watcher = threading.Thread(
-                target=self._watch_quiesce, name="loopx-quiesce", daemon=True
-            )
-        self._watcher.start()
-
-    def _watch_quiesce(self) -> None:
-        """Close our idle app-servers when an exclusive operation asks for the home."""
-        while not self._closed:
-            if self._home_lock.quiesce_requested():
-                for session_id, warm in list(self._warm.items()):
-                    if warm.running_turn_id is None:
-                        with self._session_lock(session_id):
-                            if warm.running_turn_id is None and self._warm.get(session_id) is warm:
-                                self._drop_warm(session_id)
-            time.sleep(QUIESCE_POLL_SEC)
-
-    # -- sessions -----------------------------------------------------------------------
     def open_session(
         self,
         goal_id: str,
@@ -304,7 +269,7 @@ class ChatController:
             thread.close()
             lock.release()
             raise
-        self._warm[session_id] = _Warm(thread=thread, lock=lock)
+        self._warm.add(session_id, thread, lock)
         return record
 
     def _latest_session(self, goal_id: str) -> SessionRecord | None:
@@ -326,13 +291,10 @@ class ChatController:
             self._ensure_warm(record)
             return self.store.load(session_id)
 
-    def _ensure_warm(self, record: SessionRecord) -> _Warm:
-        warm = self._warm.get(record.session_id)
-        if warm is not None and warm.thread.alive:
-            self._cancel_idle_close(warm)
-            return warm
+    def _ensure_warm(self, record: SessionRecord) -> Warm:
+        warm = self._warm.alive(record.session_id)
         if warm is not None:
-            self._drop_warm(record.session_id)
+            return warm
         if not record.upstream_thread_id:
             raise CodexError(
                 "This session has no upstream thread to resume",
@@ -358,8 +320,7 @@ class ChatController:
         except BaseException:
             lock.release()
             raise
-        warm = _Warm(thread=thread, lock=lock)
-        self._warm[record.session_id] = warm
+        warm = self._warm.add(record.session_id, thread, lock)
         changes: dict[str, Any] = {}
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
@@ -420,7 +381,7 @@ class ChatController:
             warm = self._ensure_warm(record)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
 
-    def _steer(self, record: SessionRecord, warm: _Warm, text: str) -> TurnResult:
+    def _steer(self, record: SessionRecord, warm: Warm, text: str) -> TurnResult:
         running = warm.running_turn_id
         assert running is not None
         _, steered = warm.thread.start_turn(text)
@@ -434,7 +395,7 @@ class ChatController:
     def _run_turn(
         self,
         session_id: str,
-        warm: _Warm,
+        warm: Warm,
         text: str,
         client_turn_id: str | None,
         on_delta: Callable[[str], None] | None,
@@ -452,7 +413,7 @@ class ChatController:
                 outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
                 if exc.error_code in ("app_server_exited", "thread_busy"):
-                    self._drop_warm(session_id)
+                    self._warm.drop(session_id)
                 raise
             # Kept in memory until the turn ends: one state write less on the hot path.
             turn = replace(turn, upstream_turn_id=upstream_id)
@@ -469,16 +430,16 @@ class ChatController:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
                 outcome = TurnOutcome("", "interrupted", "controller_stopped", TokenCounts())
                 self.turns.finish(turn, outcome)
-                self._drop_warm(session_id)
+                self._warm.drop(session_id)
             raise
         finally:
             warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
         final = self.turns.finish(turn, outcome)
         if outcome.error_code == "app_server_exited":
-            self._drop_warm(session_id)
+            self._warm.drop(session_id)
         else:
-            self._schedule_idle_close(session_id, warm)
+            self._warm.schedule_idle_close(session_id, warm)
         return TurnResult(self.store.load(session_id), final, created=True)
 
     def _marker(self, session_id: str) -> Path:
@@ -520,9 +481,9 @@ class ChatController:
         with self._session_lock(session_id):
             warm = self._warm.get(session_id)
             if warm is not None and warm.thread.alive:
-                self._cancel_idle_close(warm)
+                self._warm.cancel_idle_close(warm)
                 turns = warm.thread.read_history()
-                self._schedule_idle_close(session_id, warm)
+                self._warm.schedule_idle_close(session_id, warm)
                 return turns
             turns = self._read_unloaded(record, record.upstream_thread_id)
         return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
@@ -576,65 +537,20 @@ class ChatController:
             except RpcError as exc:
                 raise classify_rpc_error(method, exc.message) from None
             except (ProcessGone, TimeoutError):
-                self._drop_warm(session_id)
+                self._warm.drop(session_id)
                 raise CodexError(
                     f"Codex app-server did not complete {method}", error_code="app_server_exited"
                 ) from None
-            self._schedule_idle_close(session_id, warm)
+            self._warm.schedule_idle_close(session_id, warm)
             return result
 
     # -- lifecycle ----------------------------------------------------------------------
-    def _schedule_idle_close(self, session_id: str, warm: _Warm) -> None:
-        self._cancel_idle_close(warm)
-        if self._closed:
-            return
-        timer = threading.Timer(self.config.warm_idle_close_sec, self._close_if_idle, [session_id])
-        timer.daemon = True
-        warm.idle_timer = timer
-        timer.start()
-
-    @staticmethod
-    def _cancel_idle_close(warm: _Warm) -> None:
-        if warm.idle_timer is not None:
-            warm.idle_timer.cancel()
-            warm.idle_timer = None
-
-    def _close_if_idle(self, session_id: str) -> None:
-        with self._session_lock(session_id):
-            warm = self._warm.get(session_id)
-            if warm is not None and warm.running_turn_id is None:
-                self._drop_warm(session_id)
-
-    def _drop_warm(self, session_id: str) -> None:
-        warm = self._warm.pop(session_id, None)
-        if warm is None:
-            return
-        self._cancel_idle_close(warm)
-        try:
-            warm.thread.close()
-        finally:
-            warm.lock.release()
-            self._registry.unregister(warm.thread.proc.pid)
-
     def warm_pids(self) -> dict[str, int]:
-        return {sid: w.thread.proc.pid for sid, w in self._warm.items()}
+        return self._warm.pids()
 
     def close(self, grace: float = 5.0) -> None:
-        """Interrupt running turns, close every app-server and release thread locks.
-
-        Turns running on other threads (the service's workers) get `grace` seconds to be
-        interrupted upstream and recorded as `interrupted` before their processes close.
-        """
-        self._closed = True
-        running = [w for w in self._warm.values() if w.running_turn_id is not None]
-        for warm in running:
-            warm.interrupt.set()
-        deadline = time.monotonic() + grace
-        while any(w.running_turn_id is not None for w in running) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for session_id in list(self._warm):
-            with contextlib.suppress(Exception):
-                self._drop_warm(session_id)
+        """Interrupt running turns, close every app-server and release thread locks."""
+        self._warm.close(grace)
 
     def __enter__(self) -> ChatController:
         return self

@@ -30,7 +30,14 @@ def home(tmp_path: Path) -> Path:
 
 
 def controller(
-    tmp_path: Path, home: Path, fake: FakeCodex, scenario: str = "ok", **extra: str
+    tmp_path: Path,
+    home: Path,
+    fake: FakeCodex,
+    scenario: str = "ok",
+    *,
+    idle_close_sec: float = 180.0,
+    timeouts: Timeouts | None = None,
+    **extra: str,
 ) -> ChatController:
     env = {
         "PATH": os.environ["PATH"],
@@ -39,7 +46,8 @@ def controller(
         **fake.env(scenario, **extra),
     }
     config = ControllerConfig(
-        timeouts=Timeouts(startup=10, request=10, idle=0.6, hard=30, close_grace=2)
+        timeouts=timeouts or Timeouts(startup=10, request=10, idle=0.6, hard=30, close_grace=2),
+        warm_idle_close_sec=idle_close_sec,
     )
     return ChatController(
         store=SessionStore(tmp_path / "state"),
@@ -141,7 +149,9 @@ def test_garbage_stdout_lines_are_skipped(
         record = c.open_session("g", tmp_path)
         deltas: list[str] = []
         result = c.submit_turn(record.session_id, "hi", on_delta=deltas.append)
-        skipped = c._warm[record.session_id].thread.proc.stats.skipped_lines
+        warm = c._warm.get(record.session_id)
+        assert warm is not None
+        skipped = warm.thread.proc.stats.skipped_lines
     assert result.turn.status == "completed"
     assert "".join(deltas) == "fake reply"
     assert skipped >= 3
@@ -171,8 +181,13 @@ def test_a_history_read_that_never_answers_times_out_and_leaves_nothing_running(
         c.submit_turn(record.session_id, "hi")
     state = SessionStore(tmp_path / "state")
     before = {p: p.read_bytes() for p in state.root.rglob("*.json")}
-    reader = controller(tmp_path, home, fake_codex, "hang_read")
-    reader.config = ControllerConfig(timeouts=Timeouts(startup=10, request=0.5, close_grace=2))
+    reader = controller(
+        tmp_path,
+        home,
+        fake_codex,
+        "hang_read",
+        timeouts=Timeouts(startup=10, request=0.5, close_grace=2),
+    )
     with reader, pytest.raises(CodexError) as timed_out:
         reader.history(record.session_id)
     assert timed_out.value.error_code == "request_timeout"
@@ -289,8 +304,7 @@ def test_warm_app_server_closes_after_idle_period(
 ) -> None:
     import psutil
 
-    c = controller(tmp_path, home, fake_codex)
-    c.config = ControllerConfig(timeouts=c.config.timeouts, warm_idle_close_sec=0.3)
+    c = controller(tmp_path, home, fake_codex, idle_close_sec=0.3)
     with c:
         record = c.open_session("g", tmp_path)
         c.submit_turn(record.session_id, "hi")

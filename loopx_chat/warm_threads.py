@@ -1,0 +1,159 @@
+"""The threads a controller keeps loaded between turns, and when it lets them go.
+
+Owns `Warm` (a loaded thread with its writer lock, running turn, interrupt flag and idle
+timer), the per-session in-process locks that serialize work on one session, closing a warm
+thread after `idle_close_sec` without a turn, closing idle ones when an exclusive operation
+asks for the home (the quiesce watcher), and closing everything on shutdown. Letting a thread
+go closes its app-server, releases its writer lock and unregisters the process.
+
+It never spawns anything (the controller does, through the codex adapter) and never writes
+session state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from loopx_chat.codex.thread import CodexThread
+from loopx_chat.ownership import AppServerRegistry
+from loopx_chat.thread_lock import ThreadWriterLock
+
+QUIESCE_POLL_SEC = 0.25
+
+
+@dataclass
+class Warm:
+    """A thread this controller has loaded, and the writer lock that goes with it."""
+
+    thread: CodexThread
+    lock: ThreadWriterLock
+    running_turn_id: str | None = None
+    interrupt: threading.Event = field(default_factory=threading.Event)
+    idle_timer: threading.Timer | None = None
+
+
+class WarmThreads:
+    """The loaded threads of one controller, by session id."""
+
+    def __init__(
+        self,
+        *,
+        idle_close_sec: float,
+        registry: AppServerRegistry,
+        quiesce_requested: Callable[[], bool],
+    ) -> None:
+        self._idle_close_sec = idle_close_sec
+        self._registry = registry
+        self._quiesce_requested = quiesce_requested
+        self._warm: dict[str, Warm] = {}
+        self._locks: dict[str, threading.RLock] = {}
+        self._guard = threading.Lock()
+        self._watcher: threading.Thread | None = None
+        self.closed = False
+
+    def session_lock(self, session_id: str) -> threading.RLock:
+        with self._guard:
+            return self._locks.setdefault(session_id, threading.RLock())
+
+    def get(self, session_id: str) -> Warm | None:
+        return self._warm.get(session_id)
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._warm
+
+    def alive(self, session_id: str) -> Warm | None:
+        """The session's warm thread if its process still runs (kept from closing while
+        the caller uses it); a dead one is let go."""
+        warm = self._warm.get(session_id)
+        if warm is not None and warm.thread.alive:
+            self.cancel_idle_close(warm)
+            return warm
+        if warm is not None:
+            self.drop(session_id)
+        return None
+
+    def add(self, session_id: str, thread: CodexThread, lock: ThreadWriterLock) -> Warm:
+        warm = Warm(thread=thread, lock=lock)
+        self._warm[session_id] = warm
+        self._start_watcher()
+        return warm
+
+    def pids(self) -> dict[str, int]:
+        return {sid: w.thread.proc.pid for sid, w in self._warm.items()}
+
+    # -- letting go --------------------------------------------------------------------------
+
+    def schedule_idle_close(self, session_id: str, warm: Warm) -> None:
+        self.cancel_idle_close(warm)
+        if self.closed:
+            return
+        timer = threading.Timer(self._idle_close_sec, self._close_if_idle, [session_id])
+        timer.daemon = True
+        warm.idle_timer = timer
+        timer.start()
+
+    @staticmethod
+    def cancel_idle_close(warm: Warm) -> None:
+        if warm.idle_timer is not None:
+            warm.idle_timer.cancel()
+            warm.idle_timer = None
+
+    def _close_if_idle(self, session_id: str) -> None:
+        with self.session_lock(session_id):
+            warm = self._warm.get(session_id)
+            if warm is not None and warm.running_turn_id is None:
+                self.drop(session_id)
+
+    def drop(self, session_id: str) -> None:
+        warm = self._warm.pop(session_id, None)
+        if warm is None:
+            return
+        self.cancel_idle_close(warm)
+        try:
+            warm.thread.close()
+        finally:
+            warm.lock.release()
+            self._registry.unregister(warm.thread.proc.pid)
+
+    def close(self, grace: float) -> None:
+        """Interrupt running turns, then close every app-server and release thread locks.
+
+        Turns running on other threads (the service's workers) get `grace` seconds to be
+        interrupted upstream and recorded as `interrupted` before their processes close.
+        """
+        self.closed = True
+        running = [w for w in self._warm.values() if w.running_turn_id is not None]
+        for warm in running:
+            warm.interrupt.set()
+        deadline = time.monotonic() + grace
+        while any(w.running_turn_id is not None for w in running) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for session_id in list(self._warm):
+            with contextlib.suppress(Exception):
+                self.drop(session_id)
+
+    # -- the quiesce watcher -----------------------------------------------------------------
+
+    def _start_watcher(self) -> None:
+        with self._guard:
+            if self._watcher is not None:
+                return
+            self._watcher = threading.Thread(
+                target=self._watch_quiesce, name="loopx-quiesce", daemon=True
+            )
+        self._watcher.start()
+
+    def _watch_quiesce(self) -> None:
+        """Close our idle app-servers when an exclusive operation asks for the home."""
+        while not self.closed:
+            if self._quiesce_requested():
+                for session_id, warm in list(self._warm.items()):
+                    if warm.running_turn_id is None:
+                        with self.session_lock(session_id):
+                            if warm.running_turn_id is None and self._warm.get(session_id) is warm:
+                                self.drop(session_id)
+            time.sleep(QUIESCE_POLL_SEC)
