@@ -189,23 +189,24 @@ class ChatController:
     def _open_thread(
         self, session_id: str, work_dir: Path, resume_thread_id: str | None, objective: str | None
     ) -> CodexThread:
-        self.record_start()
-        thread = self._spawn(
+        return self._spawn(
             session_id,
             work_dir,
             lambda launch: CodexThread.open(
                 launch, resume_thread_id=resume_thread_id, developer_instructions=objective
             ),
         )
-        return thread
 
     def _spawn(self, session_id: str, work_dir: Path, open_host: Callable[[HostLaunch], _H]) -> _H:
         """Start an app-server of the bound home for `session_id` and register it."""
         self._ensure_home_exists()
+        executable = self._binary_path()
+        # Only now, with a home and a codex to run, does this controller do real work.
+        self.record_start()
         folder = self.store.session_dir(session_id)
         ensure_private_dir(folder)
         launch = HostLaunch(
-            executable=self._binary_path(),
+            executable=executable,
             codex_home=self.binding.path,
             work_dir=work_dir,
             environ=self._environ,

@@ -229,6 +229,8 @@ def test_missing_binary_is_a_gate(tmp_path: Path, home: Path) -> None:
         c.open_session("g", tmp_path)
     assert info.value.error_code == "host_tool_unavailable"
     assert info.value.gate is not None and "Codex" in info.value.gate.summary
+    # Refused before any real work: not even a controller_started metrics event.
+    assert not (tmp_path / "state" / "events" / "control.jsonl").exists()
 
 
 def test_host_reporting_another_home_is_refused(
