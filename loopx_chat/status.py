@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loopx_chat.codex.rollouts import ThreadFacts
+from loopx_chat.errors import StateError
 from loopx_chat.facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goal_records import REWARD_LABELS, GoalRecords
 from loopx_chat.goals import GoalStore
@@ -154,16 +155,25 @@ def collect_status(
 
     With `host` (thread facts from the rollouts), each goal also says whether its projection
     is stale, how far behind, and why host and goal disagree (`reconcile_reason`).
+
+    The control-event log only feeds the metrics: when it cannot be read, status still
+    answers, records nothing new (it could not tell what is new), and names the error in
+    `control_log_error`; `loopx-chat metrics` reports the same error.
     """
     sessions = store.list().sessions
     ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
     results = []
     reported: dict[str, set[str]] | None = None
+    log_error: str | None = None
 
-    def _seen(store: GoalStore) -> dict[str, set[str]]:
-        nonlocal reported
-        if reported is None:
-            reported = store.control.reported()
+    def _seen(store: GoalStore) -> dict[str, set[str]] | None:
+        """What was already recorded as shown; None when the log cannot be read."""
+        nonlocal reported, log_error
+        if reported is None and log_error is None:
+            try:
+                reported = store.control.reported()
+            except StateError as exc:
+                log_error = exc.error_code
         return reported
 
     for g in ids:
@@ -184,7 +194,7 @@ def collect_status(
         if host is not None and result["host"]["stale"]:
             stale_key = f"{g}@{result['host']['behind_turns']}:{facts.last_recorded_at}"
             seen = _seen(goals)
-            if stale_key not in seen["stale"]:
+            if seen is not None and stale_key not in seen["stale"]:
                 goals.control.record(
                     "stale_detected",
                     goal_id=g,
@@ -194,11 +204,14 @@ def collect_status(
                 )
                 seen["stale"].add(stale_key)
         refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
-        shown = _seen(goals)["blockers"] if refs else set()
-        for ref in refs:
-            if ref not in shown:
-                goals.control.record(
-                    "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
-                )
-                shown.add(ref)
-    return status_document(results)
+        seen = _seen(goals) if refs else None
+        if seen is not None:
+            for ref in refs:
+                if ref not in seen["blockers"]:
+                    goals.control.record(
+                        "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
+                    )
+                    seen["blockers"].add(ref)
+    doc = status_document(results)
+    doc["control_log_error"] = log_error
+    return doc

@@ -185,3 +185,34 @@ def test_reported_reads_only_what_was_appended_and_refolds_a_replaced_log(tmp_pa
         log.reported()
     assert info.value.error_code == "state_corrupt"
     assert log.path.read_bytes() == before
+
+
+def test_status_still_answers_when_the_control_log_is_corrupt(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    _cli(tmp_path, "gate", "request", "--goal", "g", "--question", "Proceed?")
+    log = ControlLog(tmp_path / "state")
+    log.path.write_bytes(b"garbage\n" + log.path.read_bytes())
+    before = log.path.read_bytes()
+
+    doc = _cli(tmp_path, "status")  # a blocking gate: status would record it as displayed
+    assert doc["control_log_error"] == "state_corrupt"
+    (goal,) = doc["attention_queue"]
+    assert goal["goal_id"] == "g"
+    assert goal["answers"]["agent_can_continue"].startswith("no: blocked by an open owner gate")
+    assert log.path.read_bytes() == before  # nothing recorded on top of a log it cannot read
+
+    result = CliRunner().invoke(
+        main,
+        ["--state-dir", str(tmp_path / "state"), "metrics", "--json"],
+        env={"LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home")},
+    )
+    assert result.exit_code != 0
+    assert json.loads(result.stdout)["error_code"] == "state_corrupt"
+    assert "Traceback" not in result.output
+
+    # Repaired, status records the blocker as displayed once, and says the log is fine.
+    log.path.write_bytes(before.split(b"\n", 1)[1])
+    assert _cli(tmp_path, "status")["control_log_error"] is None
+    assert _cli(tmp_path, "status")["control_log_error"] is None
+    shown = [e for e in log.events() if e["kind"] == "blocker_displayed"]
+    assert len(shown) == 1
