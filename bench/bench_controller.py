@@ -22,7 +22,8 @@ from pathlib import Path
 import psutil
 
 from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.mock_responses import MockResponsesServer, write_offline_codex_config
+from loopx_chat.codex.mock_responses import MockResponsesServer
+from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller import ChatController
 from loopx_chat.store import SessionStore
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from loopx_chat.codex.mock_responses import MockResponsesServer, write_offline_codex_config
+from loopx_chat.codex.mock_responses import MockResponsesServer
+from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller import ChatController, ControllerConfig
 from loopx_chat.store import SessionStore
 

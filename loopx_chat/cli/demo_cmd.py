@@ -18,7 +18,8 @@ from pathlib import Path
 import click
 
 from loopx_chat.cli.context import CliContext, renders_errors
-from loopx_chat.codex.mock_responses import MockResponsesServer, write_offline_codex_config
+from loopx_chat.codex.mock_responses import MockResponsesServer
+from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller import ChatController
 from loopx_chat.store import SessionStore
 

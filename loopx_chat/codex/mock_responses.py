@@ -6,8 +6,7 @@ What this module owns:
     The reply is chosen by directives in the last real user message (``mock:text=``,
     ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``), so a test or
     the offline demo can provoke each provider behaviour on demand.
-  * `MINIMAL_CATALOG` and `write_offline_codex_config`: the smallest model catalog and config.toml
-    that make a real codex app-server talk only to this mock, with no secret and no other network.
+  (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.codex.mock_responses --port N``: the same server in the foreground.
 
 What it must never do:
@@ -21,52 +20,22 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import os
 import re
 import select
 import signal
 import socket
 import sys
-import tempfile
 import threading
 import time
 import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = [
-    "MINIMAL_CATALOG",
-    "MOCK_MODEL",
-    "MockResponsesServer",
-    "offline_config_toml",
-    "write_offline_codex_config",
-]
+from loopx_chat.codex.offline_config import MOCK_MODEL
 
-MOCK_MODEL = "mock-model"
-
-# The smallest catalog entry codex 0.171.0 accepts: each field below was reported as a
-# `missing field` when left out (see codex-app-server.md §7).  A `model_catalog_json` file REPLACES
-# the bundled catalog, which removes the "Model metadata for `mock-model` not found" warning.
-MINIMAL_CATALOG: dict[str, Any] = {
-    "models": [
-        {
-            "slug": MOCK_MODEL,
-            "display_name": "Mock Model",
-            "base_instructions": "You are a test assistant.",
-            "supported_reasoning_levels": [],
-            "shell_type": "shell_command",
-            "visibility": "list",
-            "supported_in_api": True,
-            "priority": 1,
-            "support_verbosity": False,
-            "truncation_policy": {"mode": "tokens", "limit": 10000},
-            "experimental_supported_tools": [],
-        }
-    ]
-}
+__all__ = ["MockResponsesServer"]
 
 # Only these request headers are kept: enough to assert who called and for which thread, while
 # the authorization header (and anything else that might carry a secret) is never stored.
@@ -75,8 +44,6 @@ _RECORDED_HEADERS = ("originator", "thread-id")
 _FIRST_SERVER_ERROR = 500
 _MAX_PORT = 65535
 # TOML forbids raw control characters (below space, and DEL) inside basic strings.
-_FIRST_PRINTABLE = 0x20
-_DELETE = 0x7F
 
 # How often blocked handlers re-check for stop() or a vanished client; bounds stop() latency.
 _POLL_S = 0.1
@@ -556,101 +523,6 @@ class MockResponsesServer:
             self._served += 1
             self.requests.append(entry)
             return self._served
-
-
-# ----------------------------------------------------------------------- config
-
-
-def _toml_string(value: str) -> str:
-    """A TOML basic string; escapes what TOML requires (json.dumps would emit surrogate pairs)."""
-    out = ['"']
-    for char in value:
-        code = ord(char)
-        if char == '"':
-            out.append('\\"')
-        elif char == "\\":
-            out.append("\\\\")
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\t":
-            out.append("\\t")
-        elif code < _FIRST_PRINTABLE or code == _DELETE:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` atomically with mode 0600, so codex never reads a half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def offline_config_toml(base_url: str, catalog_path: Path) -> str:
-    """config.toml text that points codex at the mock only (see codex-app-server.md §3, §7)."""
-    lines = [
-        "# Written by loopx_chat.codex.mock_responses: offline codex against a loopback mock.",
-        f"model_catalog_json = {_toml_string(str(catalog_path))}",
-        f"model = {_toml_string(MOCK_MODEL)}",
-        'model_provider = "mock"',
-        'approval_policy = "never"',
-        'sandbox_mode = "read-only"',
-        "check_for_update_on_startup = false",
-        "",
-        "[model_providers.mock]",
-        'name = "loopx mock Responses API"',
-        f"base_url = {_toml_string(base_url)}",
-        'wire_api = "responses"',
-        # No env_key: with requires_openai_auth = false codex sends no Authorization header, so
-        # no secret has to exist anywhere for the offline path.
-        "requires_openai_auth = false",
-        "supports_websockets = false",
-        # Fail fast instead of retrying against a mock that answers deterministically.
-        "request_max_retries = 0",
-        "stream_max_retries = 0",
-        "stream_idle_timeout_ms = 20000",
-        "",
-        "[analytics]",
-        "enabled = false",
-        "",
-        "[features]",
-        # plugins=false is the one that removes all startup network traffic (§3).
-        "plugins = false",
-        "apps = false",
-        "remote_plugin = false",
-        # Otherwise an unreachable provider is retried forever and the turn never ends.
-        "unbounded_connection_retries = false",
-        # Skips the `bash -lc` environment snapshot at thread start.
-        "shell_snapshot = false",
-        "",
-    ]
-    return "\n".join(lines)
-
-
-def write_offline_codex_config(codex_home: Path, base_url: str) -> None:
-    """Write `model_catalog.json` and `config.toml` into `codex_home` for the mock at `base_url`.
-
-    The home is created with mode 0700 if it does not exist (codex refuses a missing CODEX_HOME).
-    Existing files of those two names are replaced; nothing else in the home is touched.
-    """
-    home = Path(codex_home)
-    if not home.exists():
-        home.mkdir(mode=0o700, parents=True)
-        # mkdir's mode is filtered by the umask; make sure the result really is private.
-        os.chmod(home, 0o700)
-    catalog_path = home.resolve() / "model_catalog.json"
-    # The catalog goes first so that config.toml never points at a file that is not there yet.
-    _write_private(catalog_path, json.dumps(MINIMAL_CATALOG, indent=2) + "\n")
-    _write_private(home / "config.toml", offline_config_toml(base_url, catalog_path))
 
 
 # -------------------------------------------------------------------------- cli
