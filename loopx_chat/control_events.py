@@ -3,22 +3,29 @@
 Owns `<state>/events/control.jsonl`: one JSON object per line, appended (O_APPEND, fsync)
 by the controller, the gate and handoff commands and the service. Events carry ids, codes,
 counts and timestamps only, never text. Also owns `reported()`, what `status` has already
-recorded as shown (blocker refs, stale positions), which a long-lived log object keeps up to
-date by reading only the bytes appended since its last call. Logging is best effort by
-design: a metrics event that cannot be written never fails the user's action (the failure is
-counted in memory).
+recorded as shown (blocker refs, stale positions), folded from the log by reading only the
+bytes appended since the last fold: a long-lived log object keeps its fold in memory, and
+every process shares it through `events/control.reported.json` (a cache: 0600, rewritten
+atomically, ignored when unreadable). Logging is best effort by design: a metrics event that
+cannot be written never fails the user's action (the failure is counted in memory).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 from loopx_chat.jsonl import append_record, read_appended, read_records
 from loopx_chat.store import utc_now
 
 CONTROL_EVENT_SCHEMA = "loopx_chat_control_event_v1"
+REPORTED_CACHE_SCHEMA = "loopx_chat_control_reported_v1"
+# The shared fold is rewritten once this many new log bytes were folded since it was read,
+# so a status that finds nothing new writes nothing.
+_CACHE_EVERY = 64 * 1024
 
 # Kinds, and the only fields each may carry besides schema_version/kind/at.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
@@ -41,10 +48,13 @@ class ControlLog:
         self.path = root / "events" / "control.jsonl"
         self._clock = clock
         self.write_failures = 0
+        self.cache_path = root / "events" / "control.reported.json"
         # The fold behind `reported()`: the file it came from and how far it has read.
         self._identity: tuple[int, int] | None = None
         self._offset = 0
         self._reported: dict[str, set[str]] | None = None
+        self._cached_offset: int | None = None  # the offset the shared fold file holds
+        self._foreign_cache = False  # written by a loopx-chat with another schema: left alone
 
     def record(self, kind: str, **fields: Any) -> None:
         allowed = EVENT_FIELDS[kind]
@@ -67,9 +77,12 @@ class ControlLog:
         The sets are this object's own, kept across calls: a caller that records a new event
         adds its key to them too. A replaced or truncated log is folded again from its start.
         """
+        if self._reported is None:
+            self._load_shared_fold()
         got = read_appended(self.path, self._identity, self._offset, CONTROL_EVENT_SCHEMA)
         if got.restarted or self._reported is None:
             self._reported = {"blockers": set(), "stale": set()}
+            self._cached_offset = None if got.restarted else self._cached_offset
         for event in got.records:
             kind = event.get("kind")
             if kind == "blocker_displayed":
@@ -77,4 +90,47 @@ class ControlLog:
             elif kind == "stale_detected":
                 self._reported["stale"].add(str(event.get("position")))
         self._identity, self._offset = got.identity, got.offset
+        if got.offset and (
+            self._cached_offset is None or got.offset - self._cached_offset >= _CACHE_EVERY
+        ):
+            self._save_shared_fold()
         return self._reported
+
+    def _load_shared_fold(self) -> None:
+        try:
+            doc = json.loads(self.cache_path.read_bytes())
+            schema = doc["schema"]
+            if schema != REPORTED_CACHE_SCHEMA:
+                # A newer loopx-chat's cache: used by neither of us, never written over.
+                self._foreign_cache = isinstance(schema, str)
+                return
+            identity = (int(doc["identity"][0]), int(doc["identity"][1]))
+            offset = int(doc["offset"])
+            blockers = {str(key) for key in doc["blockers"]}
+            stale = {str(key) for key in doc["stale"]}
+            if offset < 0:
+                raise ValueError("offset")
+        except (OSError, ValueError, TypeError, KeyError, IndexError):
+            return  # no usable cache: the fold starts from the log's first byte
+        self._identity, self._offset, self._cached_offset = identity, offset, offset
+        self._reported = {"blockers": blockers, "stale": stale}
+
+    def _save_shared_fold(self) -> None:
+        if self._foreign_cache or self._reported is None or self._identity is None:
+            return
+        doc = {
+            "schema": REPORTED_CACHE_SCHEMA,
+            "identity": list(self._identity),
+            "offset": self._offset,
+            "blockers": sorted(self._reported["blockers"]),
+            "stale": sorted(self._reported["stale"]),
+        }
+        try:
+            ensure_private_dir(self.cache_path.parent)
+            # A cache: losing it to a power cut costs one fold of the log, never a wrong key.
+            atomic_write_bytes(
+                self.cache_path, json.dumps(doc).encode(), mode=PRIVATE_FILE_MODE, durable=False
+            )
+        except OSError:
+            return  # best effort, like the log itself; the next fold tries again
+        self._cached_offset = self._offset

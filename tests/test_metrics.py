@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,46 @@ def test_status_still_answers_when_the_control_log_is_corrupt(tmp_path: Path) ->
     assert _cli(tmp_path, "status")["control_log_error"] is None
     shown = [e for e in log.events() if e["kind"] == "blocker_displayed"]
     assert len(shown) == 1
+
+
+def test_the_fold_is_shared_between_processes_through_a_private_cache(tmp_path: Path) -> None:
+    first = ControlLog(tmp_path)
+    first.record("blocker_displayed", goal_id="g", blocker_ref="gate-1", surface="status")
+    first.record("stale_detected", goal_id="g", lag_turns=1, lag_seconds=5, position="g@1:t")
+    assert first.reported() == {"blockers": {"gate-1"}, "stale": {"g@1:t"}}
+    assert stat.S_IMODE(first.cache_path.stat().st_mode) == 0o600
+    assert b"gate-1" in first.cache_path.read_bytes()
+
+    # A new process continues from the cache: bytes it folded are not read again (damaged in
+    # place here, which a whole read would report as state_corrupt).
+    raw = first.path.read_bytes()
+    first.path.write_bytes(b"#" + raw[1:])
+    first.record("blocker_displayed", goal_id="g", blocker_ref="gate-2", surface="page")
+    assert ControlLog(tmp_path).reported()["blockers"] == {"gate-1", "gate-2"}
+
+    # A replaced log does not match the cache's identity: folded from its start.
+    replacement = tmp_path / "events" / "new.jsonl"
+    replacement.write_bytes(raw[raw.index(b"\n") + 1 :])  # only the stale event
+    os.replace(replacement, first.path)
+    assert ControlLog(tmp_path).reported() == {"blockers": set(), "stale": {"g@1:t"}}
+
+
+@pytest.mark.parametrize(
+    "cache",
+    [b"{not json", b"[]", b'{"schema":"loopx_chat_control_reported_v1","identity":"x"}'],
+)
+def test_an_unusable_fold_cache_is_ignored_and_replaced(tmp_path: Path, cache: bytes) -> None:
+    log = ControlLog(tmp_path)
+    log.record("blocker_displayed", goal_id="g", blocker_ref="gate-1", surface="status")
+    log.cache_path.write_bytes(cache)
+    assert ControlLog(tmp_path).reported()["blockers"] == {"gate-1"}
+    assert json.loads(log.cache_path.read_bytes())["blockers"] == ["gate-1"]
+
+
+def test_a_fold_cache_of_another_schema_is_left_alone(tmp_path: Path) -> None:
+    log = ControlLog(tmp_path)
+    log.record("blocker_displayed", goal_id="g", blocker_ref="gate-1", surface="status")
+    future = json.dumps({"schema": "loopx_chat_control_reported_v9", "keys": []}).encode()
+    log.cache_path.write_bytes(future)
+    assert ControlLog(tmp_path).reported()["blockers"] == {"gate-1"}
+    assert log.cache_path.read_bytes() == future
