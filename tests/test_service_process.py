@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from loopx_chat.goals import GoalStore
+from loopx_chat.host_facts import index_path
 from loopx_chat.store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -99,6 +100,40 @@ def test_sigterm_mid_turn_shuts_down_cleanly(
     assert store.load(sid).active_turn_id is None
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    thread_id = "01a22654-8805-7283-882f-6664d5224a44"
+    folder = bound_home / "sessions" / "2026" / "11" / "29"
+    folder.mkdir(parents=True)
+    meta = {
+        "timestamp": "2026-11-29T09:00:00.000Z",
+        "type": "session_meta",
+        "payload": {"id": thread_id, "cwd": "/somewhere"},
+    }
+    rollout = folder / f"rollout-2026-11-29T09-00-00-{thread_id}.jsonl"
+    rollout.write_text(json.dumps(meta, separators=(",", ":")) + "\n")
+    index = index_path(state, bound_home.resolve())
+    # A blocking gate: a status computed at start-up would record it as displayed.
+    GoalStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
+    proc, _port = _start(state, bound_home, base_env, codex_bin)
+    try:
+        deadline = time.monotonic() + 20
+        while not index.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert index.exists(), "the warm-up scan never wrote the index"
+        assert list(json.loads(index.read_text())["files"]) == [
+            str(rollout.relative_to(bound_home))
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    # Warming the index is not a status read: nothing was recorded as displayed.
+    kinds = [e["kind"] for e in GoalStore(state).control.events()]
+    assert "blocker_displayed" not in kinds and "stale_detected" not in kinds
 
 
 def _chromium() -> str:

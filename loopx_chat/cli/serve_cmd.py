@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import click
 
 from loopx_chat.cli.context import CliContext, renders_errors
@@ -31,4 +33,7 @@ def serve(cli: CliContext, host: str, port: int) -> None:
     except OSError as exc:
         controller.close()
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    threading.Thread(
+        target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
+    ).start()
     serve_forever(server)

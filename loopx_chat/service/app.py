@@ -110,6 +110,7 @@ class ServiceApp:
         self._codex: dict[str, Any] | None = None
         controller.record_start()
         self._scanner = scanner_for(controller.store.root, controller.codex_home)
+        self._scan_lock = threading.Lock()  # one scanner, one scan at a time
         self._status_cache = StatusCache(controller.store.root, self._compute_status)
 
     # -- entry ---------------------------------------------------------------------------
@@ -209,8 +210,16 @@ class ServiceApp:
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
         return doc
 
+    def warm_host_facts(self) -> None:
+        """Bring the rollout index up to date before anyone asks, so the first status read
+        after a start (at login, under launchd) does not wait for a full scan of the home.
+        Only the index is written: nothing is recorded as displayed."""
+        with self._scan_lock:
+            scan_host(self._scanner)
+
     def _compute_status(self) -> dict[str, Any]:
-        scan, _ = scan_host(self._scanner)
+        with self._scan_lock:
+            scan, _ = scan_host(self._scanner)
         return collect_status(
             self.controller.store,
             self.goals,
