@@ -16,10 +16,11 @@ Which threads stay loaded between turns, and when they are let go, is `warm_thre
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -87,6 +88,8 @@ class _Host(Protocol):
     @property
     def thread_id(self) -> str | None: ...
 
+    def close(self) -> int | None: ...
+
 
 _H = TypeVar("_H", bound=_Host)
 
@@ -148,6 +151,17 @@ class ChatController:
     def _session_lock(self, session_id: str) -> threading.RLock:
         return self._warm.session_lock(session_id)
 
+    @contextlib.contextmanager
+    def _using(self, session_id: str) -> Iterator[None]:
+        """Hold the session's lock; afterwards, however the work ended, a loaded thread that
+        is not in a turn starts its idle timer (so no error path keeps an app-server and its
+        writer lock forever)."""
+        with self._session_lock(session_id):
+            try:
+                yield
+            finally:
+                self._warm.idle_soon(session_id)
+
     def find_binary(self) -> CodexBinary:
         """The codex this controller spawns (looked up once); `host_tool_unavailable` if none."""
         if self._binary is None:
@@ -183,6 +197,13 @@ class ChatController:
 
     def _load_checked(self, session_id: str) -> SessionRecord:
         record = self.store.load(validate_session_id(session_id))
+        if record.agent_id != "codex":
+            # Listed and projected like any session, but never driven: nothing is spawned.
+            raise UsageError(
+                f"session {record.session_id} belongs to agent {record.agent_id!r}; loopx-chat "
+                "drives only Codex sessions",
+                error_code="agent_unsupported",
+            )
         self._check_home(record)
         return record
 
@@ -218,16 +239,20 @@ class ChatController:
         # app-server or keeps us from starting one (home_exclusive_hold).
         with self._home_lock.spawn_guard():
             host = open_host(launch)
-            self._registry.register(
-                RegisteredServer(
-                    pid=host.proc.pid,
-                    create_time=process_create_time(host.proc.pid),
-                    codex_home=str(self.binding.path),
-                    sqlite_home=str(self.binding.sqlite_home),
-                    thread_id=host.thread_id,
-                    session_id=session_id,
+            try:
+                self._registry.register(
+                    RegisteredServer(
+                        pid=host.proc.pid,
+                        create_time=process_create_time(host.proc.pid),
+                        codex_home=str(self.binding.path),
+                        sqlite_home=str(self.binding.sqlite_home),
+                        thread_id=host.thread_id,
+                        session_id=session_id,
+                    )
                 )
-            )
+            except BaseException:
+                host.close()  # an app-server nobody can see must not outlive this call
+                raise
         return host
 
     def open_session(
@@ -271,6 +296,7 @@ class ChatController:
             lock.release()
             raise
         self._warm.add(session_id, thread, lock)
+        self._warm.idle_soon(session_id)
         return record
 
     def _latest_session(self, goal_id: str) -> SessionRecord | None:
@@ -287,7 +313,7 @@ class ChatController:
         record = self._load_checked(session_id)  # home check before anything else
         if record.session_mode == "attached_host":
             return record
-        with self._session_lock(session_id):
+        with self._using(session_id):
             record = self._load_checked(session_id)
             self._ensure_warm(record)
             return self.store.load(session_id)
@@ -373,7 +399,7 @@ class ChatController:
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is not None:
             return self._steer(record, warm, text)
-        with self._session_lock(session_id):
+        with self._using(session_id):
             record = self._load_checked(session_id)
             if client_turn_id is not None:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
@@ -479,13 +505,11 @@ class ChatController:
         record = self._load_checked(session_id)
         if record.session_mode == "attached_host" or not record.upstream_thread_id:
             return []
-        with self._session_lock(session_id):
+        with self._using(session_id):
             warm = self._warm.get(session_id)
             if warm is not None and warm.thread.alive:
                 self._warm.cancel_idle_close(warm)
-                turns = warm.thread.read_history()
-                self._warm.schedule_idle_close(session_id, warm)
-                return turns
+                return warm.thread.read_history()
             turns = self._read_unloaded(record, record.upstream_thread_id)
         return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
 
@@ -527,7 +551,7 @@ class ChatController:
                 "attached-host sessions have no managed app-server",
                 error_code="app_server_rejected",
             )
-        with self._session_lock(session_id):
+        with self._using(session_id):
             warm = self._ensure_warm(self._load_checked(session_id))
             try:
                 result = warm.thread.proc.request(
@@ -542,7 +566,6 @@ class ChatController:
                 raise CodexError(
                     f"Codex app-server did not complete {method}", error_code="app_server_exited"
                 ) from None
-            self._warm.schedule_idle_close(session_id, warm)
             return result
 
     # -- lifecycle ----------------------------------------------------------------------

@@ -92,6 +92,7 @@ ERROR_CODES: frozenset[str] = frozenset(
         "hard_timeout",
         "startup_timeout",
         "request_timeout",
+        "agent_unsupported",
         "codex_home_missing",
         "host_unreadable",
         "home_exclusive_hold",

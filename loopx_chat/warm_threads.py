@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loopx_chat.codex.thread import CodexThread
+from loopx_chat.errors import CodexError
 from loopx_chat.ownership import AppServerRegistry
 from loopx_chat.thread_lock import ThreadWriterLock
 
@@ -77,10 +78,24 @@ class WarmThreads:
         return None
 
     def add(self, session_id: str, thread: CodexThread, lock: ThreadWriterLock) -> Warm:
+        if self.closed:
+            # A spawn that finished after shutdown began: let it go at once, never keep it.
+            try:
+                thread.close()
+            finally:
+                lock.release()
+                self._registry.unregister(thread.proc.pid)
+            raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
         warm = Warm(thread=thread, lock=lock)
         self._warm[session_id] = warm
         self._start_watcher()
         return warm
+
+    def idle_soon(self, session_id: str) -> None:
+        """Start the idle timer of the session's thread, if it is loaded and not in a turn."""
+        warm = self._warm.get(session_id)
+        if warm is not None and warm.running_turn_id is None:
+            self.schedule_idle_close(session_id, warm)
 
     def pids(self) -> dict[str, int]:
         return {sid: w.thread.proc.pid for sid, w in self._warm.items()}

@@ -14,12 +14,16 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopx_chat.codex.binary import find_codex, native_binary_for_wrapper
+from loopx_chat.codex.app_server import child_environment
+from loopx_chat.codex.binary import codex_version, find_codex, native_binary_for_wrapper
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller import ChatController, ControllerConfig
-from loopx_chat.errors import CodexError
+from loopx_chat.errors import CodexError, LoopxChatError
+from loopx_chat.ownership import AppServerRegistry
+from loopx_chat.records import SessionRecord
 from loopx_chat.store import SessionStore
-from tests.conftest import FakeCodex
+from loopx_chat.warm_threads import WarmThreads
+from tests.conftest import FakeCodex, wait_for
 
 
 @pytest.fixture
@@ -154,7 +158,7 @@ def test_garbage_stdout_lines_are_skipped(
         skipped = warm.thread.proc.stats.skipped_lines
     assert result.turn.status == "completed"
     assert "".join(deltas) == "fake reply"
-    assert skipped >= 3
+    assert skipped >= 4  # including the response whose id is a list
     log = (
         SessionStore(tmp_path / "state").session_dir(record.session_id)
     ) / "app-server.stderr.log"
@@ -331,3 +335,123 @@ def test_open_resume_latest_reuses_the_goal_session(
         other = c.open_session("goal-y", tmp_path, mode="resume_latest")
     assert again.session_id == first.session_id
     assert other.session_id != first.session_id and other.goal_id == "goal-y"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_a_turn_start_that_never_answers_is_request_timeout(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(
+        tmp_path,
+        home,
+        fake_codex,
+        "hang_turn_start",
+        timeouts=Timeouts(startup=10, request=0.5, idle=5, hard=30, close_grace=2),
+    ) as c:
+        record = c.open_session("g", tmp_path)
+        with pytest.raises(CodexError) as timed_out:
+            c.submit_turn(record.session_id, "hi")
+    assert timed_out.value.error_code == "request_timeout"
+    session = SessionStore(tmp_path / "state").load(record.session_id)
+    assert session.active_turn_id is None and session.last_error_code == "request_timeout"
+
+
+def test_an_opened_or_errored_thread_is_still_closed_when_idle(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(tmp_path, home, fake_codex, idle_close_sec=0.3) as c:
+        record = c.open_session("g", tmp_path)  # no turn: it must not be kept forever
+        pid = c.warm_pids()[record.session_id]
+        psutil.Process(pid).wait(timeout=10)
+        assert c.warm_pids() == {}
+        # An RPC error on a loaded thread does not keep it either.
+        with pytest.raises(CodexError):
+            c.thread_request(record.session_id, "no/such/method", {})
+        pid = c.warm_pids()[record.session_id]
+        psutil.Process(pid).wait(timeout=10)
+        assert c.warm_pids() == {}
+
+
+def test_a_session_of_another_agent_is_never_driven(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    store = SessionStore(tmp_path / "state")
+    now = store.now()
+    store.create(
+        SessionRecord(
+            session_id="a" * 32,
+            goal_id="g",
+            created_at=now,
+            updated_at=now,
+            agent_id="claude",
+            upstream_thread_id="01a22654-8805-7283-882f-6664d5224a44",
+        )
+    )
+    with controller(tmp_path, home, fake_codex) as c:
+        for action in (
+            lambda: c.submit_turn("a" * 32, "hi"),
+            lambda: c.resume_session("a" * 32),
+            lambda: c.history("a" * 32),
+        ):
+            with pytest.raises(LoopxChatError) as refused:
+                action()
+            assert refused.value.error_code == "agent_unsupported"
+    assert fake_codex.app_servers() == []
+
+
+def test_an_app_server_that_cannot_be_registered_is_closed(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    (tmp_path / "state" / "registry").mkdir(parents=True)
+    (tmp_path / "state" / "registry" / "app-servers").write_text("not a folder")
+    with controller(tmp_path, home, fake_codex) as c, pytest.raises(OSError):
+        c.open_session("g", tmp_path)
+    (spawned,) = fake_codex.app_servers()
+    wait_for(lambda: not _alive(spawned["pid"]))
+
+
+def test_a_thread_loaded_after_shutdown_began_is_let_go(tmp_path: Path) -> None:
+    closed: list[str] = []
+
+    class _Proc:
+        pid = 424242
+
+    class _Thread:
+        proc = _Proc()
+
+        def close(self) -> None:
+            closed.append("thread")
+
+    class _Lock:
+        def release(self) -> None:
+            closed.append("lock")
+
+    warm = WarmThreads(
+        idle_close_sec=60,
+        registry=AppServerRegistry(tmp_path),
+        quiesce_requested=lambda: False,
+    )
+    warm.close(grace=0)
+    with pytest.raises(CodexError) as stopping:
+        warm.add("s", _Thread(), _Lock())  # type: ignore[arg-type]
+    assert stopping.value.error_code == "controller_stopped"
+    assert closed == ["thread", "lock"] and "s" not in warm
+
+
+def test_codex_version_and_child_environment_use_the_pinned_home(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    ambient = tmp_path / "ambient-home"
+    env = {"PATH": os.environ["PATH"], "CODEX_HOME": str(ambient), "RUST_LOG": "trace"}
+    binary = find_codex(str(fake_codex.bin), env)
+    assert codex_version(binary, {**env, **fake_codex.env()}, home) is not None
+    assert fake_codex.entries()[-1]["codex_home"] == str(home)
+    # Codex's trace logs copy prompts into the stderr log we keep: never inherited.
+    child = child_environment(env, home)
+    assert (child["CODEX_HOME"], child["RUST_LOG"]) == (str(home), "warn")

@@ -114,8 +114,10 @@ def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str,
     """A copy of `environ` with `CODEX_HOME` pinned; the parent's env is never touched."""
     env = dict(environ)
     env["CODEX_HOME"] = str(codex_home)
-    # Keep stderr to warnings unless the user asked for more; info logs a line per second.
-    env.setdefault("RUST_LOG", "warn")
+    # Always warnings only: the stderr log sits in loopx-chat's state, and codex's debug and
+    # trace logs copy prompts and provider configuration into it. An inherited RUST_LOG
+    # (from a shell that debugs something else) must not turn that on.
+    env["RUST_LOG"] = "warn"
     return env
 
 
@@ -288,8 +290,15 @@ class AppServerProcess:
             return
         method = message.get("method")
         if "id" in message and method is None:
+            response_id = message["id"]
+            if not isinstance(response_id, int) or isinstance(response_id, bool):
+                # Our ids are integers; anything else (a list, an object) answers nothing of
+                # ours and must not take the reader thread down.
+                self.stats.skipped_lines += 1
+                self._log.note("skipped a response whose id is not one of our integer ids")
+                return
             with self._pending_lock:
-                slot = self._pending.get(message["id"])  # type: ignore[arg-type]
+                slot = self._pending.get(response_id)
             if slot is not None:
                 with contextlib.suppress(queue.Full):
                     slot.put_nowait(message)

@@ -83,13 +83,17 @@ def native_binary_for_wrapper(script: Path) -> Path | None:
 
 
 def codex_version(
-    binary: CodexBinary, environ: Mapping[str, str], timeout: float = 10.0
+    binary: CodexBinary, environ: Mapping[str, str], codex_home: Path, timeout: float = 10.0
 ) -> str | None:
-    """`codex --version` as a bare version string, or None when it cannot be read."""
+    """`codex --version` as a bare version string, or None when it cannot be read.
+
+    Even this runs with the pinned home: codex writes scratch files under its CODEX_HOME at
+    every start, and the ambient one is not ours to touch.
+    """
     try:
         done = subprocess.run(
             [str(binary.path), "--version"],
-            env=dict(environ),
+            env={**environ, "CODEX_HOME": str(codex_home)},
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

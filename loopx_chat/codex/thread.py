@@ -298,6 +298,12 @@ class CodexThread:
             raise classify_rpc_error("turn/start", exc.message) from None
         except ProcessGone:
             raise _exited_error(self.proc, self.log_path, "during turn/start") from None
+        except TimeoutError:
+            raise CodexError(
+                f"Codex app-server did not answer turn/start within {self.timeouts.request:g}s",
+                error_code="request_timeout",
+                gate=HOST_GATE,
+            ) from None
         turn = result.get("turn")
         turn_id = turn.get("id") if isinstance(turn, dict) else None
         if not isinstance(turn_id, str) or not turn_id:

@@ -232,7 +232,7 @@ class ServiceApp:
         if self._codex is None:
             try:
                 binary = self.controller.find_binary()
-                version = codex_version(binary, self.controller.environ)
+                version = codex_version(binary, self.controller.environ, self.controller.codex_home)
                 self._codex = {"available": True, "version": version}
             except LoopxChatError:
                 self._codex = {"available": False, "version": None}

@@ -48,6 +48,7 @@ SCENARIOS = frozenset(
         "garbage",
         "hang_turn",
         "hang_read",
+        "hang_turn_start",
         "crash_mid_turn",
         "home_mismatch",
         "approval",
@@ -85,7 +86,12 @@ TOKEN_USAGE: dict[str, int] = {
 
 # Lines the `garbage` scenario writes before every message: a real server never does this, but a
 # stray log line on stdout (e.g. from a wrapper) must not break the client's reader.
-GARBAGE_LINES = (b"not json at all\n", b"{broken\n", b"\x1b[2mWARN\x1b[0m a log line on stdout\n")
+GARBAGE_LINES = (
+    b"not json at all\n",
+    b"{broken\n",
+    b"\x1b[2mWARN\x1b[0m a log line on stdout\n",
+    b'{"id":[1],"result":{}}\n',  # an unhashable id must not take the reader down
+)
 
 REPLY_DELTAS = ("fake ", "reply")
 
@@ -416,6 +422,8 @@ class FakeAppServer:
             raise RpcError("Invalid request: missing field `threadId`")
         if thread_id not in self.threads:
             raise RpcError(f"thread not found: {thread_id}")
+        if self.scenario == "hang_turn_start":
+            return  # never answers turn/start
         active = self.active_turns.get(thread_id)
         if active is not None:
             # A turn/start during an active turn steers it: same turn id, no new turn events.
