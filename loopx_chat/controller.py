@@ -39,7 +39,7 @@ from loopx_chat.codex.thread import (
 from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals import GoalStore, validate_goal_id
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.ownership import (
     AppServerRegistry,
@@ -264,8 +264,7 @@ class ChatController:
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
             raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
-        if not goal_id or not goal_id.strip():
-            raise UsageError("goal id must not be empty", error_code="usage_error")
+        validate_goal_id(goal_id)  # it names folders and shows on every status screen
         if mode == "resume_latest":
             latest = self._latest_session(goal_id)
             if latest is not None:
@@ -387,7 +386,14 @@ class ChatController:
         client_turn_id: str | None = None,
         on_delta: Callable[[str], None] | None = None,
         on_started: Callable[[TurnRecord], None] | None = None,
+        may_start: Callable[[], bool] | None = None,
     ) -> TurnResult:
+        """Run one turn (or steer the running one, or replay a recorded `client_turn_id`).
+
+        `may_start` is asked once, right before anything is sent upstream: a caller that has
+        already given up (an HTTP request that timed out) answers False and the turn never
+        runs (`turn_not_accepted`).
+        """
         record = self._load_checked(session_id)  # before any write, spawn or acceptance
         if client_turn_id is not None:
             validate_session_id(client_turn_id)
@@ -398,6 +404,7 @@ class ChatController:
             return self.turns.queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is not None:
+            _check_may_start(may_start)
             return self._steer(record, warm, text)
         with self._using(session_id):
             record = self._load_checked(session_id)
@@ -406,6 +413,7 @@ class ChatController:
                 if existing is not None:
                     return self.turns.replayed(record, existing)
             warm = self._ensure_warm(record)
+            _check_may_start(may_start)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
 
     def _steer(self, record: SessionRecord, warm: Warm, text: str) -> TurnResult:
@@ -581,3 +589,11 @@ class ChatController:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _check_may_start(may_start: Callable[[], bool] | None) -> None:
+    if may_start is not None and not may_start():
+        raise CodexError(
+            "the caller gave up before the turn could start; it did not run",
+            error_code="turn_not_accepted",
+        )

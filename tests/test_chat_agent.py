@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import psutil
@@ -455,3 +456,27 @@ def test_codex_version_and_child_environment_use_the_pinned_home(
     # Codex's trace logs copy prompts into the stderr log we keep: never inherited.
     child = child_environment(env, home)
     assert (child["CODEX_HOME"], child["RUST_LOG"]) == (str(home), "warn")
+
+
+def test_a_turn_the_caller_gave_up_on_never_runs(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(tmp_path, home, fake_codex) as c:
+        record = c.open_session("g", tmp_path)
+        with pytest.raises(CodexError) as gave_up:
+            c.submit_turn(record.session_id, "too late", may_start=lambda: False)
+        assert gave_up.value.error_code == "turn_not_accepted"
+        assert SessionStore(tmp_path / "state").list_turns(record.session_id) == []
+        ran = c.submit_turn(record.session_id, "in time", may_start=lambda: True)
+    assert ran.turn.status == "completed"
+
+
+def test_the_service_worker_either_starts_the_turn_or_gives_it_up() -> None:
+    from loopx_chat.service.app import _Worker
+
+    late = _Worker(thread=threading.Thread())
+    assert late.give_up() is True
+    assert late.may_start() is False  # the 504 was sent: the turn must not run
+    started = _Worker(thread=threading.Thread())
+    assert started.may_start() is True
+    assert started.give_up() is False  # it runs: the request waits for its acceptance

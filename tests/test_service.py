@@ -10,6 +10,7 @@ import http.client
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.controller import ChatController
+from loopx_chat.goal_records import GoalRecords
 from loopx_chat.goals import GoalStore
 from loopx_chat.records import SessionRecord
 from loopx_chat.service.app import ServiceApp
@@ -328,3 +330,79 @@ def test_page_escapes_every_value_and_shows_goal_records() -> None:
     assert "throttled: token_budget_spent" in html
     assert "2 host turn(s) behind, missing_validation" in html
     assert 'data-goal="g&lt;1&gt;"' in html
+
+
+def test_a_refused_second_turn_does_not_end_the_running_turns_stream(service: Service) -> None:
+    sid = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-sse"}).json()[
+        "session"
+    ]["session_id"]
+    running = service.request(
+        "POST", f"/api/chat/sessions/{sid}/turns", body={"text": "mock:slow=0.3"}
+    )
+    assert running.status == 202
+    got: dict[str, list[dict[str, Any]]] = {}
+    watcher = threading.Thread(target=lambda: got.setdefault("events", service.events(sid)))
+    watcher.start()
+    refused = service.request(
+        "POST", f"/api/chat/sessions/{sid}/turns", body={"text": "x", "client_turn_id": "bad id!"}
+    )
+    assert refused.status == 400
+    watcher.join(timeout=60)
+    statuses = [e.get("status") for e in got["events"] if e["type"] == "status"]
+    # The listener saw the running turn through to its end, not an early "end".
+    assert statuses[-1] == "completed"
+
+
+def test_bad_goal_ids_are_refused_and_status_survives_old_ones(service: Service) -> None:
+    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "bad goal/<x>"})
+    assert opened.status == 400 and opened.json()["error_code"] == "invalid_goal_id"
+    # A goal folder no writer would accept now (an older version's) does not break status.
+    (service.state / "goals" / "bad goal").mkdir(parents=True)
+    ok = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-fine"})
+    assert ok.status == 201
+    status = service.request("GET", "/status.json")
+    assert status.status == 200
+    assert [g["goal_id"] for g in status.json()["attention_queue"]] == ["g-fine"]
+    assert service.request("GET", "/").status == 200
+
+
+def test_head_chunked_and_odd_lengths(service: Service) -> None:
+    head = service.request("HEAD", "/status.json")
+    assert head.status == 200 and head.body == b""
+    assert int(head.headers["content-length"]) > 0
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+        smuggled = f"GET /api/chat/sessions HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n\r\n"
+        body = f"{len(smuggled):x}\r\n{smuggled}\r\n0\r\n\r\n"
+        sock.sendall(
+            (
+                f"POST /api/chat/sessions HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n"
+                "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + body
+            ).encode()
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    # One refusal and the connection closed: the chunk was never run as a second request.
+    assert answer.count(b"HTTP/1.1 ") == 1 and b" 400 " in answer.split(b"\r\n", 1)[0]
+    odd = service.request(
+        "POST", "/api/chat/sessions", raw=b"{}", headers={"Content-Length": "1_5"}
+    )
+    assert odd.status == 400
+
+
+def test_status_reads_its_own_writes_at_once(service: Service) -> None:
+    assert service.request("GET", "/status.json").json()["goal_count"] == 0
+    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-now"})
+    assert opened.status == 201
+    # No waiting for a cache window: the write through the service is seen by the next read.
+    assert service.request("GET", "/status.json").json()["goal_count"] == 1
+    # Goal records written by the CLI are in the fingerprint too (not only gates/handoffs):
+    # seen within the fingerprint's 0.1 s, not at the next 2 s host refresh.
+    GoalRecords(GoalStore(service.state)).set_goal_state("g-now", {"objective": "Ship it"})
+    deadline = time.monotonic() + 0.4
+    objective = None
+    while objective != "Ship it" and time.monotonic() < deadline:
+        goal = service.request("GET", "/status.json").json()["attention_queue"][0]
+        objective = (goal.get("goal_state") or {}).get("objective")
+        time.sleep(0.02)
+    assert objective == "Ship it"

@@ -56,6 +56,10 @@ STATUS_BY_CODE = {
     "state_unwritable": 500,
     "bad_json": 400,
     "internal_error": 500,
+    "agent_unsupported": 409,
+    "controller_stopped": 503,
+    "turn_not_accepted": 504,
+    "unsupported_session_fields": 500,
 }
 
 
@@ -94,6 +98,24 @@ class _Worker:
     result: TurnResult | None = None
     error: LoopxChatError | None = None
     turn: TurnRecord | None = None
+    # Exactly one of these happens: the controller starts the turn, or the request gives up
+    # (504) and the turn never runs. Decided under `lock`.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    started: bool = False
+    abandoned: bool = False
+
+    def may_start(self) -> bool:
+        with self.lock:
+            if not self.abandoned:
+                self.started = True
+            return self.started
+
+    def give_up(self) -> bool:
+        """True when the turn had not started and now never will."""
+        with self.lock:
+            if not self.started and self.result is None and self.error is None:
+                self.abandoned = True
+            return self.abandoned
 
 
 class ServiceApp:
@@ -128,9 +150,14 @@ class ServiceApp:
             return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
         path = path.split("?", 1)[0]
         try:
-            return self._route(method, path, body)
+            # HEAD is GET without the body (the server drops it).
+            return self._route("GET" if method == "HEAD" else method, path, body)
         except LoopxChatError as exc:
             return from_error(exc)
+        finally:
+            if method not in ("GET", "HEAD"):
+                # A client reads its own writes: the next status read looks at the disk again.
+                self._status_cache.invalidate()
 
     def _route(self, method: str, path: str, body: bytes) -> Response:
         if path == "/" and method == "GET":
@@ -286,7 +313,12 @@ class ServiceApp:
         def run() -> None:
             try:
                 worker.result = self.controller.submit_turn(
-                    session_id, text, client_turn_id, on_delta=on_delta, on_started=on_started
+                    session_id,
+                    text,
+                    client_turn_id,
+                    on_delta=on_delta,
+                    on_started=on_started,
+                    may_start=worker.may_start,
                 )
                 turn = worker.result.turn
                 if worker.result.created:
@@ -309,12 +341,22 @@ class ServiceApp:
                 log(f"turn on session {session_id} crashed: {type(exc).__name__}")
             finally:
                 worker.accepted.set()
-                if worker.result is None or worker.result.created:
+                # Only a turn this request started ends the session's event stream; a request
+                # refused before starting one (bad input, busy, replay) must not cut off the
+                # listeners of a turn that is still running.
+                if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
 
         worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
         worker.thread.start()
-        worker.accepted.wait(ACCEPT_WAIT_SEC)
+        if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
+            return error_response(
+                504,
+                "turn_not_accepted",
+                f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s; it will not run, so "
+                "it is safe to send it again",
+            )
+        worker.accepted.wait()  # started: its acceptance (or failure) is a request away
         if worker.error is not None:
             return from_error(worker.error)
         if worker.result is not None:  # finished (or replayed) before we looked
@@ -341,6 +383,12 @@ class ServiceApp:
         record = self.controller.store.load(session_id)
         listener = self.hub.subscribe(session_id)
 
+        def active() -> bool:
+            try:
+                return bool(self.controller.store.load(session_id).active_turn_id)
+            except LoopxChatError:
+                return False  # unreadable now: end the stream rather than fail inside it
+
         def stream() -> Iterator[bytes]:
             try:
                 first = self.hub.last_status(session_id) or {
@@ -348,13 +396,13 @@ class ServiceApp:
                     "status": record.status,
                 }
                 yield _sse(first)
-                if not self.controller.store.load(session_id).active_turn_id:
+                if not active():
                     return
                 while True:
                     try:
                         event = listener.get(timeout=15)
                     except queue.Empty:
-                        if not self.controller.store.load(session_id).active_turn_id:
+                        if not active():
                             return
                         yield b": keepalive\n\n"
                         continue

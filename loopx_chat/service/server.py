@@ -50,11 +50,16 @@ class _Handler(BaseHTTPRequestHandler):
     def _handle(self) -> None:
         started = time.monotonic()
         headers = {k.lower(): v for k, v in self.headers.items()}
-        try:
-            length = int(headers.get("content-length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0:
+        declared = (headers.get("content-length") or "0").strip()
+        length = int(declared) if declared.isascii() and declared.isdigit() else -1
+        if "transfer-encoding" in headers:
+            # Only Content-Length bodies are read; a chunked body left unread would be parsed
+            # as the next request on this connection.
+            response = error_response(
+                400, "bad_request", "chunked request bodies are not accepted; send Content-Length"
+            )
+            self.close_connection = True
+        elif length < 0:
             response = error_response(400, "bad_request", "invalid Content-Length")
             self.close_connection = True
         elif length > MAX_BODY:
@@ -70,7 +75,10 @@ class _Handler(BaseHTTPRequestHandler):
                     f"{type(exc).__name__}"
                 )
                 response = error_response(500, "internal_error", "internal error")
-        self._send(response)
+        try:
+            self._send(response)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client left: nobody to answer, nothing to report
         log(
             f"{self.command} {self.path.split('?')[0]} {response.status} "
             f"{(time.monotonic() - started) * 1000:.0f}ms"
@@ -122,8 +130,10 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
     )
     thread.start()
+    host = server.server_address[0]
+    shown = f"[{host}]" if ":" in host else host
     log(
-        f"listening on http://127.0.0.1:{server.port}/ "
+        f"listening on http://{shown}:{server.port}/ "
         f"(codex home from {server.app.controller.binding.source})"
     )
     try:

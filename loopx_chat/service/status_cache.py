@@ -47,8 +47,14 @@ def state_fingerprint(root: Path) -> Fingerprint:
                 _stat(os.path.join(entry.path, "session.json"), out)
                 _stat(os.path.join(entry.path, "turns"), out)
             else:
-                _stat(os.path.join(entry.path, "gates.jsonl"), out)
-                _stat(os.path.join(entry.path, "handoffs.jsonl"), out)
+                # Every record of a goal shows on the first screen (gates, handoffs, goal
+                # state, rewards, proposals, quota, writeback results): all of its files.
+                try:
+                    files = [f.path for f in os.scandir(entry.path) if f.name.endswith(".jsonl")]
+                except OSError:
+                    continue
+                for path in files:
+                    _stat(path, out)
     out.sort()
     return tuple(out)
 
@@ -77,6 +83,10 @@ class StatusCache:
         self._key: Fingerprint | None = None
         self._doc: dict[str, Any] = {}
         self._body = b""
+
+    def invalidate(self) -> None:
+        """Look at the disk again on the next read (after a write through the service)."""
+        self._fingerprint_at = float("-inf")
 
     def _current_fingerprint(self) -> Fingerprint:
         # Under load, many requests arrive within a few milliseconds; one stat sweep serves
