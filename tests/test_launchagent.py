@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -372,3 +373,176 @@ def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
     doc = json.loads(done.stdout)
     assert doc["state"] == "running"
     assert doc["binding"]["path"] == str(tmp_path / ".codex")
+
+
+# ---------------------------------------------------------------------------------------------
+# Legacy programs: what the old service actually started with, or a refusal
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["/bin/bash", "-lc", "export CODEX_HOME=/w; exec loopx chat"], {}, "/w"),
+        (["/bin/zsh", "-l", "-c", "export CODEX_HOME=/w; exec x"], {}, "/w"),
+        (["/bin/sh", "-c", "CODEX_HOME=/w; export CODEX_HOME; exec x"], {}, "/w"),
+        (["/bin/sh", "-c", "export A=1 CODEX_HOME=/w; exec x", "argv0"], {}, "/w"),
+        (["/usr/bin/env", "bash", "-c", "export CODEX_HOME=/w; exec x"], {}, "/w"),
+        (["/usr/bin/env", "CODEX_HOME=/e", "/usr/local/bin/loopx-chat", "serve"], {}, "/e"),
+        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec x >>/tmp/log 2>&1"], {}, "/w"),
+        (["/bin/sh", "-c", "set -e\nexport CODEX_HOME=/w\ncd /tmp\nexec x"], {}, "/w"),
+        # The script's export is what the service saw, not EnvironmentVariables.
+        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec x"], {"CODEX_HOME": "/old"}, "/w"),
+        # An inherited variable stays exported when the script reassigns it.
+        (["/bin/sh", "-c", "CODEX_HOME=/w; exec x"], {"CODEX_HOME": "/old"}, "/w"),
+        # A plain assignment that is never exported never reached the service.
+        (["/bin/sh", "-c", "CODEX_HOME=/w\nexec x"], {}, f"{HOME}/.codex"),
+        (["/bin/sh", "-c", "unset CODEX_HOME; exec x"], {"CODEX_HOME": "/old"}, f"{HOME}/.codex"),
+        (["/bin/zsh", "-f", "-c", "exec x"], {}, f"{HOME}/.codex"),
+    ],
+)
+def test_legacy_programs_decode_to_what_the_service_saw(
+    args: list[str], env: dict[str, str], expected: str
+) -> None:
+    got = resolve_install_binding(
+        explicit=None, existing=_plist(env, args), ambient_codex_home="/amb", user_home=HOME
+    )
+    assert got.path == expected
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["/bin/sh", "-c", "export CODEX_HOME=/x&&exec loopx chat"],
+        ["/bin/sh", "-c", "[ -d /x ] && export CODEX_HOME=/x; exec loopx chat"],
+        ["/bin/sh", "-c", "export CODEX_HOME='~/h'; exec x"],
+        ["/bin/sh", "-c", 'export CODEX_HOME="~/h"; exec x'],
+        ["/bin/sh", "-c", "export CODEX_HOME='$HOME/h'; exec x"],
+        ["/bin/sh", "-c", "if true; then export CODEX_HOME=/x; fi; exec x"],
+        ["/bin/sh", "-c", ". ~/.profile; exec loopx chat"],
+        ["/bin/sh", "-c", "set -a; CODEX_HOME=/x; exec x"],
+        ["/bin/bash", "-lc", "exec loopx chat"],  # the login profile may set the home
+        ["/bin/zsh", "-c", "exec loopx chat"],  # so may ~/.zshenv
+        ["/bin/bash", "/Users/me/start-loopx.sh"],  # a script file we do not read
+        ["/usr/bin/env", "-i", "CODEX_HOME=/x", "/bin/sh", "-c", "exec x"],
+        ["/usr/local/bin/tool", "--env=CODEX_HOME=/x"],
+    ],
+)
+def test_undecidable_legacy_programs_are_refused(args: list[str]) -> None:
+    with pytest.raises(LaunchAgentError) as info:
+        resolve_install_binding(
+            explicit=None, existing=_plist({}, args), ambient_codex_home=None, user_home=HOME
+        )
+    assert info.value.error_code == "legacy_binding_ambiguous"
+    assert "LOOPX_CHAT_CODEX_HOME" in info.value.message
+
+
+def test_control_characters_are_refused_not_a_traceback() -> None:
+    with pytest.raises(LaunchAgentError) as explicit:
+        resolve_install_binding(
+            explicit="/tmp/a\x01b", existing=None, ambient_codex_home=None, user_home=HOME
+        )
+    assert explicit.value.error_code == "codex_home_not_absolute"
+    raw = plistlib.dumps(
+        {"EnvironmentVariables": {"LOOPX_CHAT_CODEX_HOME": "/h\x1bx"}}, fmt=plistlib.FMT_BINARY
+    )
+    with pytest.raises(LaunchAgentError) as parsed:
+        parse_plist(raw, where="/x.plist")
+    assert parsed.value.error_code == "plist_malformed"
+    assert _plist(args=["x", "--port", "\u00b2"]).port() is None
+    assert _plist(args=["x", "--port=8123"]).port() == 8123
+
+
+def _la(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    fake = bindir / "launchctl"
+    fake.write_text(
+        f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests/fakes/fake_launchctl.py"}" "$@"\n'
+    )
+    fake.chmod(0o755)
+    env = {
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN": "1",
+        "FAKE_LAUNCHCTL_STATE": str(tmp_path / "launchd.json"),
+        **extra,
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "loopx_chat", "launchagent", *args, "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _jobs(tmp_path: Path) -> dict[str, Any]:
+    import json
+
+    return dict(json.loads((tmp_path / "launchd.json").read_text())["jobs"])
+
+
+def test_a_failed_upgrade_leaves_the_running_service_running(tmp_path: Path) -> None:
+    import json
+
+    first = _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-a")
+    assert first.returncode == 0, first.stderr
+    running = _jobs(tmp_path)
+    plist = tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist"
+    before = plist.read_bytes()
+    # The upgrade cannot keep the previous file (a symlink is in the way): refused, and the
+    # job that was running was never booted out.
+    (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist.previous").symlink_to(
+        tmp_path / "nowhere"
+    )
+    failed = _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-b")
+    assert failed.returncode != 0
+    assert json.loads(failed.stdout)["error_code"] == "plist_unwritable"
+    assert "Traceback" not in failed.stderr
+    assert _jobs(tmp_path) == running and plist.read_bytes() == before
+    # A log folder that cannot be made is the same clean refusal.
+    (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist.previous").unlink()
+    shutil.rmtree(tmp_path / "Library" / "Logs")
+    (tmp_path / "Library" / "Logs").write_text("a file, not a folder")
+    again = _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-b")
+    assert json.loads(again.stdout)["error_code"] == "plist_unwritable"
+    assert "Traceback" not in again.stderr
+    assert _jobs(tmp_path) == running and plist.read_bytes() == before
+
+
+def test_a_failed_bootstrap_of_an_upgrade_reloads_the_previous_plist(tmp_path: Path) -> None:
+    import json
+
+    assert _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-a").returncode == 0
+    plist = tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist"
+    before = plist.read_bytes()
+    failed = _la(
+        tmp_path,
+        "install",
+        LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-b",
+        FAKE_LAUNCHCTL_BOOTSTRAP_EIO="2",  # the new one fails twice (with its retry)
+    )
+    assert failed.returncode != 0
+    assert json.loads(failed.stdout)["error_code"] == "bootstrap_failed"
+    assert plist.read_bytes() == before
+    assert "com.loopx.chat" in _jobs(tmp_path)  # the old definition is loaded again
+
+
+def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> None:
+    import json
+
+    assert _la(tmp_path, "install").returncode == 0
+    running = _jobs(tmp_path)
+    plist = tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist"
+    plist.write_bytes(b"<?xml version='1.0'?><plist><dict><key>a</key>")
+    stopped = _la(tmp_path, "stop")
+    assert json.loads(stopped.stdout)["error_code"] == "plist_malformed"
+    assert _jobs(tmp_path) == running  # not booted out behind the error
+    plist.unlink()
+    plist.mkdir()
+    removed = _la(tmp_path, "uninstall")
+    assert json.loads(removed.stdout)["error_code"] == "plist_unsafe"
+    assert "Traceback" not in removed.stderr
+    assert _jobs(tmp_path) == running

@@ -232,9 +232,18 @@ class LaunchAgentInstaller:
             # Same definition: a restart picks up an upgraded package.
             self.launchctl.kickstart(self.paths.label)
         else:
+            previous = current[0] if current else None
+            # The file first: a write that fails leaves the running job as it was. launchd
+            # works from the copy it loaded, so replacing the file changes nothing until
+            # the reload below.
+            self._write(data, previous=previous)
             self.launchctl.bootout(self.paths.label)
-            self._write(data, previous=current[0] if current else None)
-            self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
+            try:
+                self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
+            except LaunchAgentError:
+                if previous is not None:
+                    self._restore(previous)
+                raise
         report = self.status(action=action)
         report.warnings[:0] = warnings
         report.binding = {"path": binding.path, "source": binding.source}
@@ -242,30 +251,49 @@ class LaunchAgentInstaller:
             report.notes.append(f"previous plist kept at {self.paths.previous}")
         return report
 
-    def _write(self, data: bytes, previous: bytes | None) -> None:
-        agents = self.paths.plist.parent
-        agents.mkdir(parents=True, exist_ok=True)
-        self.paths.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    def _restore(self, previous: bytes) -> None:
+        """Put the old plist back and load it again after a failed bootstrap of the new one,
+        so a failed upgrade leaves the service that was running (best effort: the bootstrap
+        error is what the user sees)."""
         try:
+            atomic_write_bytes(self.paths.plist, previous, mode=PLIST_MODE)
+            self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
+        except (OSError, LaunchAgentError):
+            pass
+
+    def _write(self, data: bytes, previous: bytes | None) -> None:
+        try:
+            self.paths.plist.parent.mkdir(parents=True, exist_ok=True)
+            self.paths.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             if previous is not None and previous != data:
                 atomic_write_bytes(self.paths.previous, previous, mode=PLIST_MODE)
             atomic_write_bytes(self.paths.plist, data, mode=PLIST_MODE)
         except OSError as exc:
             raise LaunchAgentError(
-                f"cannot write {self.paths.plist}: {exc.strerror or exc}",
+                f"cannot write {self.paths.plist} or its log folder {self.paths.log_dir}: "
+                f"{exc.strerror or exc}",
                 error_code="plist_unwritable",
             ) from None
 
     def uninstall(self) -> Report:
-        if self.paths.plist.is_symlink():
-            raise LaunchAgentError(f"{self.paths.plist} is a symlink", error_code="plist_unsafe")
+        path = self.paths.plist
+        if path.is_symlink() or (path.exists() and not path.is_file()):
+            # Checked before launchd is touched: a refusal leaves the service as it was.
+            raise LaunchAgentError(
+                f"{path} is not a regular file; remove it by hand", error_code="plist_unsafe"
+            )
         self.launchctl.bootout(self.paths.label)
         removed = False
         try:
-            self.paths.plist.unlink()
+            path.unlink()
             removed = True
         except FileNotFoundError:
             pass
+        except OSError as exc:
+            raise LaunchAgentError(
+                f"the service was stopped but {path} could not be removed: {exc.strerror or exc}",
+                error_code="plist_unwritable",
+            ) from None
         report = self.status(action="uninstall")
         report.notes.append(
             ("removed " if removed else "no plist at ") + f"{self.paths.plist}; "
@@ -290,6 +318,7 @@ class LaunchAgentInstaller:
         return self.status(action="start")
 
     def stop(self) -> Report:
+        self.read_existing()  # a plist we cannot read is refused before launchd is touched
         self.launchctl.bootout(self.paths.label)
         report = self.status(action="stop")
         report.notes.append("stopped until the next `start`, `install` or login")

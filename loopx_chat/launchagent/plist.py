@@ -9,6 +9,7 @@ plist content.
 from __future__ import annotations
 
 import plistlib
+import re
 import xml.parsers.expat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,11 +59,18 @@ class ParsedPlist:
     def port(self) -> int | None:
         args = list(self.program_arguments)
         for i, arg in enumerate(args):
-            if arg == "--port" and i + 1 < len(args) and args[i + 1].isdigit():
-                return int(args[i + 1])
-            if arg.startswith("--port=") and arg[7:].isdigit():
-                return int(arg[7:])
+            value = args[i + 1] if arg == "--port" and i + 1 < len(args) else None
+            if arg.startswith("--port="):
+                value = arg[7:]
+            # ASCII digits only: `"²".isdigit()` is True, and int() refuses it.
+            if value is not None and _PORT.fullmatch(value) and 0 < int(value) < 65536:
+                return int(value)
         return None
+
+
+_PORT = re.compile(r"[0-9]{1,5}")
+# What the XML writer refuses; values with these cannot be written back.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def label_for(prefix: str | None) -> str:
@@ -117,4 +125,6 @@ def parse_plist(raw: bytes, *, where: str) -> ParsedPlist:
     args = data.get("ProgramArguments", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise _malformed(where, "ProgramArguments is not a list of strings")
+    if any(_CONTROL_CHARS.search(v) for v in (*env.keys(), *env.values(), *args)):
+        raise _malformed(where, "a value contains control characters")
     return ParsedPlist(data=data, environment=dict(env), program_arguments=tuple(args))
