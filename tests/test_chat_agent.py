@@ -10,6 +10,7 @@ import glob
 import os
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import psutil
@@ -480,3 +481,24 @@ def test_the_service_worker_either_starts_the_turn_or_gives_it_up() -> None:
     started = _Worker(thread=threading.Thread())
     assert started.may_start() is True
     assert started.give_up() is False  # it runs: the request waits for its acceptance
+
+
+def test_an_app_server_that_stops_reading_never_blocks_a_turn_or_shutdown(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    c = controller(
+        tmp_path,
+        home,
+        fake_codex,
+        "stop_reading",
+        timeouts=Timeouts(startup=10, request=1, idle=5, hard=30, close_grace=1),
+    )
+    record = c.open_session("g", tmp_path)
+    pid = c.warm_pids()[record.session_id]
+    started = time.monotonic()
+    with pytest.raises(CodexError) as stuck:
+        c.submit_turn(record.session_id, "x" * 2_000_000)  # far more than a pipe holds
+    assert stuck.value.error_code == "request_timeout"
+    c.close()
+    assert time.monotonic() - started < 20
+    wait_for(lambda: not _alive(pid))

@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import queue
+import select
 import signal
 import subprocess
 import threading
@@ -110,6 +111,11 @@ class _CappedLog:
             self._file.close()
 
 
+# How long one line to stdin may take: a healthy app-server reads continuously, so this
+# only bounds one that stopped reading.
+WRITE_TIMEOUT_SEC = 30.0
+
+
 def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str, str]:
     """A copy of `environ` with `CODEX_HOME` pinned; the parent's env is never touched."""
     env = dict(environ)
@@ -143,6 +149,8 @@ class AppServerProcess:
         self._pending_lock = threading.Lock()
         self.notifications: queue.Queue[Notification | None] = queue.Queue()
         self.closed = threading.Event()
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)  # see `_send`
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
         self._stderr_pump = threading.Thread(target=self._pump_stderr, daemon=True)
         self._reader.start()
@@ -193,16 +201,35 @@ class AppServerProcess:
         return self.proc.pid
 
     # -- JSON-RPC -----------------------------------------------------------------------
-    def _send(self, message: Mapping[str, Any]) -> None:
-        data = (json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8")
-        with self._write_lock:
-            if self.proc.stdin is None or self.proc.stdin.closed:
+    def _send(self, message: Mapping[str, Any], timeout: float = WRITE_TIMEOUT_SEC) -> None:
+        """Write one line to stdin within `timeout`, or raise TimeoutError.
+
+        stdin is non-blocking and written with `select`, so an app-server that stops reading
+        (a full pipe) can never block a caller, or `close()`, forever.
+        """
+        data = memoryview((json.dumps(message, separators=(",", ":")) + "\n").encode("utf-8"))
+        deadline = time.monotonic() + timeout
+        if not self._write_lock.acquire(timeout=timeout):
+            raise TimeoutError("app-server stdin is held by a write that does not finish")
+        try:
+            stdin = self.proc.stdin
+            if stdin is None or stdin.closed:
                 raise ProcessGone("app-server stdin is closed")
-            try:
-                self.proc.stdin.write(data)
-                self.proc.stdin.flush()
-            except (BrokenPipeError, OSError, ValueError):
-                raise ProcessGone("app-server stdin is closed") from None
+            fd = stdin.fileno()
+            while data:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"app-server did not read its stdin within {timeout:g}s")
+                if not select.select([], [fd], [], remaining)[1]:
+                    continue
+                try:
+                    data = data[os.write(fd, data) :]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    raise ProcessGone("app-server stdin is closed") from None
+        finally:
+            self._write_lock.release()
 
     def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
         """Send a request and wait for its response; raise RpcError, ProcessGone, TimeoutError."""
@@ -215,7 +242,7 @@ class AppServerProcess:
                 raise ProcessGone(f"app-server exited before {method}")
             self._pending[request_id] = slot
         try:
-            self._send({"id": request_id, "method": method, "params": dict(params)})
+            self._send({"id": request_id, "method": method, "params": dict(params)}, timeout)
             try:
                 response = slot.get(timeout=timeout)
             except queue.Empty:
@@ -236,7 +263,10 @@ class AppServerProcess:
         message: dict[str, Any] = {"method": method}
         if params is not None:
             message["params"] = dict(params)
-        self._send(message)
+        try:
+            self._send(message)
+        except TimeoutError:
+            raise ProcessGone("app-server stopped reading its stdin") from None
 
     def next_notification(self, timeout: float) -> Notification | None:
         """The next notification; None on timeout; raises ProcessGone once stdout closed."""
@@ -321,7 +351,8 @@ class AppServerProcess:
             reply["error"] = error
         else:
             reply["result"] = result
-        with contextlib.suppress(ProcessGone):
+        # On the reader thread: a reply that cannot be written must not stop the reading.
+        with contextlib.suppress(ProcessGone, TimeoutError):
             self._send(reply)
 
     def _pump_stderr(self) -> None:
@@ -339,9 +370,15 @@ class AppServerProcess:
     def close(self, grace: float = 3.0) -> int | None:
         """Close stdin (the graceful exit), then SIGTERM, then SIGKILL the process group."""
         if self.proc.poll() is None:
-            with self._write_lock, contextlib.suppress(OSError, ValueError):
-                if self.proc.stdin and not self.proc.stdin.closed:
-                    self.proc.stdin.close()
+            # A write stuck on a full pipe holds the lock until its own deadline; closing
+            # does not wait for it: the signals below end the process either way.
+            if self._write_lock.acquire(timeout=min(grace, 1.0)):
+                try:
+                    with contextlib.suppress(OSError, ValueError):
+                        if self.proc.stdin and not self.proc.stdin.closed:
+                            self.proc.stdin.close()
+                finally:
+                    self._write_lock.release()
             for sig in (None, signal.SIGTERM, signal.SIGKILL):
                 if sig is not None:
                     self._signal_group(sig)

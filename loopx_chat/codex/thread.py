@@ -223,7 +223,10 @@ class CodexThread:
                 error_code="codex_home_host_mismatch",
                 gate=HOME_HOST_GATE,
             )
-        proc.notify("initialized")
+        try:
+            proc.notify("initialized")
+        except ProcessGone:
+            raise _exited_error(proc, log_path, "after initialize") from None
 
     @staticmethod
     def _load_thread(

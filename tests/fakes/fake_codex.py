@@ -49,6 +49,7 @@ SCENARIOS = frozenset(
         "hang_turn",
         "hang_read",
         "hang_turn_start",
+        "stop_reading",
         "crash_mid_turn",
         "home_mismatch",
         "approval",
@@ -305,6 +306,10 @@ class FakeAppServer:
                 continue  # the real server drops non-JSON lines silently
             if isinstance(message, dict):
                 self.dispatch(message)
+                if self.scenario == "stop_reading" and message.get("method") == "thread/start":
+                    # Alive but deaf: stdin is never read again, so the client's pipe fills.
+                    while True:
+                        time.sleep(3600)
 
     def dispatch(self, message: dict[str, Any]) -> None:
         method = message.get("method")
