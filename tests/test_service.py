@@ -406,3 +406,18 @@ def test_status_reads_its_own_writes_at_once(service: Service) -> None:
         objective = (goal.get("goal_state") or {}).get("objective")
         time.sleep(0.02)
     assert objective == "Ship it"
+
+
+def test_error_responses_carry_no_local_paths(service: Service) -> None:
+    canary = "CANARY-path-71c2"
+    missing = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-p", "work_dir": f"/tmp/{canary}/w"}
+    )
+    assert missing.status == 400 and missing.json()["error_code"] == "usage_error"
+    assert canary not in missing.body.decode() and "<path>" in missing.json()["error"]
+    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-p"})
+    sid = opened.json()["session"]["session_id"]
+    (service.state / "sessions" / sid / "session.json").write_text("{corrupt")
+    broken = service.request("GET", f"/api/chat/sessions/{sid}")
+    assert broken.status == 500 and broken.json()["error_code"] == "state_corrupt"
+    assert str(service.state) not in broken.body.decode()

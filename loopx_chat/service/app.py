@@ -80,10 +80,21 @@ def error_response(status: int, code: str, message: str, gate: Any = None) -> Re
     return json_response(status, {"ok": False, "error": message, "error_code": code, "gate": gate})
 
 
+# An absolute or home-relative path inside an error message: the CLI shows them (the user is
+# at their own terminal), the service does not (its answers reach a browser).
+_LOCAL_PATH = re.compile(r"(?<![\w.:/-])~?/[^\s'\"`]*[^\s'\"`.,;:)]")
+
+
+def without_paths(text: str) -> str:
+    return _LOCAL_PATH.sub("<path>", text)
+
+
 def from_error(exc: LoopxChatError) -> Response:
     status = STATUS_BY_CODE.get(exc.error_code, 424 if exc.error_code != "state_error" else 500)
-    doc = exc.to_dict()
-    return error_response(status, exc.error_code, exc.message, doc["gate"])
+    gate = exc.to_dict()["gate"]
+    if isinstance(gate, dict):
+        gate = {k: without_paths(v) if isinstance(v, str) else v for k, v in gate.items()}
+    return error_response(status, exc.error_code, without_paths(exc.message), gate)
 
 
 def log(message: str) -> None:
