@@ -546,3 +546,46 @@ def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> No
     assert json.loads(removed.stdout)["error_code"] == "plist_unsafe"
     assert "Traceback" not in removed.stderr
     assert _jobs(tmp_path) == running
+
+
+@pytest.mark.parametrize(
+    ("existing", "ambient_sqlite", "expected"),
+    [
+        (_plist({"CODEX_HOME": "/h", "CODEX_SQLITE_HOME": "/db"}), "/amb", "/db"),
+        (
+            _plist({}, ["/bin/sh", "-c", "export CODEX_HOME=/h CODEX_SQLITE_HOME=/s; exec x"]),
+            None,
+            "/s",
+        ),
+        (_plist({"CODEX_HOME": "/h"}), "/amb", None),  # an installed agent keeps its own: none
+        (None, "/amb", "/amb"),  # a fresh install follows the installing shell
+        (None, None, None),
+    ],
+)
+def test_the_sqlite_home_moves_with_the_binding(
+    existing: ParsedPlist | None, ambient_sqlite: str | None, expected: str | None
+) -> None:
+    got = resolve_install_binding(
+        explicit=None,
+        existing=existing,
+        ambient_codex_home=None,
+        user_home=HOME,
+        ambient_sqlite_home=ambient_sqlite,
+    )
+    assert got.sqlite_home == expected
+
+
+def test_an_upgrade_keeps_the_sqlite_home_of_the_installed_agent(tmp_path: Path) -> None:
+    import json
+
+    first = _la(
+        tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-a", CODEX_SQLITE_HOME="/db"
+    )
+    assert json.loads(first.stdout)["binding"]["sqlite_home"] == "/db"
+    upgraded = _la(tmp_path, "install", CODEX_SQLITE_HOME="/elsewhere")  # a later shell
+    doc = json.loads(upgraded.stdout)
+    assert (doc["binding"]["path"], doc["binding"]["sqlite_home"]) == ("/Users/me/.codex-a", "/db")
+    plist = plistlib.loads(
+        (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist").read_bytes()
+    )
+    assert plist["EnvironmentVariables"]["CODEX_SQLITE_HOME"] == "/db"

@@ -19,7 +19,12 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from loopx_chat.launchagent.legacy import decode_legacy_script, decode_program, expand_home_refs
+from loopx_chat.launchagent.legacy import (
+    decode_legacy_script,
+    decode_program,
+    decode_sqlite_home,
+    expand_home_refs,
+)
 from loopx_chat.launchagent.plist import LaunchAgentError, ParsedPlist
 
 __all__ = [
@@ -38,9 +43,12 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 class InstallBinding:
     path: str
     source: str
+    # CODEX_SQLITE_HOME for the service, when one applies: codex keeps its thread index
+    # there, so it moves with the home binding, never silently.
+    sqlite_home: str | None = None
 
 
-def _checked(value: str, source: str) -> InstallBinding:
+def _checked(value: str, source: str, sqlite_home: str | None = None) -> InstallBinding:
     if not PurePosixPath(value).is_absolute():
         raise LaunchAgentError(
             f"LOOPX_CHAT_CODEX_HOME must be absolute, got {value!r} (from {source})",
@@ -52,7 +60,9 @@ def _checked(value: str, source: str) -> InstallBinding:
             "absolute path as LOOPX_CHAT_CODEX_HOME",
             error_code="codex_home_not_absolute",
         )
-    return InstallBinding(path=posixpath.normpath(value), source=source)
+    if sqlite_home is not None:
+        sqlite_home = _checked(sqlite_home, f"CODEX_SQLITE_HOME ({source})").path
+    return InstallBinding(path=posixpath.normpath(value), source=source, sqlite_home=sqlite_home)
 
 
 def resolve_install_binding(
@@ -61,16 +71,30 @@ def resolve_install_binding(
     existing: ParsedPlist | None,
     ambient_codex_home: str | None,
     user_home: str,
+    ambient_sqlite_home: str | None = None,
 ) -> InstallBinding:
-    """Decide the binding; raises `legacy_binding_ambiguous` / `codex_home_not_absolute`."""
+    """Decide the binding; raises `legacy_binding_ambiguous` / `codex_home_not_absolute`.
+
+    The sqlite home goes with the home's source: an existing plist keeps its own; an explicit
+    or fresh binding takes the installing shell's `CODEX_SQLITE_HOME`, if any.
+    """
+    ambient_sqlite = (
+        expand_home_refs(ambient_sqlite_home, user_home) if ambient_sqlite_home else None
+    )
     if explicit:
-        return _checked(expand_home_refs(explicit, user_home), "explicit")
+        return _checked(expand_home_refs(explicit, user_home), "explicit", ambient_sqlite)
     default = posixpath.join(user_home, ".codex")
     if existing is None:
         if ambient_codex_home:
-            return _checked(expand_home_refs(ambient_codex_home, user_home), "ambient CODEX_HOME")
-        return _checked(default, "default")
-    found = decode_program(existing.program_arguments, existing.environment, user_home)
+            return _checked(
+                expand_home_refs(ambient_codex_home, user_home),
+                "ambient CODEX_HOME",
+                ambient_sqlite,
+            )
+        return _checked(default, "default", ambient_sqlite)
+    args, env = existing.program_arguments, existing.environment
+    found = decode_program(args, env, user_home)
+    sqlite = decode_sqlite_home(args, env, user_home)
     if found is not None:
-        return _checked(found.value, found.source)
-    return _checked(default, "default (existing plist had no binding)")
+        return _checked(found.value, found.source, sqlite)
+    return _checked(default, "default (existing plist had no binding)", sqlite)

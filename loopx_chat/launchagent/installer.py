@@ -185,6 +185,8 @@ class LaunchAgentInstaller:
             path_parts.append(codex_dir)
         path_parts += [p for p in STANDARD_PATH if p not in path_parts]
         env = {"LOOPX_CHAT_CODEX_HOME": binding.path, "PATH": ":".join(path_parts)}
+        if binding.sqlite_home:
+            env["CODEX_SQLITE_HOME"] = binding.sqlite_home
         state_dir = self.ctx.state_dir or (
             existing.environment.get("LOOPX_CHAT_STATE_DIR") if existing else None
         )
@@ -220,6 +222,7 @@ class LaunchAgentInstaller:
             existing=existing,
             ambient_codex_home=self.ctx.environ.get("CODEX_HOME") or None,
             user_home=self.ctx.user_home,
+            ambient_sqlite_home=self.ctx.environ.get("CODEX_SQLITE_HOME") or None,
         )
         warnings: list[str] = []
         if not Path(binding.path).is_dir():
@@ -247,6 +250,8 @@ class LaunchAgentInstaller:
         report = self.status(action=action)
         report.warnings[:0] = warnings
         report.binding = {"path": binding.path, "source": binding.source}
+        if binding.sqlite_home:
+            report.binding["sqlite_home"] = binding.sqlite_home
         if current is not None and not unchanged:
             report.notes.append(f"previous plist kept at {self.paths.previous}")
         return report

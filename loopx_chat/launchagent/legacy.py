@@ -113,7 +113,7 @@ def _checked_value(name: str, value: str, script: str, user_home: str) -> str:
 
 
 def _service_environment(
-    script: str, inherited: Mapping[str, str], user_home: str
+    script: str, inherited: Mapping[str, str], user_home: str, names: Sequence[str]
 ) -> tuple[dict[str, str], set[str]]:
     """The environment the script's service command started with, and the names the script
     itself assigned on the way."""
@@ -172,7 +172,7 @@ def _service_environment(
             break  # nothing after an exec runs
     if service_env is None:
         service_env = {name: variables[name] for name in exported if name in variables}
-    for name in HOME_VARS:
+    for name in names:
         if len(assigned.get(name, ())) > 1:
             raise ambiguous(f"{name} is assigned more than once with different values")
         if name in service_env and name in set_by_script:
@@ -216,6 +216,29 @@ def decode_program(
     `environment` is the plist's `EnvironmentVariables`. Raises `legacy_binding_ambiguous`
     rather than guess.
     """
+    return _decode(args, environment, user_home, HOME_VARS, startup_files_matter=True)
+
+
+def decode_sqlite_home(
+    args: Sequence[str], environment: Mapping[str, str], user_home: str
+) -> str | None:
+    """The `CODEX_SQLITE_HOME` the old service started with (it is half of a home's identity:
+    codex keeps its thread index there), or None. Only what the plist itself shows counts:
+    startup files are not suspected of setting it (it is rare, and the home is what binds)."""
+    found = _decode(
+        args, environment, user_home, ("CODEX_SQLITE_HOME",), startup_files_matter=False
+    )
+    return found.value if found else None
+
+
+def _decode(
+    args: Sequence[str],
+    environment: Mapping[str, str],
+    user_home: str,
+    names: Sequence[str],
+    *,
+    startup_files_matter: bool,
+) -> LegacyHome | None:
     inherited = dict(environment)
     from_env_wrapper: set[str] = set()
     rest = list(args)
@@ -230,16 +253,20 @@ def decode_program(
     if not rest or posixpath.basename(rest[0]) not in SHELLS:
         if _mentions_home(rest):
             raise ambiguous("a Codex home is named in the program's arguments")
-        return _pick(inherited, set(), from_env_wrapper, user_home)
+        return _pick(inherited, set(), from_env_wrapper, user_home, names)
     shell, script, letters = _shell_script(rest)
-    service_env, set_by_script = _service_environment(script, inherited, user_home)
+    service_env, set_by_script = _service_environment(script, inherited, user_home, names)
     startup_files = (
         bool({"l", "i"} & letters)
         or (shell == "zsh" and "f" not in letters)
         or (shell == "bash" and "BASH_ENV" in inherited)
     )
-    found = _pick(service_env, set_by_script, from_env_wrapper, user_home)
-    if startup_files and (found is None or found.name not in set_by_script):
+    found = _pick(service_env, set_by_script, from_env_wrapper, user_home, names)
+    if (
+        startup_files_matter
+        and startup_files
+        and (found is None or found.name not in set_by_script)
+    ):
         raise ambiguous(
             f"{shell} reads startup files ({'login' if 'l' in letters else 'rc'} files) that may "
             "set the home, and the script does not set it itself"
@@ -248,9 +275,13 @@ def decode_program(
 
 
 def _pick(
-    env: Mapping[str, str], set_by_script: set[str], from_wrapper: set[str], user_home: str
+    env: Mapping[str, str],
+    set_by_script: set[str],
+    from_wrapper: set[str],
+    user_home: str,
+    names: Sequence[str],
 ) -> LegacyHome | None:
-    for name in HOME_VARS:
+    for name in names:
         value = env.get(name, "")
         if not value:
             continue
