@@ -589,3 +589,16 @@ def test_an_upgrade_keeps_the_sqlite_home_of_the_installed_agent(tmp_path: Path)
         (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist").read_bytes()
     )
     assert plist["EnvironmentVariables"]["CODEX_SQLITE_HOME"] == "/db"
+
+
+def test_status_shows_the_home_an_older_plist_runs_with(tmp_path: Path) -> None:
+    import json
+
+    agents = tmp_path / "Library" / "LaunchAgents"
+    agents.mkdir(parents=True)
+    fixture = ROOT / "launchagents" / "fixtures" / "env-codex-home-only.plist"
+    (agents / "com.loopx.chat.plist").write_bytes(fixture.read_bytes())
+    home = plistlib.loads(fixture.read_bytes())["EnvironmentVariables"]["CODEX_HOME"]
+    doc = json.loads(_la(tmp_path, "status").stdout)
+    assert doc["binding"] == {"path": home, "source": "plist EnvironmentVariables.CODEX_HOME"}
+    assert any("older plist" in w for w in doc["warnings"])

@@ -21,6 +21,7 @@ from loopx_chat.errors import Gate
 from loopx_chat.fsutil import atomic_write_bytes
 from loopx_chat.launchagent.binding import InstallBinding, resolve_install_binding
 from loopx_chat.launchagent.launchctl import Launchctl, ServiceState
+from loopx_chat.launchagent.legacy import decode_program
 from loopx_chat.launchagent.plist import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -256,6 +257,24 @@ class LaunchAgentInstaller:
             report.notes.append(f"previous plist kept at {self.paths.previous}")
         return report
 
+    def _installed_binding(self, existing: ParsedPlist) -> tuple[dict[str, str] | None, str]:
+        """What the installed agent's service starts with, read the way an upgrade reads it."""
+        try:
+            found = decode_program(
+                existing.program_arguments, existing.environment, self.ctx.user_home
+            )
+        except LaunchAgentError:
+            return None, (
+                "the installed plist's Codex home cannot be decoded safely; reinstall with "
+                "LOOPX_CHAT_CODEX_HOME set explicitly"
+            )
+        if found is None:
+            return None, "the installed plist names no Codex home (its service uses ~/.codex)"
+        binding = {"path": found.value, "source": found.source.replace("existing plist", "plist")}
+        if found.name != "LOOPX_CHAT_CODEX_HOME" or "legacy" in found.source:
+            return binding, "an older plist: `launchagent install` rewrites it, keeping this home"
+        return binding, ""
+
     def _restore(self, previous: bytes) -> None:
         """Put the old plist back and load it again after a failed bootstrap of the new one,
         so a failed upgrade leaves the service that was running (best effort: the bootstrap
@@ -348,14 +367,9 @@ class LaunchAgentInstaller:
             logs={"stdout": str(self.paths.stdout_log), "stderr": str(self.paths.stderr_log)},
         )
         if existing is not None:
-            home = existing.environment.get("LOOPX_CHAT_CODEX_HOME")
-            report.binding = (
-                {"path": home, "source": "plist EnvironmentVariables.LOOPX_CHAT_CODEX_HOME"}
-                if home
-                else None
-            )
-            if not home:
-                report.warnings.append("the installed plist carries no LOOPX_CHAT_CODEX_HOME")
+            report.binding, warning = self._installed_binding(existing)
+            if warning:
+                report.warnings.append(warning)
         if report.state == "loaded_without_plist":
             report.warnings.append("launchd still has the job but its plist is gone")
         if state.running:
