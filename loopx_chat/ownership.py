@@ -40,7 +40,10 @@ from loopx_chat.errors import Gate, LoopxChatError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 from loopx_chat.home import CodexHomeBinding
 
-SPAWN_GUARD_WAIT_SEC = 2.0
+# A spawn waits this long for another controller's spawn (a slow app-server start) to finish;
+# an exclusive hold (its quiesce marker is up) is refused at once.
+SPAWN_GUARD_WAIT_SEC = 120.0
+_SPAWN_GUARD_POLL_SEC = 0.2
 _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -200,14 +203,21 @@ class HomeLock:
     def spawn_guard(self) -> Iterator[None]:
         """Held while a controller starts an app-server; refused during an exclusive hold."""
         ensure_private_dir(self.folder)
-        try:
-            self._lock.acquire(timeout=SPAWN_GUARD_WAIT_SEC)
-        except Timeout:
-            raise LoopxChatError(
-                "an exclusive operation holds this Codex home; no app-server may start now",
-                error_code="home_exclusive_hold",
-                gate=EXCLUSIVE_GATE,
-            ) from None
+        deadline = time.monotonic() + SPAWN_GUARD_WAIT_SEC
+        while True:
+            try:
+                self._lock.acquire(timeout=_SPAWN_GUARD_POLL_SEC)
+                break
+            except Timeout:
+                # Held: by an exclusive operation (marker up: refuse now) or by another
+                # controller starting its app-server (wait for it, however slow its start).
+                if self.quiesce_requested() or time.monotonic() > deadline:
+                    raise LoopxChatError(
+                        "an exclusive operation holds this Codex home; no app-server may "
+                        "start now",
+                        error_code="home_exclusive_hold",
+                        gate=EXCLUSIVE_GATE,
+                    ) from None
         try:
             yield
         finally:

@@ -25,7 +25,7 @@ from loopx_chat.ownership import AppServerRegistry
 from loopx_chat.records import SessionRecord
 from loopx_chat.store import SessionStore
 from loopx_chat.warm_threads import WarmThreads
-from tests.conftest import FakeCodex, wait_for
+from tests.conftest import FakeCodex, run_in_thread, wait_for
 
 
 @pytest.fixture
@@ -502,3 +502,17 @@ def test_an_app_server_that_stops_reading_never_blocks_a_turn_or_shutdown(
     c.close()
     assert time.monotonic() - started < 20
     wait_for(lambda: not _alive(pid))
+
+
+def test_a_slow_start_elsewhere_is_waited_for_not_taken_for_an_exclusive_hold(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    slow = controller(tmp_path, home, fake_codex, "slow_initialize")  # 3 s to initialize
+    quick = controller(tmp_path, home, fake_codex)
+    with slow, quick:
+        thread, box = run_in_thread(lambda: slow.open_session("g-slow", tmp_path))
+        time.sleep(0.5)  # the slow one now holds the spawn guard
+        opened = quick.open_session("g-quick", tmp_path)
+        thread.join(timeout=30)
+    assert opened.goal_id == "g-quick"
+    assert box.get("result") is not None, box

@@ -50,6 +50,7 @@ SCENARIOS = frozenset(
         "hang_read",
         "hang_turn_start",
         "stop_reading",
+        "slow_initialize",
         "crash_mid_turn",
         "home_mismatch",
         "approval",
@@ -353,6 +354,8 @@ class FakeAppServer:
         client = params.get("clientInfo")
         if not isinstance(client, dict):
             raise RpcError("Invalid request: missing field `clientInfo`")
+        if self.scenario == "slow_initialize":
+            time.sleep(3)
         self.initialized = True
         name = str(client.get("name") or "client")
         home = MISMATCHED_HOME if self.scenario == "home_mismatch" else codex_home()
