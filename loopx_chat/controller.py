@@ -404,8 +404,10 @@ class ChatController:
             return self.turns.queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is not None:
-            _check_may_start(may_start)
-            return self._steer(record, warm, text)
+            steered = self._steer(record, warm, text, client_turn_id, may_start)
+            if steered is not None:
+                return steered
+            # The turn ended meanwhile: this is a new turn, run the normal way.
         with self._using(session_id):
             record = self._load_checked(session_id)
             if client_turn_id is not None:
@@ -416,15 +418,36 @@ class ChatController:
             _check_may_start(may_start)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
 
-    def _steer(self, record: SessionRecord, warm: Warm, text: str) -> TurnResult:
-        running = warm.running_turn_id
-        assert running is not None
-        _, steered = warm.thread.start_turn(text)
-        turn = (
-            self.turns.mark_steered(record.session_id, running)
-            if steered
-            else self.store.load_turn(record.session_id, running)
-        )
+    def _steer(
+        self,
+        record: SessionRecord,
+        warm: Warm,
+        text: str,
+        client_turn_id: str | None,
+        may_start: Callable[[], bool] | None,
+    ) -> TurnResult | None:
+        """Add `text` to the running turn; None when no turn is running any more."""
+        with warm.steer_lock:
+            running = warm.running_turn_id
+            if running is None:
+                return None
+            if client_turn_id is not None and client_turn_id in warm.steered_client_ids:
+                # A retry of a steer already delivered: nothing is sent again.
+                return TurnResult(record, self.store.load_turn(record.session_id, running), False)
+            _check_may_start(may_start)
+            upstream_id, steered = warm.thread.start_turn(text)
+            if not steered:
+                # Codex finished the turn just before our message and started a new turn with
+                # it, which no one would watch: stop it, and let the caller send again.
+                warm.thread.wait_turn(upstream_id, should_interrupt=lambda: True)
+                raise CodexError(
+                    "the running turn ended just as this message arrived; the new turn it "
+                    "started was stopped. Send the message again",
+                    error_code="turn_not_active",
+                )
+            if client_turn_id is not None:
+                warm.steered_client_ids.add(client_turn_id)
+            turn = self.turns.mark_steered(record.session_id, running)
         return TurnResult(record, turn, created=False)
 
     def _run_turn(
@@ -439,7 +462,9 @@ class ChatController:
         turn = self.turns.begin(session_id, client_turn_id)
         self._marker(session_id).unlink(missing_ok=True)
         warm.interrupt.clear()
-        warm.running_turn_id = turn.turn_id
+        with warm.steer_lock:
+            warm.running_turn_id = turn.turn_id
+            warm.steered_client_ids.clear()
         outcome: TurnOutcome | None = None
         try:
             try:
@@ -468,7 +493,8 @@ class ChatController:
                 self._warm.drop(session_id)
             raise
         finally:
-            warm.running_turn_id = None
+            with warm.steer_lock:
+                warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
         final = self.turns.finish(turn, outcome)
         if outcome.error_code == "app_server_exited":

@@ -213,8 +213,7 @@ class HomeLock:
                 # controller starting its app-server (wait for it, however slow its start).
                 if self.quiesce_requested() or time.monotonic() > deadline:
                     raise LoopxChatError(
-                        "an exclusive operation holds this Codex home; no app-server may "
-                        "start now",
+                        "an exclusive operation holds this Codex home; no app-server may start now",
                         error_code="home_exclusive_hold",
                         gate=EXCLUSIVE_GATE,
                     ) from None

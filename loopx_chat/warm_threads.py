@@ -35,6 +35,10 @@ class Warm:
     running_turn_id: str | None = None
     interrupt: threading.Event = field(default_factory=threading.Event)
     idle_timer: threading.Timer | None = None
+    # Steering reads and the turn loop changes `running_turn_id` under this lock, so a steer
+    # never lands between the end of a turn and its bookkeeping unseen.
+    steer_lock: threading.Lock = field(default_factory=threading.Lock)
+    steered_client_ids: set[str] = field(default_factory=set)  # of the running turn
 
 
 class WarmThreads:

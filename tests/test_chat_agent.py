@@ -19,7 +19,7 @@ import pytest
 from loopx_chat.codex.app_server import child_environment
 from loopx_chat.codex.binary import codex_version, find_codex, native_binary_for_wrapper
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.ownership import AppServerRegistry
 from loopx_chat.records import SessionRecord
@@ -516,3 +516,49 @@ def test_a_slow_start_elsewhere_is_waited_for_not_taken_for_an_exclusive_hold(
         thread.join(timeout=30)
     assert opened.goal_id == "g-quick"
     assert box.get("result") is not None, box
+
+
+def test_steering_a_running_turn_and_retrying_the_steer(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(
+        tmp_path,
+        home,
+        fake_codex,
+        "hang_turn",
+        timeouts=Timeouts(startup=10, request=10, idle=30, hard=60, close_grace=2),
+    ) as c:
+        record = c.open_session("g", tmp_path)
+        thread, box = run_in_thread(lambda: c.submit_turn(record.session_id, "first"))
+        store = SessionStore(tmp_path / "state")
+        wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
+        wait_for(lambda: any(e.get("turn_start") for e in fake_codex.entries()))
+        running = store.load(record.session_id).active_turn_id
+        steered = c.submit_turn(record.session_id, "and also", client_turn_id="steer-1")
+        again = c.submit_turn(record.session_id, "and also", client_turn_id="steer-1")
+        c.interrupt_turn(record.session_id)
+        thread.join(timeout=30)
+    assert (steered.created, steered.turn.turn_id, steered.turn.steered) == (False, running, True)
+    assert (again.created, again.turn.turn_id) == (False, running)
+    starts = [e["steer"] for e in fake_codex.entries() if e.get("turn_start")]
+    assert starts == [False, True]  # the retry of the steer sent nothing again
+    assert isinstance(box.get("result"), TurnResult), box
+
+
+def test_a_steer_that_arrives_as_the_turn_ends_never_leaves_a_turn_unwatched(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    # Codex has finished the turn, our loop has not yet noticed: codex starts a new turn.
+    with controller(tmp_path, home, fake_codex) as c:
+        record = c.open_session("g", tmp_path)
+        c.submit_turn(record.session_id, "first")
+        warm = c._warm.get(record.session_id)
+        assert warm is not None
+        warm.running_turn_id = "still-ours"  # the moment before the loop's bookkeeping
+        with pytest.raises(CodexError) as late:
+            c.submit_turn(record.session_id, "late steer")
+        warm.running_turn_id = None
+        assert late.value.error_code == "turn_not_active"
+        assert warm.thread.active_turn_id is None  # the stray turn was stopped and waited for
+        after = c.submit_turn(record.session_id, "next")
+    assert after.turn.status == "completed" and after.created

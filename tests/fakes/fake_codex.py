@@ -433,6 +433,7 @@ class FakeAppServer:
         if self.scenario == "hang_turn_start":
             return  # never answers turn/start
         active = self.active_turns.get(thread_id)
+        log_event({"turn_start": True, "steer": active is not None})
         if active is not None:
             # A turn/start during an active turn steers it: same turn id, no new turn events.
             self.respond(request_id, {"turn": self.turn_object(active, "inProgress")})
