@@ -421,3 +421,19 @@ def test_error_responses_carry_no_local_paths(service: Service) -> None:
     broken = service.request("GET", f"/api/chat/sessions/{sid}")
     assert broken.status == 500 and broken.json()["error_code"] == "state_corrupt"
     assert str(service.state) not in broken.body.decode()
+
+
+def test_requests_started_by_another_site_are_refused_and_record_nothing(
+    service: Service,
+) -> None:
+    GoalStore(service.state).request_gate("g-x", question="Proceed?")
+    for site in ("cross-site", "same-site"):
+        for path in ("/", "/status.json"):
+            got = service.request("GET", path, headers={"Sec-Fetch-Site": site})
+            assert got.status == 403 and got.json()["error_code"] == "forbidden_request"
+    # An image tag on another site never counted as the owner seeing the blocker.
+    kinds = [e["kind"] for e in GoalStore(service.state).control.events()]
+    assert "blocker_displayed" not in kinds
+    for site in ("none", "same-origin"):
+        assert service.request("GET", "/", headers={"Sec-Fetch-Site": site}).status == 200
+    assert "blocker_displayed" in [e["kind"] for e in GoalStore(service.state).control.events()]

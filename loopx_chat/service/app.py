@@ -29,7 +29,12 @@ from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.records import TurnRecord, validate_session_id
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
-from loopx_chat.service.security import content_type_refusal, host_refusal, origin_refusal
+from loopx_chat.service.security import (
+    content_type_refusal,
+    fetch_site_refusal,
+    host_refusal,
+    origin_refusal,
+)
 from loopx_chat.service.status_cache import StatusCache
 from loopx_chat.status import collect_status
 
@@ -151,6 +156,9 @@ class ServiceApp:
         refusal = host_refusal(headers.get("host"), self.port)
         if refusal:
             return error_response(403, "forbidden_host", refusal)
+        refusal = fetch_site_refusal(headers.get("sec-fetch-site"))
+        if refusal:
+            return error_response(403, "forbidden_request", refusal)
         if method not in ("GET", "HEAD"):
             refusal = origin_refusal(headers.get("origin"), self.port) or content_type_refusal(
                 headers.get("content-type")

@@ -3,7 +3,11 @@
 DNS rebinding: a browser on a hostile page can reach 127.0.0.1 under the attacker's hostname,
 so the `Host` header must name a loopback name (and our port, when it names one). Cross-site
 writes: a state-changing request must be JSON (a form post cannot set that type without a
-CORS preflight, which we never answer) and carry no Origin or a loopback one.
+CORS preflight, which we never answer) and carry no Origin or a loopback one. Cross-site
+reads: a page elsewhere can still make a browser GET our page (an `<img>`), which would
+count as the owner seeing a blocker; browsers say so in `Sec-Fetch-Site`, and anything but
+`none` (typed, bookmarked) or `same-origin` is refused. Clients that are not browsers do not
+send it.
 """
 
 from __future__ import annotations
@@ -58,3 +62,11 @@ def content_type_refusal(content_type: str | None) -> str | None:
     if media != "application/json":
         return "state-changing requests must be Content-Type: application/json"
     return None
+
+
+def fetch_site_refusal(sec_fetch_site: str | None) -> str | None:
+    if sec_fetch_site is None:
+        return None
+    if sec_fetch_site.strip().lower() in ("none", "same-origin"):
+        return None
+    return "requests started by another site are refused"
