@@ -485,6 +485,9 @@ class ChatController:
                 on_delta=on_delta,
                 should_interrupt=lambda: warm.interrupt.is_set() or marker.exists(),
             )
+            # Recorded while the turn still counts as running, so a shutdown that waits for
+            # running turns never exits before their outcome is on disk.
+            final = self.turns.finish(turn, outcome)
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
@@ -496,7 +499,6 @@ class ChatController:
             with warm.steer_lock:
                 warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
-        final = self.turns.finish(turn, outcome)
         if outcome.error_code == "app_server_exited":
             self._warm.drop(session_id)
         else:
