@@ -459,8 +459,10 @@ class ChatController:
         on_delta: Callable[[str], None] | None,
         on_started: Callable[[TurnRecord], None] | None,
     ) -> TurnResult:
-        turn = self.turns.begin(session_id, client_turn_id)
+        # A stale marker goes before the turn is recorded: once `begin` names this turn as
+        # active, another process may write a marker for it, and that one must stay.
         self._marker(session_id).unlink(missing_ok=True)
+        turn = self.turns.begin(session_id, client_turn_id)
         warm.interrupt.clear()
         with warm.steer_lock:
             warm.running_turn_id = turn.turn_id

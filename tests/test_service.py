@@ -437,3 +437,20 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
     for site in ("none", "same-origin"):
         assert service.request("GET", "/", headers={"Sec-Fetch-Site": site}).status == 200
     assert "blocker_displayed" in [e["kind"] for e in GoalStore(service.state).control.events()]
+
+
+def test_a_client_that_stops_sending_is_dropped(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from loopx_chat.service import server as server_module
+
+    monkeypatch.setattr(server_module._Handler, "timeout", 1)
+    with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
+        sock.sendall(
+            f"POST /api/chat/sessions HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 10\r\n\r\n{".encode()
+        )
+        started = time.monotonic()
+        assert sock.recv(65536) == b""  # closed by the server, not answered
+    assert time.monotonic() - started < 8
+    assert service.request("GET", "/status.json").status == 200  # and it still serves

@@ -275,7 +275,8 @@ class ServiceApp:
         )
 
     def capabilities(self) -> dict[str, Any]:
-        if self._codex is None:
+        if self._codex is None or not self._codex["available"]:
+            # "Unavailable" is asked again each time: codex may have been installed since.
             try:
                 binary = self.controller.find_binary()
                 version = codex_version(binary, self.controller.environ, self.controller.codex_home)

@@ -44,6 +44,10 @@ class LoopbackServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: LoopbackServer
     protocol_version = "HTTP/1.1"
+    # A client that stops sending (or reading) is dropped after this long, so a stalled
+    # local process cannot hold handler threads forever. Event streams send a keepalive
+    # every 15 s, well inside it.
+    timeout = 60
     server_version = "loopx-chat"
     sys_version = ""
 
@@ -77,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
                 response = error_response(500, "internal_error", "internal error")
         try:
             self._send(response)
-        except (BrokenPipeError, ConnectionResetError):
+        except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client left: nobody to answer, nothing to report
         log(
             f"{self.command} {self.path.split('?')[0]} {response.status} "
@@ -104,7 +108,7 @@ class _Handler(BaseHTTPRequestHandler):
                 for chunk in response.stream:
                     self.wfile.write(chunk)
                     self.wfile.flush()
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
                 pass
             return
         self.send_header("Content-Length", str(len(response.body)))
