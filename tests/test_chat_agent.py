@@ -11,6 +11,7 @@ import os
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -35,6 +36,10 @@ def home(tmp_path: Path) -> Path:
     return path.resolve()
 
 
+# Quick enough for tests: a silent turn is given up after 0.6 s.
+TEST_TIMEOUTS = Timeouts(startup=10, request=10, idle=0.6, hard=30, close_grace=2)
+
+
 def controller(
     tmp_path: Path,
     home: Path,
@@ -52,7 +57,7 @@ def controller(
         **fake.env(scenario, **extra),
     }
     config = ControllerConfig(
-        timeouts=timeouts or Timeouts(startup=10, request=10, idle=0.6, hard=30, close_grace=2),
+        timeouts=timeouts or TEST_TIMEOUTS,
         warm_idle_close_sec=idle_close_sec,
     )
     return ChatController(
@@ -192,7 +197,7 @@ def test_a_history_read_that_never_answers_times_out_and_leaves_nothing_running(
         home,
         fake_codex,
         "hang_read",
-        timeouts=Timeouts(startup=10, request=0.5, close_grace=2),
+        timeouts=replace(TEST_TIMEOUTS, request=0.5, idle=180),
     )
     with reader, pytest.raises(CodexError) as timed_out:
         reader.history(record.session_id)
@@ -354,7 +359,7 @@ def test_a_turn_start_that_never_answers_is_request_timeout(
         home,
         fake_codex,
         "hang_turn_start",
-        timeouts=Timeouts(startup=10, request=0.5, idle=5, hard=30, close_grace=2),
+        timeouts=replace(TEST_TIMEOUTS, request=0.5, idle=5),
     ) as c:
         record = c.open_session("g", tmp_path)
         with pytest.raises(CodexError) as timed_out:
@@ -491,7 +496,7 @@ def test_an_app_server_that_stops_reading_never_blocks_a_turn_or_shutdown(
         home,
         fake_codex,
         "stop_reading",
-        timeouts=Timeouts(startup=10, request=1, idle=5, hard=30, close_grace=1),
+        timeouts=replace(TEST_TIMEOUTS, request=1, idle=5, close_grace=1),
     )
     record = c.open_session("g", tmp_path)
     pid = c.warm_pids()[record.session_id]
@@ -526,7 +531,7 @@ def test_steering_a_running_turn_and_retrying_the_steer(
         home,
         fake_codex,
         "hang_turn",
-        timeouts=Timeouts(startup=10, request=10, idle=30, hard=60, close_grace=2),
+        timeouts=replace(TEST_TIMEOUTS, idle=30, hard=60),
     ) as c:
         record = c.open_session("g", tmp_path)
         thread, box = run_in_thread(lambda: c.submit_turn(record.session_id, "first"))

@@ -253,22 +253,23 @@ class CodexThread:
             method = "thread/start"
             if developer_instructions:
                 params["developerInstructions"] = developer_instructions
-        try:
-            result = proc.request(method, params, timeouts.request)
-        except RpcError as exc:
-            if is_legacy_catalog_error(exc.message):
-                if retry_allowed:
-                    raise _LegacyCatalog() from None
-                raise catalog_incompatible("the built-in catalog was rejected too") from None
-            raise classify_rpc_error(method, exc.message) from None
-        except ProcessGone:
-            raise _exited_error(proc, log_path, f"during {method}") from None
-        except TimeoutError:
-            raise CodexError(
-                f"Codex app-server did not answer {method} within {timeouts.request:g}s",
-                error_code="startup_timeout",
-                gate=HOST_GATE,
-            ) from None
+
+        def rejected(exc: RpcError) -> Exception:
+            if not is_legacy_catalog_error(exc.message):
+                return classify_rpc_error(method, exc.message)
+            if retry_allowed:
+                return _LegacyCatalog()
+            return catalog_incompatible("the built-in catalog was rejected too")
+
+        result = _rpc(
+            proc,
+            method,
+            params,
+            timeouts.request,
+            log_path,
+            timeout_code="startup_timeout",
+            rejected=rejected,
+        )
         thread = result.get("thread")
         thread_id = thread.get("id") if isinstance(thread, dict) else None
         if not isinstance(thread_id, str) or not thread_id:
@@ -288,25 +289,16 @@ class CodexThread:
     # -- turns --------------------------------------------------------------------------
     def start_turn(self, text: str) -> tuple[str, bool]:
         """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id."""
-        try:
-            result = self.proc.request(
-                "turn/start",
-                {
-                    "threadId": self.thread_id,
-                    "input": [{"type": "text", "text": text, "text_elements": []}],
-                },
-                self.timeouts.request,
-            )
-        except RpcError as exc:
-            raise classify_rpc_error("turn/start", exc.message) from None
-        except ProcessGone:
-            raise _exited_error(self.proc, self.log_path, "during turn/start") from None
-        except TimeoutError:
-            raise CodexError(
-                f"Codex app-server did not answer turn/start within {self.timeouts.request:g}s",
-                error_code="request_timeout",
-                gate=HOST_GATE,
-            ) from None
+        result = _rpc(
+            self.proc,
+            "turn/start",
+            {
+                "threadId": self.thread_id,
+                "input": [{"type": "text", "text": text, "text_elements": []}],
+            },
+            self.timeouts.request,
+            self.log_path,
+        )
         turn = result.get("turn")
         turn_id = turn.get("id") if isinstance(turn, dict) else None
         if not isinstance(turn_id, str) or not turn_id:
@@ -440,22 +432,38 @@ class ThreadReader:
 def _read_history(
     proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
 ) -> list[dict[str, Any]]:
-    try:
-        result = proc.request(
-            "thread/read", {"threadId": thread_id, "includeTurns": True}, timeouts.request
-        )
-    except RpcError as exc:
-        raise classify_rpc_error("thread/read", exc.message) from None
-    except ProcessGone:
-        raise _exited_error(proc, log_path, "during thread/read") from None
-    except TimeoutError:
-        raise CodexError(
-            f"Codex app-server did not answer thread/read within {timeouts.request:g}s",
-            error_code="request_timeout",
-            gate=HOST_GATE,
-        ) from None
+    params = {"threadId": thread_id, "includeTurns": True}
+    result = _rpc(proc, "thread/read", params, timeouts.request, log_path)
     thread = result.get("thread") if isinstance(result.get("thread"), dict) else {}
     return [_render_turn(t) for t in thread.get("turns") or [] if isinstance(t, dict)]
+
+
+def _rpc(
+    proc: AppServerProcess,
+    method: str,
+    params: Mapping[str, Any],
+    timeout: float,
+    log_path: Path,
+    *,
+    timeout_code: str = "request_timeout",
+    rejected: Callable[[RpcError], Exception] | None = None,
+) -> dict[str, Any]:
+    """One request, with every way it can fail as a CodexError (or what `rejected` returns
+    for an error answer); upstream text reaches only the classifier, never the message."""
+    try:
+        return proc.request(method, params, timeout)
+    except RpcError as exc:
+        if rejected is not None:
+            raise rejected(exc) from None
+        raise classify_rpc_error(method, exc.message) from None
+    except ProcessGone:
+        raise _exited_error(proc, log_path, f"during {method}") from None
+    except TimeoutError:
+        raise CodexError(
+            f"Codex app-server did not answer {method} within {timeout:g}s",
+            error_code=timeout_code,
+            gate=HOST_GATE,
+        ) from None
 
 
 def _timeout_code(reason: str | None) -> str | None:
