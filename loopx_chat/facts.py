@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx_chat.goals import Gate, GoalStore, Handoff
+from loopx_chat.goals import Gate, GoalStore, Handoff, is_valid_goal_id
 from loopx_chat.records import SessionRecord, TurnRecord
 from loopx_chat.store import SessionStore
 
@@ -196,4 +196,5 @@ def facts_from_state(
 
 
 def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:
-    return sorted({s.goal_id for s in sessions} | set(goals.goal_ids()))
+    named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
+    return sorted(named | set(goals.goal_ids()))

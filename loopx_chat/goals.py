@@ -50,6 +50,14 @@ def validate_goal_id(goal_id: object) -> str:
         ) from None
 
 
+def is_valid_goal_id(goal_id: str) -> bool:
+    try:
+        validate_goal_id(goal_id)
+    except UsageError:
+        return False
+    return True
+
+
 def public_text(value: str, what: str) -> str:
     """Collapse whitespace, cap the length, refuse secret- or path-looking text."""
     text = " ".join(value.split())
@@ -249,11 +257,13 @@ class GoalStore:
         return out
 
     def goal_ids(self) -> list[str]:
+        """Every goal with a folder. A folder whose name no writer accepts (an older
+        version's) is skipped here, once, so no listing fails on it."""
         try:
             return sorted(
                 e.name
                 for e in os.scandir(self.goals_dir)
-                if e.is_dir() and not e.name.startswith(".")
+                if e.is_dir() and is_valid_goal_id(e.name)
             )
         except FileNotFoundError:
             return []

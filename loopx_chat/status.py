@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from loopx_chat.codex.rollouts import ThreadFacts
-from loopx_chat.errors import LoopxChatError, StateError
+from loopx_chat.errors import StateError
 from loopx_chat.facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goal_records import REWARD_LABELS, GoalRecords
-from loopx_chat.goals import GoalStore, validate_goal_id
+from loopx_chat.goals import GoalStore
 from loopx_chat.quota_state import current_quota
 from loopx_chat.reconcile import reconcile_reason, staleness
 from loopx_chat.session_runtime import (
@@ -161,9 +161,7 @@ def collect_status(
     `control_log_error`; `loopx-chat metrics` reports the same error.
     """
     sessions = store.list().sessions
-    # A goal id no current writer would accept (left by an older version) is skipped, not
-    # allowed to fail every goal's status.
-    ids = [goal_id] if goal_id else [g for g in known_goal_ids(sessions, goals) if _valid(g)]
+    ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
     results = []
     reported: dict[str, set[str]] | None = None
     log_error: str | None = None
@@ -217,11 +215,3 @@ def collect_status(
     doc = status_document(results)
     doc["control_log_error"] = log_error
     return doc
-
-
-def _valid(goal_id: str) -> bool:
-    try:
-        validate_goal_id(goal_id)
-    except LoopxChatError:
-        return False
-    return True

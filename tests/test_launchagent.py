@@ -602,3 +602,22 @@ def test_status_shows_the_home_an_older_plist_runs_with(tmp_path: Path) -> None:
     doc = json.loads(_la(tmp_path, "status").stdout)
     assert doc["binding"] == {"path": home, "source": "plist EnvironmentVariables.CODEX_HOME"}
     assert any("older plist" in w for w in doc["warnings"])
+
+
+def test_a_bootout_that_never_completes_leaves_the_previous_plist_on_disk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    installer = _installer(tmp_path, ScriptedRunner({"print": [LOADED] * 50}))
+    installer.paths.plist.parent.mkdir(parents=True)
+    old = render_plist(build_plist(spec("/old")))
+    installer.paths.plist.write_bytes(old)
+
+    def stuck(label: str) -> None:
+        raise LaunchAgentError("still loaded after bootout", error_code="launchctl_failed")
+
+    monkeypatch.setattr(installer.launchctl, "bootout", stuck)
+    with pytest.raises(LaunchAgentError) as failed:
+        installer.install(explicit_home="/new", port=None)
+    assert failed.value.error_code == "launchctl_failed"
+    # launchd still runs the old job, and the file says so: a retry reloads for real.
+    assert installer.paths.plist.read_bytes() == old

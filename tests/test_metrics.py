@@ -260,3 +260,13 @@ def test_a_fold_cache_of_another_schema_is_left_alone(tmp_path: Path) -> None:
     log.cache_path.write_bytes(future)
     assert ControlLog(tmp_path).reported()["blockers"] == {"gate-1"}
     assert log.cache_path.read_bytes() == future
+
+
+def test_a_goal_folder_no_writer_accepts_breaks_no_listing(tmp_path: Path) -> None:
+    (tmp_path / "home").mkdir()
+    _cli(tmp_path, "gate", "request", "--goal", "g", "--question", "Proceed?")
+    (tmp_path / "state" / "goals" / "bad goal").mkdir()  # left by an older version
+    assert [g["goal_id"] for g in _cli(tmp_path, "gate", "list")["gates"]] == ["g"]
+    assert _cli(tmp_path, "metrics")["ok"] is True
+    assert [g["goal_id"] for g in _cli(tmp_path, "status")["attention_queue"]] == ["g"]
+    assert _cli(tmp_path, "quota")["ok"] is True

@@ -241,10 +241,12 @@ class LaunchAgentInstaller:
             # works from the copy it loaded, so replacing the file changes nothing until
             # the reload below.
             self._write(data, previous=previous)
-            self.launchctl.bootout(self.paths.label)
             try:
+                self.launchctl.bootout(self.paths.label)
                 self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
             except LaunchAgentError:
+                # Whether the old job is still loaded (bootout failed) or gone (bootstrap
+                # failed), the file on disk must again say what launchd should run.
                 if previous is not None:
                     self._restore(previous)
                 raise
@@ -276,9 +278,9 @@ class LaunchAgentInstaller:
         return binding, ""
 
     def _restore(self, previous: bytes) -> None:
-        """Put the old plist back and load it again after a failed bootstrap of the new one,
-        so a failed upgrade leaves the service that was running (best effort: the bootstrap
-        error is what the user sees)."""
+        """Put the old plist back and load it again after a failed reload of the new one, so a
+        failed upgrade leaves the service that was running (best effort: the reload error is
+        what the user sees; a job still loaded refuses the bootstrap, which is fine)."""
         try:
             atomic_write_bytes(self.paths.plist, previous, mode=PLIST_MODE)
             self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
