@@ -7,16 +7,18 @@ recorded as shown (blocker refs, stale positions), folded from the log by readin
 bytes appended since the last fold: a long-lived log object keeps its fold in memory, and
 every process shares it through `events/control.reported.json` (a cache: 0600, rewritten
 atomically, ignored when unreadable). Logging is best effort by design: a metrics event that
-cannot be written never fails the user's action (the failure is counted in memory).
+cannot be written never fails the user's action.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.errors import StateError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 from loopx_chat.jsonl import append_record, read_appended, read_records
 from loopx_chat.store import utc_now
@@ -47,7 +49,6 @@ class ControlLog:
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
         self.path = root / "events" / "control.jsonl"
         self._clock = clock
-        self.write_failures = 0
         self.cache_path = root / "events" / "control.reported.json"
         # The fold behind `reported()`: the file it came from and how far it has read.
         self._identity: tuple[int, int] | None = None
@@ -63,10 +64,9 @@ class ControlLog:
             raise ValueError(f"{kind} does not carry {sorted(unknown)}")
         event = {"schema_version": CONTROL_EVENT_SCHEMA, "kind": kind, "at": self._clock()}
         event.update({k: v for k, v in fields.items() if v is not None})
-        try:
-            append_record(self.path, event, durable=False)  # metrics, not decisions
-        except OSError:
-            self.write_failures += 1
+        # Metrics, not decisions: a lost event never fails the user's action.
+        with contextlib.suppress(StateError):
+            append_record(self.path, event, durable=False)
 
     def events(self) -> Iterator[dict[str, Any]]:
         yield from read_records(self.path, CONTROL_EVENT_SCHEMA)

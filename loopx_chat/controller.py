@@ -38,7 +38,7 @@ from loopx_chat.codex.thread import (
 )
 from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
 from loopx_chat.goals import GoalStore, validate_goal_id
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.ownership import (
@@ -225,7 +225,8 @@ class ChatController:
         # Only now, with a home and a codex to run, does this controller do real work.
         self.record_start()
         folder = self.store.session_dir(session_id)
-        ensure_private_dir(folder)
+        with state_write(folder):
+            ensure_private_dir(folder)
         launch = HostLaunch(
             executable=executable,
             codex_home=self.binding.path,
@@ -397,13 +398,16 @@ class ChatController:
         record = self._load_checked(session_id)  # before any write, spawn or acceptance
         if client_turn_id is not None:
             validate_session_id(client_turn_id)
-            existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
-            if existing is not None:
-                return self.turns.replayed(record, existing)
         if record.session_mode == "attached_host":
             return self.turns.queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is not None:
+            # A replay of a finished turn wins over steering the running one; the turns are
+            # scanned here only when a turn runs (the locked path below checks every time).
+            if client_turn_id is not None and (
+                existing := self.store.find_turn_by_client_id(session_id, client_turn_id)
+            ):
+                return self.turns.replayed(record, existing)
             steered = self._steer(record, warm, text, client_turn_id, may_start)
             if steered is not None:
                 return steered
@@ -438,8 +442,9 @@ class ChatController:
             upstream_id, steered = warm.thread.start_turn(text)
             if not steered:
                 # Codex finished the turn just before our message and started a new turn with
-                # it, which no one would watch: stop it, and let the caller send again.
-                warm.thread.wait_turn(upstream_id, should_interrupt=lambda: True)
+                # it, which no one would watch: stop it (without reading the notifications the
+                # running turn's loop still needs), and let the caller send again.
+                warm.thread.abandon_turn(upstream_id)
                 raise CodexError(
                     "the running turn ended just as this message arrived; the new turn it "
                     "started was stopped. Send the message again",
@@ -519,15 +524,20 @@ class ChatController:
         if warm is not None and warm.running_turn_id == record.active_turn_id:
             warm.interrupt.set()
             return self.store.load_turn(session_id, record.active_turn_id)
+        if warm is not None:
+            # We hold the thread and run no turn: the recorded one was left by a controller
+            # that died. (The lock probe below would see our own lock as someone else's.)
+            self.turns.settle_orphan(session_id)
+            return self.store.load_turn(session_id, record.active_turn_id)
         lock = (
             ThreadWriterLock(self.store.root, self.binding.path, record.upstream_thread_id)
             if record.upstream_thread_id
             else None
         )
         if lock is not None and lock.held_elsewhere():
-            atomic_write_bytes(
-                self._marker(session_id), record.active_turn_id.encode(), mode=PRIVATE_FILE_MODE
-            )
+            marker = self._marker(session_id)
+            with state_write(marker):
+                atomic_write_bytes(marker, record.active_turn_id.encode(), mode=PRIVATE_FILE_MODE)
             return self.store.load_turn(session_id, record.active_turn_id)
         # Nobody is running it: the controller died mid-turn. Record that, nothing to signal.
         self.turns.settle_orphan(session_id)

@@ -12,11 +12,25 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+from loopx_chat.errors import StateError
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+
+
+@contextlib.contextmanager
+def state_write(path: Path) -> Iterator[None]:
+    """Owner-local state writes: a failure is `state_unwritable` naming the path, never a
+    bare OSError (the CLI then prints one line, not a traceback)."""
+    try:
+        yield
+    except OSError as exc:
+        raise StateError(
+            f"cannot write {path}: {exc.strerror or exc}", error_code="state_unwritable"
+        ) from None
 
 
 def ensure_private_dir(path: Path) -> None:

@@ -21,11 +21,11 @@ from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals import GATE_ACTORS, GoalStore, Handoff, public_text, validate_goal_id
 from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.session_runtime import KeyState, classify_session_runtime_key
+from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
 
 GOAL_STATE_SCHEMA = "loopx_chat_goal_state_v1"
 REWARD_SCHEMA = "loopx_chat_human_reward_v1"
 PROPOSAL_SCHEMA = "loopx_chat_dreaming_proposal_v1"
-REWARD_LABELS = ("good", "bad", "mixed")
 LIST_LIMIT = 12
 ACTORS = (*GATE_ACTORS, "agent")
 

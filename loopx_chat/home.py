@@ -12,6 +12,7 @@ environment for the home later.
 
 from __future__ import annotations
 
+import hashlib
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -110,3 +111,8 @@ def read_config_sqlite_home(config_path: Path) -> tuple[str | None, str | None]:
     if isinstance(value, str) and value:
         return value, None
     return None, None
+
+
+def home_key(codex_home: Path) -> str:
+    """A short, stable, path-free name for a home: its locks, index and markers use it."""
+    return hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]

@@ -7,16 +7,15 @@ host's files are unreadable. The facts themselves come from `codex.rollouts`.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from loopx_chat.codex.rollouts import RolloutScanner, ScanResult
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.home import home_key
 
 
 def index_path(state_root: Path, codex_home: Path) -> Path:
-    key = hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]
-    return state_root / "host" / f"rollouts-{key}.json"
+    return state_root / "host" / f"rollouts-{home_key(codex_home)}.json"
 
 
 def scanner_for(state_root: Path, codex_home: Path) -> RolloutScanner:

@@ -17,20 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import ensure_private_dir
+from loopx_chat.fsutil import ensure_private_dir, state_write
 
 
 def append_record(path: Path, record: Mapping[str, Any], *, durable: bool = True) -> None:
     """Append one record; `durable=False` skips the fsync (for best-effort metrics events)."""
     line = (json.dumps(record, sort_keys=True, separators=(",", ":")) + "\n").encode()
-    ensure_private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, line)
-        if durable:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    with state_write(path):
+        ensure_private_dir(path.parent)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, line)
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _checked(item: object, path: Path, where: str, schema: str | None) -> dict[str, Any]:

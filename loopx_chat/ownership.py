@@ -20,7 +20,6 @@ subcommand only: the rest of an argv can carry a prompt.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -37,18 +36,14 @@ import psutil
 from filelock import FileLock, Timeout
 
 from loopx_chat.errors import Gate, LoopxChatError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
-from loopx_chat.home import CodexHomeBinding
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
+from loopx_chat.home import CodexHomeBinding, home_key
 
 # A spawn waits this long for another controller's spawn (a slow app-server start) to finish;
 # an exclusive hold (its quiesce marker is up) is refused at once.
 SPAWN_GUARD_WAIT_SEC = 120.0
 _SPAWN_GUARD_POLL_SEC = 0.2
 _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
-
-
-class OwnershipError(LoopxChatError):
-    default_code = "home_in_use"
 
 
 # -- ordinary open ------------------------------------------------------------------------
@@ -136,12 +131,12 @@ class AppServerRegistry:
         self.folder = state_root / "registry" / "app-servers"
 
     def register(self, entry: RegisteredServer) -> None:
-        ensure_private_dir(self.folder)
-        atomic_write_bytes(
-            self.folder / f"{entry.pid}.json",
-            json.dumps(asdict(entry), sort_keys=True).encode(),
-            mode=PRIVATE_FILE_MODE,
-        )
+        path = self.folder / f"{entry.pid}.json"
+        with state_write(path):
+            ensure_private_dir(self.folder)
+            atomic_write_bytes(
+                path, json.dumps(asdict(entry), sort_keys=True).encode(), mode=PRIVATE_FILE_MODE
+            )
 
     def unregister(self, pid: int) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -180,10 +175,6 @@ def process_create_time(pid: int) -> float:
 # -- the per-home lock and the quiesce request ----------------------------------------------
 
 
-def _home_key(home: Path) -> str:
-    return hashlib.sha256(str(home).encode()).hexdigest()[:16]
-
-
 EXCLUSIVE_GATE = Gate(
     summary="An exclusive operation (account switch, migration, rollback) holds this Codex home.",
     next_action="Wait for `loopx-chat home exclusive` to finish, then retry.",
@@ -193,7 +184,7 @@ EXCLUSIVE_GATE = Gate(
 class HomeLock:
     def __init__(self, state_root: Path, home: Path) -> None:
         folder = state_root / "locks" / "homes"
-        key = _home_key(home)
+        key = home_key(home)
         self.folder = folder
         self.path = folder / f"{key}.lock"
         self.quiesce_marker = folder / f"{key}.quiesce"
@@ -286,20 +277,18 @@ def _under(path: str, roots: Sequence[str]) -> bool:
 def find_home_users(
     binding: CodexHomeBinding,
     registry: AppServerRegistry,
-    *,
-    exclude_pids: frozenset[int] = frozenset(),
 ) -> list[HomeUser]:
     roots = sorted({str(binding.path), str(binding.sqlite_home)})
     users: dict[int, HomeUser] = {}
     for entry in registry.live():
-        if entry.codex_home == str(binding.path) and entry.pid not in exclude_pids:
+        if entry.codex_home == str(binding.path):
             users[entry.pid] = HomeUser(
                 entry.pid, "codex app-server", "registered", f"session {entry.session_id}"
             )
     me = os.getpid()
     for proc in psutil.process_iter(["pid", "cmdline"]):
         pid = proc.info["pid"]
-        if pid in users or pid == me or pid in exclude_pids:
+        if pid in users or pid == me:
             continue
         cmdline = proc.info.get("cmdline") or []
         codex = _is_codex(cmdline)

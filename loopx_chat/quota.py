@@ -19,7 +19,6 @@ from typing import Any
 
 QUOTA_SCHEMA = "loopx_chat_quota_decision_v1"
 FAILURE_THRESHOLD = 3
-DECISIONS = ("eligible", "throttled", "monitor_quiet_skip", "operator_gate", "blocked")
 HINT_NOTE = "scheduler hint only: it never starts a turn and never bills"
 
 

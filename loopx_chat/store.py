@@ -25,7 +25,7 @@ import platformdirs
 from filelock import FileLock
 
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
 from loopx_chat.records import (
     SESSION_SCHEMA_VERSION,
     TURN_SCHEMA_VERSION,
@@ -270,9 +270,5 @@ class SessionStore:
 
     # -- io ----------------------------------------------------------------------------
     def _write(self, path: Path, data: Mapping[str, Any]) -> None:
-        try:
+        with state_write(path):
             atomic_write_bytes(path, _encode(data), mode=PRIVATE_FILE_MODE)
-        except OSError as exc:
-            raise StateError(
-                f"cannot write {path}: {exc.strerror or exc}", error_code="state_unwritable"
-            ) from None

@@ -8,7 +8,6 @@ our state dir; its "active writer" error maps to the same code.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from filelock import FileLock, Timeout
@@ -16,12 +15,13 @@ from filelock import FileLock, Timeout
 from loopx_chat.codex.errors_map import BUSY_GATE
 from loopx_chat.errors import CodexError
 from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.home import home_key
 from loopx_chat.records import validate_session_id
 
 
 def thread_lock_path(state_root: Path, codex_home: Path, thread_id: str) -> Path:
-    home_key = hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]
-    return state_root / "locks" / "threads" / home_key / f"{validate_session_id(thread_id)}.lock"
+    folder = state_root / "locks" / "threads" / home_key(codex_home)
+    return folder / f"{validate_session_id(thread_id)}.lock"
 
 
 class ThreadWriterLock:

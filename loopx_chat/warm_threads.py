@@ -67,9 +67,6 @@ class WarmThreads:
     def get(self, session_id: str) -> Warm | None:
         return self._warm.get(session_id)
 
-    def __contains__(self, session_id: object) -> bool:
-        return session_id in self._warm
-
     def alive(self, session_id: str) -> Warm | None:
         """The session's warm thread if its process still runs (kept from closing while
         the caller uses it); a dead one is let go."""

@@ -218,7 +218,7 @@ def test_crash_mid_turn_leaves_a_resumable_session(
     with controller(tmp_path, home, fake_codex, "crash_mid_turn") as c:
         record = c.open_session("g", tmp_path)
         result = c.submit_turn(record.session_id, "hi")
-        assert record.session_id not in c._warm  # the dead process was dropped
+        assert c._warm.get(record.session_id) is None  # the dead process was dropped
     assert (result.turn.status, result.turn.error_code) == ("interrupted", "app_server_exited")
     assert result.session.status == "ready"
     assert result.session.upstream_thread_id == record.upstream_thread_id
@@ -417,8 +417,9 @@ def test_an_app_server_that_cannot_be_registered_is_closed(
 ) -> None:
     (tmp_path / "state" / "registry").mkdir(parents=True)
     (tmp_path / "state" / "registry" / "app-servers").write_text("not a folder")
-    with controller(tmp_path, home, fake_codex) as c, pytest.raises(OSError):
+    with controller(tmp_path, home, fake_codex) as c, pytest.raises(LoopxChatError) as failed:
         c.open_session("g", tmp_path)
+    assert failed.value.error_code == "state_unwritable"  # one line in the CLI, no traceback
     (spawned,) = fake_codex.app_servers()
     wait_for(lambda: not _alive(spawned["pid"]))
 
@@ -448,7 +449,7 @@ def test_a_thread_loaded_after_shutdown_began_is_let_go(tmp_path: Path) -> None:
     with pytest.raises(CodexError) as stopping:
         warm.add("s", _Thread(), _Lock())  # type: ignore[arg-type]
     assert stopping.value.error_code == "controller_stopped"
-    assert closed == ["thread", "lock"] and "s" not in warm
+    assert closed == ["thread", "lock"] and warm.get("s") is None
 
 
 def test_codex_version_and_child_environment_use_the_pinned_home(
@@ -564,6 +565,17 @@ def test_a_steer_that_arrives_as_the_turn_ends_never_leaves_a_turn_unwatched(
             c.submit_turn(record.session_id, "late steer")
         warm.running_turn_id = None
         assert late.value.error_code == "turn_not_active"
-        assert warm.thread.active_turn_id is None  # the stray turn was stopped and waited for
+        assert warm.thread.active_turn_id is None  # the stray turn was interrupted and let go
         after = c.submit_turn(record.session_id, "next")
     assert after.turn.status == "completed" and after.created
+
+
+def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the_thread(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    with controller(tmp_path, home, fake_codex) as c:
+        record = c.open_session("g", tmp_path)  # we hold the thread's writer lock
+        orphan = c.turns.begin(record.session_id, None)  # as a crashed controller left it
+        settled = c.interrupt_turn(record.session_id)
+    assert (settled.turn_id, settled.status) == (orphan.turn_id, "interrupted")
+    assert not (tmp_path / "state" / "sessions" / record.session_id / "interrupt.request").exists()

@@ -22,7 +22,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -76,7 +76,7 @@ class ServerRequestPolicy:
 @dataclass
 class ProcessStats:
     skipped_lines: int = 0
-    server_requests: list[str] = field(default_factory=list)
+    server_requests: int = 0  # answered by the policy (a count: it must not grow a list)
 
 
 class _CappedLog:
@@ -133,12 +133,10 @@ class AppServerProcess:
     def __init__(
         self,
         proc: subprocess.Popen[bytes],
-        argv: Sequence[str],
         log: _CappedLog,
         policy: ServerRequestPolicy,
     ) -> None:
         self.proc = proc
-        self.argv = tuple(argv)
         self.stats = ProcessStats()
         self._log = log
         self._policy = policy
@@ -194,7 +192,7 @@ class AppServerProcess:
                 error_code="app_server_start_failed",
                 gate=START_GATE,
             ) from None
-        return cls(proc, argv, log, policy or ServerRequestPolicy())
+        return cls(proc, log, policy or ServerRequestPolicy())
 
     @property
     def pid(self) -> int:
@@ -279,16 +277,6 @@ class AppServerProcess:
             raise ProcessGone("app-server exited")
         return item
 
-    def drain_notifications(self) -> None:
-        while True:
-            try:
-                item = self.notifications.get_nowait()
-            except queue.Empty:
-                return
-            if item is None:
-                self.notifications.put(None)
-                return
-
     # -- reader threads -----------------------------------------------------------------
     def _read_stdout(self) -> None:
         stream = self.proc.stdout
@@ -344,7 +332,7 @@ class AppServerProcess:
         self.notifications.put(Notification(method, params if isinstance(params, dict) else {}))
 
     def _answer_server_request(self, request_id: Any, method: str) -> None:
-        self.stats.server_requests.append(method)
+        self.stats.server_requests += 1
         result, error = self._policy.answer(method)
         reply: dict[str, Any] = {"id": request_id}
         if error is not None:
@@ -392,9 +380,6 @@ class AppServerProcess:
         self._reader.join(timeout=2)
         self._stderr_pump.join(timeout=2)
         return self.proc.returncode
-
-    def kill(self) -> None:
-        self._signal_group(signal.SIGKILL)
 
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError, OSError):

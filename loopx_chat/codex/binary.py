@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from loopx_chat.codex.app_server import child_environment
 from loopx_chat.errors import CodexError, Gate
 
 # (sys.platform, machine) -> (platform package, target triple), as the wrapper maps them.
@@ -93,7 +94,7 @@ def codex_version(
     try:
         done = subprocess.run(
             [str(binary.path), "--version"],
-            env={**environ, "CODEX_HOME": str(codex_home)},
+            env=child_environment(environ, codex_home),
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,

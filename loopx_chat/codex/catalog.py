@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from loopx_chat.codex.app_server import child_environment
 from loopx_chat.codex.errors_map import CATALOG_GATE
 from loopx_chat.errors import CodexError
 
@@ -36,8 +37,7 @@ def write_builtin_catalog(
     """Return a temp file holding the binary's built-in catalog; the caller deletes it."""
     scratch_home = Path(tempfile.mkdtemp(prefix="loopx-chat-codex-home-"))
     try:
-        env = dict(environ)
-        env["CODEX_HOME"] = str(scratch_home)
+        env = child_environment(environ, scratch_home)
         try:
             done = subprocess.run(
                 [str(executable), "debug", "models"],

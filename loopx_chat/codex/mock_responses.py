@@ -43,7 +43,6 @@ _RECORDED_HEADERS = ("originator", "thread-id")
 
 _FIRST_SERVER_ERROR = 500
 _MAX_PORT = 65535
-# TOML forbids raw control characters (below space, and DEL) inside basic strings.
 
 # How often blocked handlers re-check for stop() or a vanished client; bounds stop() latency.
 _POLL_S = 0.1
@@ -496,17 +495,6 @@ class MockResponsesServer:
     def base_url(self) -> str:
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self.port}/v1"
-
-    def wait_for_requests(self, count: int, timeout: float = 10.0) -> bool:
-        """Wait until at least `count` POSTs were recorded; False on timeout."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with self._lock:
-                if len(self.requests) >= count:
-                    return True
-            time.sleep(0.02)
-        with self._lock:
-            return len(self.requests) >= count
 
     # ------------------------------------------------------------------ internal
 

@@ -14,10 +14,10 @@ What it must never do:
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 
 _FIRST_PRINTABLE = 0x20
 _DELETE = 0x7F
@@ -65,19 +65,6 @@ def _toml_string(value: str) -> str:
             out.append(char)
     out.append('"')
     return "".join(out)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write `text` atomically with mode 0600, so codex never reads a half-written file."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def offline_config_toml(base_url: str, catalog_path: Path) -> str:
@@ -129,10 +116,11 @@ def write_offline_codex_config(codex_home: Path, base_url: str) -> None:
     """
     home = Path(codex_home)
     if not home.exists():
-        home.mkdir(mode=0o700, parents=True)
-        # mkdir's mode is filtered by the umask; make sure the result really is private.
-        os.chmod(home, 0o700)
+        ensure_private_dir(home)
     catalog_path = home.resolve() / "model_catalog.json"
-    # The catalog goes first so that config.toml never points at a file that is not there yet.
-    _write_private(catalog_path, json.dumps(MINIMAL_CATALOG, indent=2) + "\n")
-    _write_private(home / "config.toml", offline_config_toml(base_url, catalog_path))
+    # The catalog goes first so that config.toml never points at a file that is not there yet;
+    # both atomically, so codex never reads a half-written file.
+    catalog = json.dumps(MINIMAL_CATALOG, indent=2) + "\n"
+    atomic_write_bytes(catalog_path, catalog.encode(), mode=PRIVATE_FILE_MODE)
+    config = offline_config_toml(base_url, catalog_path).encode()
+    atomic_write_bytes(home / "config.toml", config, mode=PRIVATE_FILE_MODE)

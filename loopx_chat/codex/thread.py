@@ -21,7 +21,6 @@ from typing import Any
 from loopx_chat import __version__
 from loopx_chat.codex.app_server import (
     AppServerProcess,
-    Notification,
     ProcessGone,
     RpcError,
     ServerRequestPolicy,
@@ -122,7 +121,6 @@ class CodexThread:
         self.timeouts = timeouts
         self.log_path = log_path
         self.active_turn_id: str | None = None
-        self.catalog_compat_applied = False
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -152,7 +150,6 @@ class CodexThread:
         finally:
             with contextlib.suppress(OSError):
                 catalog.unlink()
-        thread.catalog_compat_applied = True
         return thread
 
     @classmethod
@@ -317,7 +314,6 @@ class CodexThread:
         *,
         on_delta: Callable[[str], None] | None = None,
         should_interrupt: Callable[[], bool] = lambda: False,
-        on_notification: Callable[[Notification], None] | None = None,
     ) -> TurnOutcome:
         """Consume notifications until `turn_id` completes, a timeout fires or the process dies."""
         tokens = TokenCounts()
@@ -351,8 +347,6 @@ class CodexThread:
             if note is None:
                 continue
             last_event = time.monotonic()
-            if on_notification is not None:
-                on_notification(note)
             params = note.params
             if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
                 continue
@@ -380,6 +374,12 @@ class CodexThread:
         if self.active_turn_id == turn_id:
             self.active_turn_id = None
         return TurnOutcome(turn_id, status, code, tokens)
+
+    def abandon_turn(self, turn_id: str) -> None:
+        """Interrupt a turn nobody will wait for, and stop counting it as the active one."""
+        self._send_interrupt(turn_id)
+        if self.active_turn_id == turn_id:
+            self.active_turn_id = None
 
     def _send_interrupt(self, turn_id: str) -> None:
         # Errors here mean the turn already ended or the process died; the loop sees both.

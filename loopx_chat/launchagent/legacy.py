@@ -25,10 +25,11 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from loopx_chat.home import HOME_ENV_PRECEDENCE
 from loopx_chat.launchagent.plist import LaunchAgentError
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-HOME_VARS = ("LOOPX_CHAT_CODEX_HOME", "CODEX_HOME")  # loopx-chat's own precedence
+HOME_VARS: tuple[str, ...] = HOME_ENV_PRECEDENCE  # what loopx-chat itself reads, in order
 AMBIGUOUS_NEXT = "pass LOOPX_CHAT_CODEX_HOME=<absolute home> explicitly to install"
 
 _ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)

@@ -23,6 +23,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopx_chat.session_runtime._text import is_public_safe
+from loopx_chat.session_runtime.projection import (  # noqa: F401 - re-exported
+    RECOMMEND_MONITOR,
+    RECOMMEND_WITHOUT_RAW,
+)
 
 OPENVIKING_SESSION_MEMORY_ADAPTER_SCHEMA_VERSION = "openviking_session_memory_adapter_v0"
 OPENVIKING_ADAPTER_MODE = "read_only_projection"
@@ -145,8 +149,6 @@ DEFAULT_PROVIDER = "github"
 DEFAULT_RUNTIME_ID = "session_runtime"
 MEMORY_REF_PREFIX = "mem_"
 WITHHELD_SUMMARY = "summary withheld: missing or not public-safe"
-RECOMMEND_WITHOUT_RAW = "provide compact summaries without raw material before projection"
-RECOMMEND_MONITOR = "monitor for a material transition"
 
 FLAG_SUFFIXES: tuple[str, ...] = ("_copied", "_allowed", "_performed")
 FLAG_NAMES: frozenset[str] = frozenset({"adapter_is_writable"})

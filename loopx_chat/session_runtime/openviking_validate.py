@@ -79,10 +79,12 @@ class _Problems:
 
     def __init__(self) -> None:
         self.items: list[str] = []
+        self._seen: set[str] = set()  # membership in O(1): a hostile document has many
 
     def add(self, code: str, path: str, detail: str | None = None) -> None:
         message = f"{code}: {path}" + (f" ({detail})" if detail else "")
-        if message not in self.items:
+        if message not in self._seen:
+            self._seen.add(message)
             self.items.append(message)
 
 

@@ -34,7 +34,10 @@ from typing import Any
 # openviking_contract's private_value_code is the package's one list of private-value
 # patterns (home paths, internal URLs, credentials), so both contracts reject the same values.
 from loopx_chat.session_runtime.keys import KeyState, classify_session_runtime_key
-from loopx_chat.session_runtime.openviking_contract import private_value_code
+from loopx_chat.session_runtime.openviking_contract import (
+    QUOTA_STATE_VALUES,
+    private_value_code,
+)
 
 WRITEBACK_SCHEMA_VERSION = "session_runtime_controlled_writeback_v0"
 WRITEBACK_RESULT_SCHEMA_VERSION = "session_runtime_controlled_writeback_result_v0"
@@ -54,13 +57,7 @@ WRITE_CLASSES: tuple[str, ...] = (
 
 DECISION_LABELS: tuple[str, ...] = ("requested", "approved", "rejected")
 REWARD_LABELS: tuple[str, ...] = ("good", "bad", "mixed")
-QUOTA_HINTS: tuple[str, ...] = (
-    "eligible",
-    "throttled",
-    "monitor_quiet_skip",
-    "operator_gate",
-    "blocked",
-)
+QUOTA_HINTS: tuple[str, ...] = QUOTA_STATE_VALUES  # the same closed set the adapter reports
 
 # Value kinds: "id" (a compact reference), "token" (a short code word), "text" (a short
 # public-safe summary), "count" (an int >= 0), or a tuple of the allowed labels.
