@@ -10,7 +10,6 @@ import glob
 import os
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -501,12 +500,10 @@ def test_an_app_server_that_stops_reading_never_blocks_a_turn_or_shutdown(
     )
     record = c.open_session("g", tmp_path)
     pid = c.warm_pids()[record.session_id]
-    started = time.monotonic()
     with pytest.raises(CodexError) as stuck:
         c.submit_turn(record.session_id, "x" * 2_000_000)  # far more than a pipe holds
     assert stuck.value.error_code == "request_timeout"
-    c.close()
-    assert time.monotonic() - started < 20
+    c.close()  # returns: it no longer waits on the stuck write
     wait_for(lambda: not _alive(pid))
 
 
@@ -517,7 +514,8 @@ def test_a_slow_start_elsewhere_is_waited_for_not_taken_for_an_exclusive_hold(
     quick = controller(tmp_path, home, fake_codex)
     with slow, quick:
         thread, box = run_in_thread(lambda: slow.open_session("g-slow", tmp_path))
-        time.sleep(0.5)  # the slow one now holds the spawn guard
+        # Its app-server is started under the spawn guard and now sits in initialize.
+        wait_for(lambda: len(fake_codex.app_servers()) == 1)
         opened = quick.open_session("g-quick", tmp_path)
         thread.join(timeout=30)
     assert opened.goal_id == "g-quick"

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from loopx_chat.session_runtime import (
@@ -661,6 +661,20 @@ def test_build_never_raises_and_never_echoes_a_raw_keys_value(
     payload=json_values,
     ids=st.lists(json_values, min_size=7, max_size=7),
     entry=st.sampled_from([READY, None, EntryFacts(False, True, True, True)]),
+)
+# Random arguments are always refused; this one is valid, so the previewed branch runs too.
+@example(
+    payload=VALID_PAYLOADS["handoff_packet_pointer"][1],
+    ids=[
+        "loopx-meta",
+        "codex",
+        "codex_app_server",
+        "public-safe-session-handle",
+        "run_123",
+        "todo_123",
+        "handoff_packet",
+    ],
+    entry=READY,
 )
 def test_build_never_raises_on_arbitrary_arguments(
     payload: object, ids: list[object], entry: object
