@@ -21,20 +21,21 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT / "examples") not in sys.path:
+    sys.path.insert(0, str(ROOT / "examples"))
+
+import smoke_support  # noqa: E402
+from smoke_support import SmokeFailure  # noqa: E402
+
 FIXTURES = ROOT / "launchagents" / "fixtures"
 FAKE_LAUNCHCTL = ROOT / "tests" / "fakes" / "fake_launchctl.py"
 LABEL = "com.loopx.chat"
 CHECKS: list[str] = []
 
 
-class SmokeFailure(AssertionError):
-    pass
-
-
 def check(condition: bool, what: str) -> None:
-    if not condition:
-        raise SmokeFailure(what)
-    CHECKS.append(what)
+    smoke_support.check(condition, what)
+    CHECKS.append(what)  # counted, so the smoke says how much it proved
 
 
 class Case:
@@ -299,6 +300,11 @@ def main() -> int:
             fn(case)
         except SmokeFailure as exc:
             print(f"macos-dashboard-launchagent-status-smoke FAILED in {case.name}: {exc}")
+            return 1
+        except (KeyError, TypeError, ValueError, subprocess.TimeoutExpired) as exc:
+            # A missing key or a hung command is a failed check, reported, not a traceback.
+            kind = type(exc).__name__
+            print(f"macos-dashboard-launchagent-status-smoke FAILED in {case.name}: {kind} {exc}")
             return 1
         finally:
             case.cleanup()

@@ -134,6 +134,7 @@ ERROR_CODES: frozenset[str] = frozenset(
         "bad_request",
         "internal_error",
         "turn_not_accepted",
+        "listen_failed",
         "non_loopback_host",
         # usage
         "usage_error",

@@ -12,7 +12,7 @@ until it is promoted into a handoff packet.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,9 @@ def _actor(actor: str) -> str:
     return actor
 
 
-def _text_list(values: Sequence[str], what: str) -> list[str]:
+def _text_list(values: object, what: str) -> list[str]:
+    if not isinstance(values, list | tuple):  # a string is not a list of one-letter items
+        raise UsageError(f"{what} must be a list of texts", error_code="input_invalid")
     if len(values) > LIST_LIMIT:
         raise UsageError(f"at most {LIST_LIMIT} {what}", error_code="usage_error")
     return [public_text(v, what) for v in values]
@@ -107,7 +109,9 @@ class GoalRecords:
         if not isinstance(objective, str):
             raise UsageError("a goal_state needs an objective", error_code="usage_error")
         budget = fields.get("token_budget", base.get("token_budget"))
-        if budget is not None and (not isinstance(budget, int) or budget <= 0):
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0
+        ):
             raise UsageError("token_budget must be a positive integer", error_code="usage_error")
         boundary = fields.get("boundary", base.get("boundary"))
         record = {
@@ -124,7 +128,7 @@ class GoalRecords:
                 fields.get("authority_sources", base.get("authority_sources", [])),
                 "authority sources",
             ),
-            "boundary": public_text(boundary, "boundary") if boundary else None,
+            "boundary": public_text(boundary, "boundary") if boundary not in (None, "") else None,
             "token_budget": budget,
             "previous": {k: base[k] for k in GOAL_STATE_FIELDS if k in base} or None,
         }

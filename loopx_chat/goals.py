@@ -58,8 +58,11 @@ def is_valid_goal_id(goal_id: str) -> bool:
     return True
 
 
-def public_text(value: str, what: str) -> str:
+def public_text(value: object, what: str) -> str:
     """Collapse whitespace, cap the length, refuse secret- or path-looking text."""
+    if not isinstance(value, str):
+        # JSON input (`goal set --from-json`, the HTTP API) can carry any type here.
+        raise UsageError(f"{what} must be text", error_code="input_invalid")
     text = " ".join(value.split())
     if not text:
         raise UsageError(f"{what} must not be empty", error_code="usage_error")

@@ -262,3 +262,28 @@ def test_quota_cli_records_decisions_and_sees_quiet_monitor(tmp_path: Path) -> N
     assert len(lines) == 3
     goal = cli(tmp_path, "status", "--goal", "g")["attention_queue"][0]
     assert goal["goal_state"]["objective"] == "watch the build"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"objective": "Ship", "non_goals": [1]},
+        {"objective": "Ship", "non_goals": None},
+        {"objective": "Ship", "non_goals": "abc"},
+        {"objective": "Ship", "boundary": 5},
+        {"objective": "Ship", "token_budget": True},
+    ],
+)
+def test_goal_state_json_of_the_wrong_types_is_refused_cleanly(
+    tmp_path: Path,
+    doc: dict,  # type: ignore[type-arg]
+) -> None:
+    result = CliRunner().invoke(
+        main,
+        ["--state-dir", str(tmp_path), "goal", "set", "g", "--from-json", "-", "--json"],
+        input=json.dumps(doc),
+        env={"LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home")},
+    )
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["error_code"] in ("input_invalid", "usage_error")
+    assert not (tmp_path / "goals" / "g" / "goal_state.jsonl").exists()

@@ -194,3 +194,32 @@ def test_first_screen_in_headless_chromium(
     assert "gate (pending): Approve the &lt;release&gt; &amp; ship?" in html
     assert "no run recorded yet" in html
     assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_serve_on_a_busy_port_is_one_clean_error(
+    tmp_path: Path, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loopx_chat",
+                "--state-dir",
+                str(tmp_path / "state"),
+                "serve",
+                "--port",
+                str(port),
+            ],
+            env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error [listen_failed]: cannot listen on 127.0.0.1:")
+    assert "Traceback" not in done.stderr

@@ -140,12 +140,13 @@ def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     sessions = store.list().sessions
     ids = [validate_goal_id(goal_id)] if goal_id else known_goal_ids(sessions, records.goals)
     decisions = []
+    codex_home = str(cli.binding().path)  # resolved once, not once per goal
     for gid in ids:
         facts = facts_from_state(
             gid,
             store=store,
             goals=records.goals,
-            codex_home=str(cli.binding().path),
+            codex_home=codex_home,
             all_sessions=sessions,
         )
         projection = goal_status(facts)["projection"]

@@ -8,6 +8,7 @@ import click
 
 from loopx_chat.cli.context import CliContext, renders_errors
 from loopx_chat.controller import ChatController
+from loopx_chat.errors import UsageError
 from loopx_chat.goals import GoalStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer, serve_forever
@@ -32,7 +33,12 @@ def serve(cli: CliContext, host: str, port: int) -> None:
         )
     except OSError as exc:
         controller.close()
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        raise UsageError(
+            f"cannot listen on {host}:{port}: {exc.strerror}", error_code="listen_failed"
+        ) from None
+    except BaseException:
+        controller.close()  # e.g. a host that is not loopback (non_loopback_host)
+        raise
     threading.Thread(
         target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
     ).start()

@@ -104,6 +104,7 @@ from loopx_chat.session_runtime.openviking_validate import (
     assert_valid_openviking_session_memory_adapter,
     validate_openviking_session_memory_adapter,
 )
+from loopx_chat.session_runtime.projection import _items
 
 __all__ = [
     "CANDIDATE_LIMIT",
@@ -186,14 +187,8 @@ class _Inputs:
         return kept
 
     def items(self, value: object) -> list[dict[Any, Any]]:
-        # Like the base projection: a lone mapping is a one-item list; text is not a list.
-        if value is None or isinstance(value, str | bytes | bytearray):
-            return []
-        if isinstance(value, Mapping):
-            return [self.compact(value)]
-        if not isinstance(value, Iterable):
-            return []
-        return [self.compact(item) for item in value if isinstance(item, Mapping)]
+        # The base projection's reading: a lone mapping is a one-item list; text is not a list.
+        return [self.compact(item) for item in _items(value)]
 
 
 def _read_id(value: object, limit: int = ID_LIMIT) -> str | None:
