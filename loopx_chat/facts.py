@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopx_chat.goals import Gate, GoalStore, Handoff, is_valid_goal_id
-from loopx_chat.records import SessionRecord, TurnRecord
+from loopx_chat.records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.store import SessionStore
 
 
@@ -84,7 +84,7 @@ def _outcome_item(turn: TurnRecord) -> dict[str, Any] | None:
             "validation_summary": f"turn {turn.turn_id} completed "
             f"({turn.tokens.total_tokens} tokens)",
         }
-    if turn.status == "failed" or (turn.status == "interrupted" and turn.error_code):
+    if turn_is_blocker(turn.status, turn.error_code):
         return {
             **base,
             "status": "failed",
@@ -135,7 +135,7 @@ def facts_from_records(
     ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
     trailing_failures = 0
     for t in reversed(ordered):
-        if t.status == "failed" or (t.status == "interrupted" and t.error_code):
+        if turn_is_blocker(t.status, t.error_code):
             trailing_failures += 1
         elif t.status in ("completed", "interrupted"):
             break
@@ -158,8 +158,7 @@ def facts_from_records(
         managed = record.session_mode == "managed_runtime" and record.agent_id == "codex"
         if managed and record.codex_home not in (None, codex_home):
             facts.gates.append(_home_gate(record))
-    latest_turns = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
-    for turn in latest_turns[-8:]:
+    for turn in ordered[-8:]:
         item = _outcome_item(turn)
         if item is not None:
             facts.outcomes.append(item)

@@ -22,6 +22,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from loopx_chat.records import turn_is_blocker
+
 
 def _t(value: object) -> float:
     if not isinstance(value, str):
@@ -112,7 +114,7 @@ def compute_metrics(
     blockers: list[tuple[str, float]] = [
         (str(t.get("turn_id")), _t(t.get("at")))
         for t in turns
-        if t.get("status") == "failed" or (t.get("status") == "interrupted" and t.get("code"))
+        if turn_is_blocker(t.get("status"), t.get("code"))
     ]
     blockers += [
         (str(g.get("gate_id")), _t(g.get("at")))

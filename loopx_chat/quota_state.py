@@ -11,15 +11,20 @@ import uuid
 from typing import Any
 
 from loopx_chat.facts import GoalFacts
-from loopx_chat.goal_records import GoalRecords
+from loopx_chat.goal_records import GoalRecords, GoalState
 from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.quota import QUOTA_SCHEMA, QuotaFacts, decide_quota, transition_key
 
 
-def quota_facts(facts: GoalFacts, projection: dict[str, Any], records: GoalRecords) -> QuotaFacts:
+def quota_facts(
+    facts: GoalFacts,
+    projection: dict[str, Any],
+    records: GoalRecords,
+    state: GoalState | None,
+) -> QuotaFacts:
+    """`state` is the goal's goal_state, as the caller already read it (or None)."""
     first = projection.get("first_screen", {})
     lane = projection.get("work_lane_contract", {}).get("lane", "monitor")
-    state = records.goal_state(facts.goal_id)
     material = {
         "lane": lane,
         "outcomes": [o.get("outcome_id") for o in facts.outcomes],
@@ -40,9 +45,12 @@ def quota_facts(facts: GoalFacts, projection: dict[str, Any], records: GoalRecor
 
 
 def current_quota(
-    facts: GoalFacts, projection: dict[str, Any], records: GoalRecords
+    facts: GoalFacts,
+    projection: dict[str, Any],
+    records: GoalRecords,
+    state: GoalState | None,
 ) -> dict[str, Any]:
-    return decide_quota(quota_facts(facts, projection, records))
+    return decide_quota(quota_facts(facts, projection, records, state))
 
 
 def record_quota(goal_id: str, decision: dict[str, Any], records: GoalRecords) -> dict[str, Any]:

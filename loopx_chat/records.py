@@ -206,3 +206,9 @@ class TurnRecord:
             **{k: int(v) for k, v in tokens.items() if k in TokenCounts.__dataclass_fields__}
         )
         return cls(**values)
+
+
+def turn_is_blocker(status: object, error_code: object) -> bool:
+    """A turn that needs someone: it failed, or it was interrupted by an error (a timeout, a
+    crash), not by a person asking it to stop. One rule for facts, status and metrics."""
+    return status == "failed" or (status == "interrupted" and bool(error_code))

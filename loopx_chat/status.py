@@ -118,7 +118,7 @@ def goal_record_summary(
             if state
             else None
         ),
-        "quota": current_quota(facts, projection, records),
+        "quota": current_quota(facts, projection, records, state),
         "human_rewards": {
             label: sum(r["label"] == label for r in rewards) for label in REWARD_LABELS
         },

@@ -150,7 +150,8 @@ def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             all_sessions=sessions,
         )
         projection = goal_status(facts)["projection"]
-        decisions.append(record_quota(gid, current_quota(facts, projection, records), records))
+        decision = current_quota(facts, projection, records, records.goal_state(gid))
+        decisions.append(record_quota(gid, decision, records))
     if as_json:
         emit_json({"ok": True, "decisions": decisions})
         return
