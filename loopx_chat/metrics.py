@@ -19,19 +19,13 @@ Each metric reports its numerator and denominator, not only a ratio, so a reader
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
-from loopx_chat.records import turn_is_blocker
+from loopx_chat.records import epoch_seconds, turn_is_blocker
 
 
 def _t(value: object) -> float:
-    if not isinstance(value, str):
-        return 0.0
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+    return epoch_seconds(value) or 0.0
 
 
 def _ratio(numerator: int, denominator: int, **extra: Any) -> dict[str, Any]:

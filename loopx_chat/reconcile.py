@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from loopx_chat.codex.rollouts import ThreadFacts
+from loopx_chat.records import epoch_seconds
 
 REASONS = (
     "missing_gate",
@@ -49,15 +49,6 @@ class Staleness:
         }
 
 
-def _ts(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
-    except ValueError:
-        return None
-
-
 def staleness(
     thread_ids: Sequence[str],
     recorded_turns: Mapping[str, int],
@@ -78,7 +69,8 @@ def staleness(
             latest_host = facts
     seconds = None
     if behind and latest_host is not None:
-        host_t, ours_t = _ts(latest_host.latest_event_at), _ts(last_recorded_at)
+        host_t = epoch_seconds(latest_host.latest_event_at)
+        ours_t = epoch_seconds(last_recorded_at)
         if host_t is not None:
             seconds = round(max(0.0, host_t - ours_t), 3) if ours_t is not None else None
     outcome = latest_host.last_turn.outcome if latest_host and latest_host.last_turn else None

@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
+from datetime import datetime
 from typing import Any, Literal
 
 from loopx_chat.errors import StateError
@@ -212,3 +213,13 @@ def turn_is_blocker(status: object, error_code: object) -> bool:
     """A turn that needs someone: it failed, or it was interrupted by an error (a timeout, a
     crash), not by a person asking it to stop. One rule for facts, status and metrics."""
     return status == "failed" or (status == "interrupted" and bool(error_code))
+
+
+def epoch_seconds(value: object) -> float | None:
+    """Seconds since the epoch of an ISO timestamp (`Z` accepted), or None if it is not one."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
