@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +39,15 @@ class CliContext:
 
 def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def emit_ok(doc: dict[str, Any], as_json: bool, lines: Iterable[str]) -> None:
+    """A command's result: `{"ok": true, **doc}` with --json, else the human lines."""
+    if as_json:
+        emit_json({"ok": True, **doc})
+        return
+    for line in lines:
+        click.echo(line)
 
 
 def json_option(func: F) -> F:

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_json,
+    emit_ok,
+    json_option,
+    renders_errors,
+)
 from loopx_chat.errors import UsageError
 from loopx_chat.goals import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.host_facts import scan_host, scanner_for
@@ -159,20 +165,19 @@ def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     store = _goals(cli)
     ids = [validate_goal_id(goal_id)] if goal_id else store.goal_ids()
     gates = [g.to_dict() for gid in ids for g in store.gates(gid)]
-    if as_json:
-        emit_json({"ok": True, "gates": gates})
-        return
-    for g in gates:
-        click.echo(
+    emit_ok(
+        {"gates": gates},
+        as_json,
+        (
             f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
-        )
+            for g in gates
+        ),
+    )
 
 
 def _emit_gate(data: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        emit_json({"ok": True, "gate": data})
-    else:
-        click.echo(f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}")
+    line = f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"
+    emit_ok({"gate": data}, as_json, [line])
 
 
 @click.group()
@@ -200,12 +205,8 @@ def handoff_record(
     packet = _goals(cli).record_handoff(
         validate_goal_id(goal_id), next_action, stop_condition, evidence
     )
-    if as_json:
-        emit_json({"ok": True, "handoff": packet.to_dict()})
-    else:
-        click.echo(
-            f"{packet.handoff_id}: {packet.next_action} (stop when: {packet.stop_condition})"
-        )
+    line = f"{packet.handoff_id}: {packet.next_action} (stop when: {packet.stop_condition})"
+    emit_ok({"handoff": packet.to_dict()}, as_json, [line])
 
 
 @handoff.command("list")
@@ -216,11 +217,8 @@ def handoff_record(
 def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     """List the handoff packets of GOAL."""
     packets = [h.to_dict() for h in _goals(cli).handoffs(validate_goal_id(goal_id))]
-    if as_json:
-        emit_json({"ok": True, "handoffs": packets})
-        return
-    for h in packets:
-        click.echo(f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}")
+    lines = (f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}" for h in packets)
+    emit_ok({"handoffs": packets}, as_json, lines)
 
 
 @click.command("metrics")

@@ -7,7 +7,13 @@ from typing import Any
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_json,
+    emit_ok,
+    json_option,
+    renders_errors,
+)
 from loopx_chat.errors import UsageError
 from loopx_chat.facts import facts_from_state, known_goal_ids
 from loopx_chat.goal_records import ACTORS, REWARD_LABELS, GoalRecords
@@ -18,13 +24,6 @@ from loopx_chat.status import goal_status
 
 def _records(cli: CliContext) -> GoalRecords:
     return GoalRecords(GoalStore(cli.state_dir))
-
-
-def _emit(doc: dict[str, Any], as_json: bool, human: str) -> None:
-    if as_json:
-        emit_json({"ok": True, **doc})
-    else:
-        click.echo(human)
 
 
 @click.group()
@@ -84,7 +83,7 @@ def goal_set(
     if authority_sources:
         fields["authority_sources"] = list(authority_sources)
     state = _records(cli).set_goal_state(validate_goal_id(goal_id), fields, actor=actor)
-    _emit({"goal_state": state.to_dict()}, as_json, f"{goal_id}: {state.objective}")
+    emit_ok({"goal_state": state.to_dict()}, as_json, [f"{goal_id}: {state.objective}"])
 
 
 @goal.command("show")
@@ -122,11 +121,8 @@ def goal_list(cli: CliContext, as_json: bool) -> None:
     """Goals with a goal_state."""
     records = _records(cli)
     states = [s for gid in records.goals.goal_ids() if (s := records.goal_state(gid))]
-    if as_json:
-        emit_json({"ok": True, "goals": [s.to_dict() for s in states]})
-        return
-    for s in states:
-        click.echo(f"{s.goal_id}: {s.objective}")
+    lines = (f"{s.goal_id}: {s.objective}" for s in states)
+    emit_ok({"goals": [s.to_dict() for s in states]}, as_json, lines)
 
 
 @click.command("quota")
@@ -182,7 +178,7 @@ def reward_record(
     entry = _records(cli).record_reward(
         validate_goal_id(goal_id), run_ref=run_ref, label=label, reason=reason, actor=actor
     )
-    _emit({"reward": entry}, as_json, f"{entry['reward_id']}: {label} for {run_ref}")
+    emit_ok({"reward": entry}, as_json, [f"{entry['reward_id']}: {label} for {run_ref}"])
 
 
 @reward.command("list")
@@ -192,13 +188,11 @@ def reward_record(
 @renders_errors
 def reward_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     entries = _records(cli).rewards(validate_goal_id(goal_id))
-    if as_json:
-        emit_json({"ok": True, "rewards": entries})
-        return
-    for e in entries:
-        click.echo(
-            f"{e['reward_id']}  {e['created_at']}  {e['label']:5}  {e['run_ref']}: {e['reason']}"
-        )
+    lines = (
+        f"{e['reward_id']}  {e['created_at']}  {e['label']:5}  {e['run_ref']}: {e['reason']}"
+        for e in entries
+    )
+    emit_ok({"rewards": entries}, as_json, lines)
 
 
 @click.group()
@@ -231,7 +225,7 @@ def dream_record(
         next_action=next_action,
         actor=actor,
     )
-    _emit({"proposal": entry}, as_json, f"{entry['proposal_id']}: {title} (advisory)")
+    emit_ok({"proposal": entry}, as_json, [f"{entry['proposal_id']}: {title} (advisory)"])
 
 
 @dream.command("list")
@@ -241,11 +235,8 @@ def dream_record(
 @renders_errors
 def dream_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     entries = _records(cli).proposals(validate_goal_id(goal_id))
-    if as_json:
-        emit_json({"ok": True, "proposals": entries})
-        return
-    for e in entries:
-        click.echo(f"{e['proposal_id']}  {e['status']:9}  {e['title']}")
+    lines = (f"{e['proposal_id']}  {e['status']:9}  {e['title']}" for e in entries)
+    emit_ok({"proposals": entries}, as_json, lines)
 
 
 @dream.command("promote")
@@ -263,10 +254,10 @@ def dream_promote(
     promoted, packet = _records(cli).promote(
         validate_goal_id(goal_id), proposal_id, stop_condition=stop_condition, actor=actor
     )
-    _emit(
+    emit_ok(
         {"proposal": promoted, "handoff": packet.to_dict()},
         as_json,
-        f"{proposal_id} promoted to {packet.handoff_id}",
+        [f"{proposal_id} promoted to {packet.handoff_id}"],
     )
 
 
@@ -281,4 +272,4 @@ def dream_dismiss(
     cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool
 ) -> None:
     entry = _records(cli).dismiss(validate_goal_id(goal_id), proposal_id, actor=actor)
-    _emit({"proposal": entry}, as_json, f"{proposal_id} dismissed")
+    emit_ok({"proposal": entry}, as_json, [f"{proposal_id} dismissed"])
