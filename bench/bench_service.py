@@ -19,10 +19,10 @@ from pathlib import Path
 
 from loopx_chat.controller import ChatController
 from loopx_chat.goals import GoalStore
-from loopx_chat.records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
+from loopx_chat.state.session_store import SessionStore
 
 CLIENTS = 16
 

@@ -13,8 +13,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from loopx_chat.records import SessionRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import SessionStore
 
 
 def bare_json_loop(root: Path) -> int:

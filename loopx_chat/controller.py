@@ -36,9 +36,7 @@ from loopx_chat.codex.thread import (
     Timeouts,
     TurnOutcome,
 )
-from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
 from loopx_chat.goals import GoalStore, validate_goal_id
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.ownership import (
@@ -47,13 +45,20 @@ from loopx_chat.ownership import (
     RegisteredServer,
     process_create_time,
 )
-from loopx_chat.records import (
+from loopx_chat.state.control_events import ControlLog
+from loopx_chat.state.private_files import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    ensure_private_dir,
+    state_write,
+)
+from loopx_chat.state.session_records import (
     SessionRecord,
     TokenCounts,
     TurnRecord,
     validate_session_id,
 )
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 from loopx_chat.thread_lock import ThreadWriterLock
 from loopx_chat.turn_ledger import TurnLedger, TurnResult
 from loopx_chat.warm_threads import Warm, WarmThreads

@@ -19,9 +19,9 @@ from typing import Any
 
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals import GATE_ACTORS, GoalStore, Handoff, public_text, validate_goal_id
-from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.session_runtime import KeyState, classify_session_runtime_key
 from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
+from loopx_chat.state.jsonl import append_record, read_records
 
 GOAL_STATE_SCHEMA = "loopx_chat_goal_state_v1"
 REWARD_SCHEMA = "loopx_chat_human_reward_v1"

@@ -21,12 +21,12 @@ from typing import Any
 
 from filelock import FileLock
 
-from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import StateError, UsageError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
-from loopx_chat.jsonl import append_record, read_records
-from loopx_chat.records import validate_session_id
-from loopx_chat.store import utc_now
+from loopx_chat.state.control_events import ControlLog
+from loopx_chat.state.jsonl import append_record, read_records
+from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.state.session_records import validate_session_id
+from loopx_chat.state.session_store import utc_now
 
 GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"

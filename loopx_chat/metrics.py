@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from loopx_chat.records import epoch_seconds, turn_is_blocker
+from loopx_chat.state.session_records import epoch_seconds, turn_is_blocker
 
 
 def _t(value: object) -> float:

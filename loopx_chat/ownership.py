@@ -36,8 +36,13 @@ import psutil
 from filelock import FileLock, Timeout
 
 from loopx_chat.errors import Gate, LoopxChatError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
 from loopx_chat.home import CodexHomeBinding, home_key
+from loopx_chat.state.private_files import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    ensure_private_dir,
+    state_write,
+)
 
 # A spawn waits this long for another controller's spawn (a slow app-server start) to finish;
 # an exclusive hold (its quiesce marker is up) is refused at once.

@@ -12,8 +12,8 @@ from typing import Any
 
 from loopx_chat.facts import GoalFacts
 from loopx_chat.goal_records import GoalRecords, GoalState
-from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.quota import QUOTA_SCHEMA, QuotaFacts, decide_quota, transition_key
+from loopx_chat.state.jsonl import append_record, read_records
 
 
 def quota_facts(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.codex.rollouts import ThreadFacts
-from loopx_chat.records import epoch_seconds
+from loopx_chat.state.session_records import epoch_seconds
 
 REASONS = (
     "missing_gate",

@@ -23,7 +23,7 @@ from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     session_runtime_projection_attention,
 )
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 
 STATUS_SCHEMA_VERSION = "loopx_chat_status_v1"
 STATUS_CONTRACT_VERSION = 2

@@ -14,9 +14,9 @@ from filelock import FileLock, Timeout
 
 from loopx_chat.codex.errors_map import BUSY_GATE
 from loopx_chat.errors import CodexError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, ensure_private_dir
 from loopx_chat.home import home_key
-from loopx_chat.records import validate_session_id
+from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.state.session_records import validate_session_id
 
 
 def thread_lock_path(state_root: Path, codex_home: Path, thread_id: str) -> Path:

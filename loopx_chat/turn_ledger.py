@@ -13,10 +13,10 @@ import uuid
 from dataclasses import dataclass, replace
 
 from loopx_chat.codex.thread import TurnOutcome
-from loopx_chat.control_events import ControlLog
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.control_events import ControlLog
+from loopx_chat.state.session_records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
+from loopx_chat.state.session_store import SessionStore
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,14 @@ from loopx_chat.controller import ChatController
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goal_target import CodexGoalTarget, HostGoal
 from loopx_chat.goals import GoalStore
-from loopx_chat.jsonl import append_record, read_records
 from loopx_chat.session_runtime.writeback import (
     EntryFacts,
     WritebackPlan,
     build_writeback,
     writeback_result,
 )
-from loopx_chat.store import utc_now
+from loopx_chat.state.jsonl import append_record, read_records
+from loopx_chat.state.session_store import utc_now
 
 HOST_CLASSES = frozenset({"operator_gate_decision", "handoff_packet_pointer"})
 

@@ -18,7 +18,7 @@ import pytest
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller import ChatController, ControllerConfig
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"

@@ -22,8 +22,8 @@ from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.ownership import AppServerRegistry
-from loopx_chat.records import SessionRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import SessionStore
 from loopx_chat.warm_threads import WarmThreads
 from tests.conftest import FakeCodex, run_in_thread, wait_for
 

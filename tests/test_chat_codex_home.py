@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from loopx_chat.controller import ChatController
 from loopx_chat.errors import CodexError, StateError
 from loopx_chat.home import resolve_codex_home
-from loopx_chat.records import SessionRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex
 
 

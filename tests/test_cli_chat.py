@@ -14,7 +14,7 @@ import psutil
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex
 
 

@@ -12,7 +12,7 @@ from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.facts import facts_from_records
 from loopx_chat.goals import GoalStore
-from loopx_chat.records import SessionRecord, TokenCounts, TurnRecord
+from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.status import goal_status
 
 HOME = "/Users/me/.codex"

@@ -20,11 +20,11 @@ import pytest
 from loopx_chat.controller import ChatController
 from loopx_chat.goal_records import GoalRecords
 from loopx_chat.goals import GoalStore
-from loopx_chat.records import SessionRecord
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.service.status_cache import state_fingerprint
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from loopx_chat.goals import GoalStore
 from loopx_chat.host_facts import index_path
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.errors import StateError
-from loopx_chat.records import SessionRecord, TokenCounts, TurnRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
+from loopx_chat.state.session_store import SessionStore
 
 
 def _record(session_id: str, **kw: object) -> SessionRecord:

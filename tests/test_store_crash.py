@@ -15,8 +15,8 @@ import textwrap
 import time
 from pathlib import Path
 
-from loopx_chat.records import SessionRecord
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import SessionStore
 
 FIXED = "2026-01-01T00:00:00Z"
 
@@ -82,7 +82,7 @@ INCREMENTER = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from loopx_chat.store import SessionStore
+    from loopx_chat.state.session_store import SessionStore
 
     store = SessionStore(Path(sys.argv[1]))
     for _ in range(int(sys.argv[2])):

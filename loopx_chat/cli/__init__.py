@@ -23,7 +23,7 @@ from loopx_chat.cli.records_cmds import dream, goal, quota, reward
 from loopx_chat.cli.serve_cmd import serve
 from loopx_chat.cli.sessions_cmd import sessions
 from loopx_chat.cli.writeback_cmd import writeback
-from loopx_chat.store import default_state_dir
+from loopx_chat.state.session_store import default_state_dir
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

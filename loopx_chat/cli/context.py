@@ -17,7 +17,7 @@ import click
 
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -21,7 +21,7 @@ from loopx_chat.cli.context import CliContext, renders_errors
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller import ChatController
-from loopx_chat.store import SessionStore
+from loopx_chat.state.session_store import SessionStore
 
 
 def _say(step: str, text: str, *, nl: bool = True) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.records import validate_session_id
+from loopx_chat.state.session_records import validate_session_id
 
 
 @click.group()

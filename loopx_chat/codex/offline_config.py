@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.state.private_files import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
 
 _FIRST_PRINTABLE = 0x20
 _DELETE = 0x7F

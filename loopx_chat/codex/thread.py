@@ -28,7 +28,7 @@ from loopx_chat.codex.app_server import (
 from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
 from loopx_chat.codex.errors_map import HOST_GATE, classify_rpc_error, is_legacy_catalog_error
 from loopx_chat.errors import CodexError, Gate
-from loopx_chat.records import TokenCounts
+from loopx_chat.state.session_records import TokenCounts
 
 HOME_HOST_GATE = Gate(
     summary="The Codex app-server runs on a different home than loopx-chat pinned.",

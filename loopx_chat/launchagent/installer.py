@@ -18,7 +18,6 @@ from typing import Any
 
 from loopx_chat import __version__
 from loopx_chat.errors import Gate
-from loopx_chat.fsutil import atomic_write_bytes
 from loopx_chat.launchagent.binding import InstallBinding, resolve_install_binding
 from loopx_chat.launchagent.launchctl import Launchctl, ServiceState
 from loopx_chat.launchagent.legacy import decode_program
@@ -35,6 +34,7 @@ from loopx_chat.launchagent.plist import (
     render_plist,
 )
 from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities
+from loopx_chat.state.private_files import atomic_write_bytes
 
 PLIST_MODE = 0o644
 TEST_SWITCH = "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN"

@@ -26,7 +26,6 @@ from loopx_chat.controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals import GoalStore
 from loopx_chat.host_facts import scan_host, scanner_for
-from loopx_chat.records import TurnRecord, validate_session_id
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
 from loopx_chat.service.security import (
@@ -36,6 +35,7 @@ from loopx_chat.service.security import (
     origin_refusal,
 )
 from loopx_chat.service.status_cache import StatusCache
+from loopx_chat.state.session_records import TurnRecord, validate_session_id
 from loopx_chat.status import collect_status
 
 MAX_BODY = 1 << 20

@@ -49,8 +49,12 @@ from loopx_chat.codex.rollouts.accumulator import _Acc
 from loopx_chat.codex.rollouts.fields import _need_int, _pick_int
 from loopx_chat.codex.rollouts.records import ThreadFacts
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_chunks, ensure_private_dir
-from loopx_chat.jsonl import append_record
+from loopx_chat.state.jsonl import append_record
+from loopx_chat.state.private_files import (
+    PRIVATE_FILE_MODE,
+    atomic_write_chunks,
+    ensure_private_dir,
+)
 
 INDEX_SCHEMA = "loopx_chat_rollout_index_v1"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
-from loopx_chat.jsonl import append_record, read_appended, read_records
-from loopx_chat.store import utc_now
+from loopx_chat.state.jsonl import append_record, read_appended, read_records
+from loopx_chat.state.private_files import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.state.session_store import utc_now
 
 CONTROL_EVENT_SCHEMA = "loopx_chat_control_event_v1"
 REPORTED_CACHE_SCHEMA = "loopx_chat_control_reported_v1"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import ensure_private_dir, state_write
+from loopx_chat.state.private_files import ensure_private_dir, state_write
 
 
 def append_record(path: Path, record: Mapping[str, Any], *, durable: bool = True) -> None:

@@ -25,8 +25,13 @@ import platformdirs
 from filelock import FileLock
 
 from loopx_chat.errors import StateError
-from loopx_chat.fsutil import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir, state_write
-from loopx_chat.records import (
+from loopx_chat.state.private_files import (
+    PRIVATE_FILE_MODE,
+    atomic_write_bytes,
+    ensure_private_dir,
+    state_write,
+)
+from loopx_chat.state.session_records import (
     SESSION_SCHEMA_VERSION,
     TURN_SCHEMA_VERSION,
     SessionRecord,
