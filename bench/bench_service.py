@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from loopx_chat.controller import ChatController
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord

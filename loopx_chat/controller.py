@@ -37,7 +37,7 @@ from loopx_chat.codex.thread import (
     TurnOutcome,
 )
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
-from loopx_chat.goals import GoalStore, validate_goal_id
+from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.ownership import (
     AppServerRegistry,

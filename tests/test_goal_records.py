@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.goal_records import GoalRecords
-from loopx_chat.goals import GoalStore
-from loopx_chat.quota import FAILURE_THRESHOLD, QuotaFacts, decide_quota
+from loopx_chat.goals.goal_state import GoalRecords
+from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.quota import FAILURE_THRESHOLD, QuotaFacts, decide_quota
 
 
 def records(root: Path) -> GoalRecords:

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.facts import facts_from_records
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals.goal_facts import facts_from_records
+from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.status import goal_status
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
-from loopx_chat.status import goal_status
 
 HOME = "/Users/me/.codex"
 
@@ -100,7 +100,7 @@ def test_corrupt_line_fails_and_partial_tail_is_ignored(tmp_path: Path) -> None:
 
 
 def test_open_gate_blocks_the_agent() -> None:
-    from loopx_chat.goals import Gate
+    from loopx_chat.goals.goal_store import Gate
 
     gate = Gate("gate-1", "g", "Ship it?", "owner", True, "pending", "t1", "t1")
     doc = status_for(gates=[gate])
@@ -140,7 +140,7 @@ def test_session_from_another_home_is_gated_without_paths() -> None:
 
 
 def test_handoff_is_pending_until_a_turn_completes_after_it() -> None:
-    from loopx_chat.goals import Handoff
+    from loopx_chat.goals.goal_store import Handoff
 
     packet = Handoff("handoff-1", "g", "wire the adapter", "tests pass", (), "2026-01-01T01:30:00Z")
     before = status_for(handoffs=[packet], turns=[turn("t1", "completed", "2026-01-01T01:00:00Z")])

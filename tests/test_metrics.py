@@ -15,8 +15,8 @@ from loopx_chat.cli import main
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller import ChatController, ControllerConfig
 from loopx_chat.errors import CodexError, LoopxChatError
-from loopx_chat.goals import GoalStore
-from loopx_chat.metrics import compute_metrics
+from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex

@@ -12,7 +12,7 @@ from loopx_chat.cli import main
 from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.rollouts import LastTurn, ThreadFacts, TurnCounts
 from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
-from loopx_chat.reconcile import Staleness, reconcile_reason, staleness
+from loopx_chat.goals.reconcile import Staleness, reconcile_reason, staleness
 from tests.conftest import make_controller
 
 

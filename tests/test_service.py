@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from loopx_chat.controller import ChatController
-from loopx_chat.goal_records import GoalRecords
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals.goal_state import GoalRecords
+from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.service.status_cache import state_fingerprint

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.controller import ChatController
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.writeback import WritebackService
 from tests.conftest import make_controller
 

@@ -24,7 +24,8 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.goals import GoalStore
+from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.status import collect_status
 from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
@@ -36,7 +37,6 @@ from loopx_chat.service.security import (
 )
 from loopx_chat.service.status_cache import StatusCache
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
-from loopx_chat.status import collect_status
 
 MAX_BODY = 1 << 20
 ACCEPT_WAIT_SEC = 60.0

@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from loopx_chat.facts import GoalFacts
-from loopx_chat.goal_records import GoalRecords, GoalState
-from loopx_chat.quota import QUOTA_SCHEMA, QuotaFacts, decide_quota, transition_key
+from loopx_chat.goals.goal_facts import GoalFacts
+from loopx_chat.goals.goal_state import GoalRecords, GoalState
+from loopx_chat.goals.quota import QUOTA_SCHEMA, QuotaFacts, decide_quota, transition_key
 from loopx_chat.state.jsonl import append_record, read_records
 
 

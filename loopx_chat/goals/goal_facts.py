@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx_chat.goals import Gate, GoalStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.goal_store import Gate, GoalStore, Handoff, is_valid_goal_id
 from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.state.session_store import SessionStore
 

@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError, UsageError
-from loopx_chat.goals import GATE_ACTORS, GoalStore, Handoff, public_text, validate_goal_id
+from loopx_chat.goals.goal_store import (
+    GATE_ACTORS,
+    GoalStore,
+    Handoff,
+    public_text,
+    validate_goal_id,
+)
 from loopx_chat.session_runtime import KeyState, classify_session_runtime_key
 from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
 from loopx_chat.state.jsonl import append_record, read_records
