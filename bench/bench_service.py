@@ -17,7 +17,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer

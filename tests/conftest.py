@@ -17,7 +17,7 @@ import pytest
 
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
-from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent

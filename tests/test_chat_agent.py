@@ -19,12 +19,12 @@ import pytest
 from loopx_chat.codex.app_server import child_environment
 from loopx_chat.codex.binary import codex_version, find_codex, native_binary_for_wrapper
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller import ChatController, ControllerConfig, TurnResult
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
+from loopx_chat.controller.home_ownership import AppServerRegistry
+from loopx_chat.controller.warm_threads import WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError
-from loopx_chat.ownership import AppServerRegistry
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
-from loopx_chat.warm_threads import WarmThreads
 from tests.conftest import FakeCodex, run_in_thread, wait_for
 
 

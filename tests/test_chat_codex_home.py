@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import CodexError, StateError
 from loopx_chat.home import resolve_codex_home
 from loopx_chat.state.session_records import SessionRecord

@@ -17,7 +17,7 @@ import pytest
 
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller import ControllerConfig, TurnResult
+from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller, run_in_thread, wait_for

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.metrics import compute_metrics

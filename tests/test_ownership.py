@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import find_codex
+from loopx_chat.controller.home_ownership import AppServerRegistry, find_home_users, short_command
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import resolve_codex_home
-from loopx_chat.ownership import AppServerRegistry, find_home_users, short_command
 from tests.conftest import FakeCodex, make_controller
 
 

@@ -35,7 +35,7 @@ from loopx_chat.codex.rollouts import (
     thread_facts_for,
 )
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller import ControllerConfig, TurnResult
+from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
 from loopx_chat.errors import ERROR_CODES, StateError
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller, run_in_thread, wait_for

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp

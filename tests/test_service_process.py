@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.host_facts import index_path
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.writeback import WritebackService
 from tests.conftest import make_controller
 
 

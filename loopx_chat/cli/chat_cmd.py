@@ -13,7 +13,7 @@ import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
-from loopx_chat.controller import ChatController, TurnResult
+from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.state.session_records import TurnRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.host_facts import scanner_for
+from loopx_chat.codex.rollouts.host_facts import scanner_for
 
 
 @click.group("codex")

@@ -15,7 +15,7 @@ import click
 
 from loopx_chat.cli.context import CliContext
 from loopx_chat.codex.thread import ThreadOptions, Timeouts
-from loopx_chat.controller import ChatController, ControllerConfig
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 
 
 def _on_sigterm(signum: int, frame: object) -> None:

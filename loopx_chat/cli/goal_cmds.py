@@ -14,11 +14,11 @@ from loopx_chat.cli.context import (
     json_option,
     renders_errors,
 )
+from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
-from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     compact_session_runtime_readonly_projection,

@@ -7,7 +7,12 @@ import sys
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.ownership import AppServerRegistry, find_home_users, home_check, run_exclusive
+from loopx_chat.controller.home_ownership import (
+    AppServerRegistry,
+    find_home_users,
+    home_check,
+    run_exclusive,
+)
 
 
 @click.group(invoke_without_command=True)

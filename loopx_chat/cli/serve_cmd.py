@@ -7,7 +7,7 @@ import threading
 import click
 
 from loopx_chat.cli.context import CliContext, renders_errors
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp

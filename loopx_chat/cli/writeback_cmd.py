@@ -8,9 +8,9 @@ import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
+from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.state.jsonl import read_records
-from loopx_chat.writeback import WritebackService
 
 
 def _show(doc: dict[str, Any], as_json: bool) -> None:

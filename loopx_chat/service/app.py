@@ -22,11 +22,11 @@ from typing import Any
 
 from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
-from loopx_chat.controller import ChatController, TurnResult
+from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
+from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.status import collect_status
-from loopx_chat.host_facts import scan_host, scanner_for
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
 from loopx_chat.service.security import (

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from loopx_chat.codex.thread import CodexThread
+from loopx_chat.controller.home_ownership import AppServerRegistry
+from loopx_chat.controller.thread_lock import ThreadWriterLock
 from loopx_chat.errors import CodexError
-from loopx_chat.ownership import AppServerRegistry
-from loopx_chat.thread_lock import ThreadWriterLock
 
 QUIESCE_POLL_SEC = 0.25
 

@@ -36,15 +36,18 @@ from loopx_chat.codex.thread import (
     Timeouts,
     TurnOutcome,
 )
-from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
-from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.ownership import (
+from loopx_chat.controller.home_ownership import (
     AppServerRegistry,
     HomeLock,
     RegisteredServer,
     process_create_time,
 )
+from loopx_chat.controller.thread_lock import ThreadWriterLock
+from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult
+from loopx_chat.controller.warm_threads import Warm, WarmThreads
+from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
+from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -59,9 +62,6 @@ from loopx_chat.state.session_records import (
     validate_session_id,
 )
 from loopx_chat.state.session_store import SessionStore
-from loopx_chat.thread_lock import ThreadWriterLock
-from loopx_chat.turn_ledger import TurnLedger, TurnResult
-from loopx_chat.warm_threads import Warm, WarmThreads
 
 INTERRUPT_MARKER = "interrupt.request"
 STDERR_LOG = "app-server.stderr.log"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import CodexError
 
 ALLOWED_STATUSES = frozenset({"blocked", "paused"})

@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.controller import ChatController
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.goal_target import CodexGoalTarget, HostGoal
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.goal_target import CodexGoalTarget, HostGoal
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.session_runtime.writeback import (
     EntryFacts,
