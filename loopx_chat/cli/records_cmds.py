@@ -18,7 +18,7 @@ from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import ACTORS, REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
-from loopx_chat.goals.quota_state import current_quota, record_quota
+from loopx_chat.goals.quota import current_quota, record_quota
 from loopx_chat.goals.status import goal_status
 
 

@@ -17,7 +17,7 @@ from loopx_chat.errors import StateError
 from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.goals.quota_state import current_quota
+from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,

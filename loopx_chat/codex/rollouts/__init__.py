@@ -12,7 +12,9 @@ Its modules, each with one job: `records` (the public frozen records), `fields` 
 that decide what of an untrusted value may be kept), `accumulator` (one file's running state
 and its index form), `parse` (reading a file's complete lines: the fast byte-level path and
 the exact line-by-line path), `index` (the on-disk index: entries, load, save) and `scanner`
-(walking the home and orchestrating the incremental scan). This module only re-exports.
+(walking the home and orchestrating the incremental scan); `host_facts` says where the bound
+home's index lives in owner-local state and turns a scan failure into a note. This module
+only re-exports.
 
 What it must never do:
   * keep message text, tool output, `cwd`, `base_instructions`, `last_agent_message` or any
