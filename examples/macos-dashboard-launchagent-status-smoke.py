@@ -124,10 +124,15 @@ def case_fresh_install(c: Case) -> None:
     check(binding(c) == str(c.home / ".codex"), "fresh install binds ~/.codex")
     check(doc["binding"]["source"] == "default", "fresh install reports the default source")
     argv = c.written()["ProgramArguments"]
+    script = Path(sys.executable).parent / "loopx-chat"
     check(
-        argv[0] == sys.executable
+        argv[0] == (str(script) if script.is_file() else sys.executable)
         and argv[-5:] == ["serve", "--host", "127.0.0.1", "--port", "8767"],
-        "ProgramArguments is a direct argv ending in serve --host 127.0.0.1 --port 8767",
+        "ProgramArguments runs the installed loopx-chat script: serve --host 127.0.0.1 --port 8767",
+    )
+    check(
+        any("source checkout" in w for w in doc["warnings"]),
+        "an editable (checkout) install warns that the service runs from the checkout",
     )
     verbs = [call[0] for call in c.calls()]
     check(verbs.index("enable") < verbs.index("bootstrap"), "enable runs before bootstrap")
@@ -159,8 +164,11 @@ def case_upgrade_keeps_env_binding(c: Case) -> None:
         code == 0 and binding(c) == "/Users/fixture/selected codex home",
         "upgrade keeps EnvironmentVariables.LOOPX_CHAT_CODEX_HOME (ambient ignored)",
     )
-    previous = c.plist.with_name(f"{LABEL}.plist.previous")
-    check(previous.read_bytes() == original, "the previous plist is kept byte for byte")
+    backups = sorted(c.plist.parent.glob(f"{LABEL}.plist.*.previous"))
+    check(
+        len(backups) == 1 and backups[0].read_bytes() == original,
+        "the previous plist is kept byte for byte as <label>.plist.<UTC stamp>.previous",
+    )
     code, _ = c.run("restart")
     check(code == 0 and binding(c) == "/Users/fixture/selected codex home", "restart keeps it")
     verbs = [call[0] for call in c.calls()]
@@ -184,6 +192,63 @@ def case_legacy_shell_export(c: Case) -> None:
         "legacy shell export with a quoted path with spaces is decoded ($HOME expanded)",
     )
     check(c.written()["ProgramArguments"][0] != "/bin/zsh", "the new plist has no shell")
+    check(
+        _doc["binding"]["source"] == "existing plist: CODEX_HOME from shell script",
+        "a peer-style `zsh -c` plist with no startup files upgrades without --codex-home",
+    )
+    check("EnvironmentVariables.PATH" not in _doc["kept"], "a foreign plist keeps nothing")
+
+
+def case_own_upgrade_keeps_user_additions(c: Case) -> None:
+    code, _ = c.run("install", LOOPX_CHAT_CODEX_HOME=str(c.home / "h"))
+    check(code == 0, "first install")
+    data = c.written()
+    data["EnvironmentVariables"]["HTTPS_PROXY"] = "http://127.0.0.1:3128"
+    data["StandardOutPath"] = str(c.home / "my-logs" / "out.log")
+    data["StandardErrorPath"] = str(c.home / "my-logs" / "err.log")
+    data["Nice"] = 5
+    c.plist.write_bytes(plistlib.dumps(data))
+    code, doc = c.run("install")
+    new = c.written()
+    check(
+        code == 0
+        and new["EnvironmentVariables"]["HTTPS_PROXY"] == "http://127.0.0.1:3128"
+        and new["StandardOutPath"] == data["StandardOutPath"]
+        and new["StandardErrorPath"] == data["StandardErrorPath"]
+        and new["Nice"] == 5,
+        "an upgrade of our own plist keeps the user's env var, log paths and Nice",
+    )
+    check(
+        {"EnvironmentVariables.HTTPS_PROXY", "StandardOutPath", "Nice"} <= set(doc["kept"]),
+        "the upgrade lists every key it kept",
+    )
+    check(binding(c) == str(c.home / "h"), "and the binding")
+
+
+def case_rebind_is_reported(c: Case) -> None:
+    c.run("install", LOOPX_CHAT_CODEX_HOME=str(c.home / "a"))
+    code, doc = c.run("install", LOOPX_CHAT_CODEX_HOME=str(c.home / "b"))
+    check(
+        code == 0
+        and doc["binding_changed"]
+        == {"from": str(c.home / "a"), "to": str(c.home / "b"), "source": "LOOPX_CHAT_CODEX_HOME"},
+        "a rebind says binding changed: old -> new (source)",
+    )
+
+
+def case_codex_path_carried(c: Case) -> None:
+    codex = c.bin / "codex"
+    codex.write_text("#!/bin/sh\nexit 0\n")
+    codex.chmod(0o755)
+    code, _ = c.run("install")
+    env = c.written()["EnvironmentVariables"]
+    check(code == 0 and env["LOOPX_CHAT_CODEX_BIN"] == str(codex), "the codex found is written")
+    codex.unlink()
+    code, _ = c.run("install")
+    check(
+        code == 0 and c.written()["EnvironmentVariables"]["LOOPX_CHAT_CODEX_BIN"] == str(codex),
+        "an upgrade keeps the installed codex path",
+    )
 
 
 def case_legacy_exec_prefix(c: Case) -> None:
@@ -212,7 +277,7 @@ def refused(
     check(code != 0 and doc["error_code"] == code_expected, f"{fixture} fails with {code_expected}")
     check(c.plist.read_bytes() == before, f"{fixture}: bytes unchanged")
     check(c.calls() == [], f"{fixture}: no launchctl call")
-    check(not c.plist.with_name(f"{LABEL}.plist.previous").exists(), f"{fixture}: nothing written")
+    check(not list(c.plist.parent.glob(f"{LABEL}.plist.*previous")), f"{fixture}: nothing written")
 
 
 def case_malformed(c: Case) -> None:
@@ -288,6 +353,9 @@ CASES = [
     case_malformed,
     case_command_substitution,
     case_four_states,
+    case_own_upgrade_keeps_user_additions,
+    case_rebind_is_reported,
+    case_codex_path_carried,
     case_bootstrap_eio,
     case_not_macos,
 ]

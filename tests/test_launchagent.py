@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import plistlib
+import posixpath
 import shutil
 import subprocess
 import sys
@@ -17,11 +18,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopx_chat.launchagent.binding import (
-    decode_legacy_script,
-    expand_home_refs,
+    InstallBinding,
+    LaunchdUser,
+    expand_user_home,
     resolve_install_binding,
+    startup_files_to_read,
 )
 from loopx_chat.launchagent.launchctl import Launchctl, RunResult, parse_print
+from loopx_chat.launchagent.legacy import Ambiguous
 from loopx_chat.launchagent.plist import (
     AgentSpec,
     LaunchAgentError,
@@ -33,6 +37,31 @@ from loopx_chat.launchagent.plist import (
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = "/Users/me"
+USER = LaunchdUser(home=HOME, name="me", shell="/bin/zsh")
+
+
+def _resolve(
+    *,
+    explicit: str | None = None,
+    existing: ParsedPlist | None = None,
+    ambient: str | None = None,
+    ambient_sqlite: str | None = None,
+) -> InstallBinding:
+    """The binding, with every startup file the plist's shell would read absent."""
+    startup = dict.fromkeys(startup_files_to_read(existing, USER)) if existing else {}
+    got, _ = resolve_install_binding(
+        explicit=explicit,
+        existing=existing,
+        ambient_codex_home=ambient,
+        user=USER,
+        startup_text=startup,
+        ambient_sqlite_home=ambient_sqlite,
+    )
+    return got
+
+
+def _decide(script: str, shell: str = "/bin/sh") -> str:
+    return _resolve(existing=_plist(args=[shell, "-c", script])).path
 
 
 def spec(home: str, port: int = 8767) -> AgentSpec:
@@ -64,12 +93,11 @@ def test_binding_survives_build_and_parse(home: str) -> None:
     data = render_plist(build_plist(spec(home)))
     parsed = parse_plist(data, where="generated")
     assert parsed.environment["LOOPX_CHAT_CODEX_HOME"] == home
-    binding = resolve_install_binding(
-        explicit=None, existing=parsed, ambient_codex_home="/ambient", user_home=HOME
-    )
-    assert (binding.path, binding.source) == (
-        home,
-        "existing plist EnvironmentVariables.LOOPX_CHAT_CODEX_HOME",
+    binding = _resolve(existing=parsed, ambient="/ambient")
+    assert (binding.path, binding.source, binding.legacy) == (
+        posixpath.normpath(home),
+        "existing plist: LOOPX_CHAT_CODEX_HOME from EnvironmentVariables",
+        False,
     )
     assert render_plist(build_plist(spec(home))) == data  # deterministic bytes
 
@@ -110,44 +138,72 @@ def test_binary_plist_is_read() -> None:
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
-        ("export CODEX_HOME=/a/b; exec loopx chat", ("CODEX_HOME", "/a/b")),
-        ("export CODEX_HOME='/with space/h'; exec x", ("CODEX_HOME", "/with space/h")),
-        ('export CODEX_HOME="$HOME/h q"; exec x', ("CODEX_HOME", f"{HOME}/h q")),
-        ("export CODEX_HOME=${HOME}/h; exec x", ("CODEX_HOME", f"{HOME}/h")),
-        ("export CODEX_HOME=~/h;exec x", ("CODEX_HOME", f"{HOME}/h")),
-        ("CODEX_HOME=/p exec loopx chat", ("CODEX_HOME", "/p")),
-        (
-            "export CODEX_HOME=/c; export LOOPX_CHAT_CODEX_HOME=/l; exec x",
-            ("LOOPX_CHAT_CODEX_HOME", "/l"),
-        ),
-        ("export PATH=/x:$PATH; exec loopx chat", None),
-        ("export CODEX_HOME=/same; export CODEX_HOME=/same; exec x", ("CODEX_HOME", "/same")),
+        ("export CODEX_HOME=/a/b; exec loopx chat", "/a/b"),
+        ("export CODEX_HOME='/with space/h'; exec loopx chat", "/with space/h"),
+        ('export CODEX_HOME="$HOME/h q"; exec loopx chat', f"{HOME}/h q"),
+        ("export CODEX_HOME=${HOME}/h; exec loopx chat", f"{HOME}/h"),
+        ("export CODEX_HOME=~/h;exec loopx chat", f"{HOME}/h"),
+        ("CODEX_HOME=/p exec loopx chat", "/p"),
+        ("export CODEX_HOME=/c; export LOOPX_CHAT_CODEX_HOME=/l; exec loopx chat", "/l"),
+        ("export PATH=/x:$PATH; exec loopx chat", f"{HOME}/.codex"),
+        ("export CODEX_HOME=/a; export CODEX_HOME=/b; exec loopx chat", "/b"),
+        ("export CODEX_HOME=/a#b; exec loopx chat # a comment", "/a#b"),
+        ("export CODEX_HOME=/x\\$HOME; exec loopx chat", "/x$HOME"),
+        ("exec >>/tmp/log 2>&1; export CODEX_HOME=/r; exec loopx chat", "/r"),
+        ("export CODEX_HOME=/e; exec env -u CODEX_HOME loopx chat", f"{HOME}/.codex"),
+        ("exec env CODEX_HOME=/w nohup nice -n 5 loopx chat", "/w"),
+        ("A=/x; B=$A/y; export CODEX_HOME=$B; exec loopx chat", "/x/y"),
+        ("export HOME=/h2; exec loopx chat", "/h2/.codex"),
     ],
 )
-def test_legacy_scripts_decode(script: str, expected: tuple[str, str] | None) -> None:
-    assert decode_legacy_script(script, HOME) == expected
+def test_legacy_scripts_decode(script: str, expected: str) -> None:
+    assert _decide(script) == expected
 
 
 @pytest.mark.parametrize(
-    "script",
+    ("script", "detail"),
     [
-        "export CODEX_HOME=$(cat /etc/home); exec x",
-        "export CODEX_HOME=`cat f`; exec x",
-        "export CODEX_HOME=$OTHER/h; exec x",
-        "export CODEX_HOME=${HOMEDIR}/h; exec x",
-        "export CODEX_HOME=/a; export CODEX_HOME=/b; exec x",
-        "export CODEX_HOME='/unbalanced; exec x",
-        "touch $(echo hi); export CODEX_HOME=/a; exec x",
+        ("export CODEX_HOME=$(cat /etc/home); exec loopx chat", "command_substitution"),
+        ("export CODEX_HOME=`cat f`; exec loopx chat", "command_substitution"),
+        ("export CODEX_HOME=${X:=/a}; exec loopx chat", "parameter_operator"),
+        ("export CODEX_HOME=$1; exec loopx chat", "special_parameter"),
+        ("export CODEX_HOME=$'/a'; exec loopx chat", "dollar_quote"),
+        ("export CODEX_HOME=$PWD/h; exec loopx chat", "shell_variable"),
+        ("export CODEX_HOME=$TMPDIR/h; exec loopx chat", "unknown_variable"),
+        ("export CODEX_HOME='/unbalanced; exec loopx chat", "unbalanced_quote"),
+        ("touch /x; export CODEX_HOME=/a; exec loopx chat", "unknown_command"),
+        ("export CODEX_HOME=/x&&exec loopx chat", "control_flow"),
+        ("export CODEX_HOME=/x | exec loopx chat", "control_flow"),
+        ("cat <<EOF\nx\nEOF\nexec loopx chat", "heredoc"),
+        ("export CODEX_HOME=/a*; exec loopx chat", "unquoted_special"),
+        ("export CODEX_HOME=~root/h; exec loopx chat", "tilde_user"),
+        ("exec env CODEX_HOME=~/h loopx chat", "tilde_in_argument"),
+        ('X="a b"; exec env CODEX_HOME=$X loopx chat', "word_splitting"),
+        ("CODEX_HOME=/a export CODEX_HOME; exec loopx chat", "prefix_before_builtin"),
+        ("A=/a B=$A exec loopx chat", "prefix_order"),
+        ("exec -c loopx chat", "exec_option"),
+        ("export -n CODEX_HOME; exec loopx chat", "export_option"),
+        ("unset -f CODEX_HOME; exec loopx chat", "unset_option"),
+        ("export CODEX_HOME=/a; exec /Users/me/start.sh", "unknown_command"),
+        ("exec env -S 'x' loopx chat", "env_option"),
+        ("exec nice --foo loopx chat", "nice_option"),
+        ("path=/x; exec loopx chat", "shell_variable"),
+        ("export CODEX_HOME=/a", "no_program"),
+        ("export CODEX_HOME=/a; exec 3<>/tmp/x; exec loopx chat", "redirection"),
     ],
 )
-def test_ambiguous_legacy_scripts_refused(script: str) -> None:
-    with pytest.raises(LaunchAgentError) as info:
-        decode_legacy_script(script, HOME)
+def test_each_refusal_names_its_rule(script: str, detail: str) -> None:
+    with pytest.raises(Ambiguous) as info:
+        _decide(script)
     assert info.value.error_code == "legacy_binding_ambiguous"
-    assert "LOOPX_CHAT_CODEX_HOME" in info.value.message
+    assert info.value.detail == detail
+    assert "--codex-home" in info.value.message
 
 
-def _plist(env: dict[str, str] | None = None, args: Sequence[str] = ()) -> ParsedPlist:
+SERVICE = ("/usr/local/bin/loopx-chat", "serve")
+
+
+def _plist(env: dict[str, str] | None = None, args: Sequence[str] = SERVICE) -> ParsedPlist:
     return ParsedPlist(data={}, environment=env or {}, program_arguments=tuple(args))
 
 
@@ -157,8 +213,10 @@ def _plist(env: dict[str, str] | None = None, args: Sequence[str] = ()) -> Parse
         ("/e", _plist({"LOOPX_CHAT_CODEX_HOME": "/p"}), "/a", "/e"),
         (None, _plist({"LOOPX_CHAT_CODEX_HOME": "/p", "CODEX_HOME": "/c"}), "/a", "/p"),
         (None, _plist({"CODEX_HOME": "/c"}), "/a", "/c"),
-        (None, _plist(args=["/bin/zsh", "-c", "export CODEX_HOME=/l; exec x"]), "/a", "/l"),
-        (None, _plist(args=["/usr/bin/python3", "-m", "x"]), "/a", f"{HOME}/.codex"),
+        (None, _plist(args=["/bin/zsh", "-c", "export CODEX_HOME=/l; exec loopx"]), "/a", "/l"),
+        (None, _plist(args=["/usr/bin/python3", "-m", "loopx_chat"]), "/a", f"{HOME}/.codex"),
+        (None, _plist({"CODEX_HOME": "~/.codex-x"}), "/a", f"{HOME}/.codex-x"),
+        (None, _plist({"HOME": "/other"}), "/a", "/other/.codex"),
         (None, _plist({"LOOPX_CHAT_CODEX_HOME": ""}), "/a", f"{HOME}/.codex"),
         (None, None, "/a", "/a"),
         (None, None, None, f"{HOME}/.codex"),
@@ -168,25 +226,20 @@ def _plist(env: dict[str, str] | None = None, args: Sequence[str] = ()) -> Parse
 def test_binding_precedence(
     explicit: str | None, existing: ParsedPlist | None, ambient: str | None, expected: str
 ) -> None:
-    got = resolve_install_binding(
-        explicit=explicit, existing=existing, ambient_codex_home=ambient, user_home=HOME
-    )
-    assert got.path == expected
+    assert _resolve(explicit=explicit, existing=existing, ambient=ambient).path == expected
 
 
 @pytest.mark.parametrize("value", ["relative/home", "./x"])
 def test_relative_binding_refused(value: str) -> None:
     with pytest.raises(LaunchAgentError) as info:
-        resolve_install_binding(
-            explicit=value, existing=None, ambient_codex_home=None, user_home=HOME
-        )
+        _resolve(explicit=value)
     assert info.value.error_code == "codex_home_not_absolute"
 
 
-def test_expand_home_refs_is_prefix_only() -> None:
-    assert expand_home_refs("/a/~/b", HOME) == "/a/~/b"
-    with pytest.raises(LaunchAgentError):
-        expand_home_refs("/a/$HOME", HOME)
+def test_expand_user_home_is_prefix_only() -> None:
+    assert expand_user_home("/a/~/b", HOME) == "/a/~/b"
+    assert expand_user_home("~", HOME) == HOME
+    assert expand_user_home("~x/b", HOME) == "~x/b"
 
 
 class ScriptedRunner:
@@ -384,64 +437,72 @@ def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
     ("args", "env", "expected"),
     [
         (["/bin/bash", "-lc", "export CODEX_HOME=/w; exec loopx chat"], {}, "/w"),
-        (["/bin/zsh", "-l", "-c", "export CODEX_HOME=/w; exec x"], {}, "/w"),
-        (["/bin/sh", "-c", "CODEX_HOME=/w; export CODEX_HOME; exec x"], {}, "/w"),
-        (["/bin/sh", "-c", "export A=1 CODEX_HOME=/w; exec x", "argv0"], {}, "/w"),
-        (["/usr/bin/env", "bash", "-c", "export CODEX_HOME=/w; exec x"], {}, "/w"),
+        (["/bin/zsh", "-l", "-c", "export CODEX_HOME=/w; exec loopx"], {}, "/w"),
+        (["/bin/sh", "-c", "CODEX_HOME=/w; export CODEX_HOME; exec loopx"], {}, "/w"),
+        (["/bin/sh", "-c", "export A=1 CODEX_HOME=/w; exec loopx", "argv0"], {}, "/w"),
+        (["/usr/bin/env", "bash", "-c", "export CODEX_HOME=/w; exec loopx"], {}, "/w"),
         (["/usr/bin/env", "CODEX_HOME=/e", "/usr/local/bin/loopx-chat", "serve"], {}, "/e"),
-        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec x >>/tmp/log 2>&1"], {}, "/w"),
-        (["/bin/sh", "-c", "set -e\nexport CODEX_HOME=/w\ncd /tmp\nexec x"], {}, "/w"),
+        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec loopx >>/tmp/log 2>&1"], {}, "/w"),
         # The script's export is what the service saw, not EnvironmentVariables.
-        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec x"], {"CODEX_HOME": "/old"}, "/w"),
+        (["/bin/sh", "-c", "export CODEX_HOME=/w; exec loopx"], {"CODEX_HOME": "/old"}, "/w"),
         # An inherited variable stays exported when the script reassigns it.
-        (["/bin/sh", "-c", "CODEX_HOME=/w; exec x"], {"CODEX_HOME": "/old"}, "/w"),
+        (["/bin/sh", "-c", "CODEX_HOME=/w; exec loopx"], {"CODEX_HOME": "/old"}, "/w"),
         # A plain assignment that is never exported never reached the service.
-        (["/bin/sh", "-c", "CODEX_HOME=/w\nexec x"], {}, f"{HOME}/.codex"),
-        (["/bin/sh", "-c", "unset CODEX_HOME; exec x"], {"CODEX_HOME": "/old"}, f"{HOME}/.codex"),
-        (["/bin/zsh", "-f", "-c", "exec x"], {}, f"{HOME}/.codex"),
+        (["/bin/sh", "-c", "CODEX_HOME=/w\nexec loopx"], {}, f"{HOME}/.codex"),
+        (
+            ["/bin/sh", "-c", "unset CODEX_HOME; exec loopx"],
+            {"CODEX_HOME": "/old"},
+            f"{HOME}/.codex",
+        ),
+        (["/bin/zsh", "-f", "-c", "exec loopx"], {}, f"{HOME}/.codex"),
+        # The public LoopX form: zsh reads ~/.zshenv, which does not exist here.
+        (["/bin/zsh", "-c", "export CODEX_HOME=/w; exec loopx chat"], {}, "/w"),
+        # $HOME and ~ use the HOME the plist gives the job, not the installer's.
+        (["/bin/sh", "-c", "export CODEX_HOME=~/w; exec loopx"], {"HOME": "/h2"}, "/h2/w"),
+        # env as the program passes its assignments literally: `~` is expanded by
+        # loopx-chat itself, with the service's HOME.
+        (["/usr/bin/env", "CODEX_HOME=~/e", "/usr/local/bin/loopx"], {}, f"{HOME}/e"),
     ],
 )
 def test_legacy_programs_decode_to_what_the_service_saw(
     args: list[str], env: dict[str, str], expected: str
 ) -> None:
-    got = resolve_install_binding(
-        explicit=None, existing=_plist(env, args), ambient_codex_home="/amb", user_home=HOME
-    )
-    assert got.path == expected
+    assert _resolve(existing=_plist(env, args), ambient="/amb").path == expected
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "detail"),
     [
-        ["/bin/sh", "-c", "export CODEX_HOME=/x&&exec loopx chat"],
-        ["/bin/sh", "-c", "[ -d /x ] && export CODEX_HOME=/x; exec loopx chat"],
-        ["/bin/sh", "-c", "export CODEX_HOME='~/h'; exec x"],
-        ["/bin/sh", "-c", 'export CODEX_HOME="~/h"; exec x'],
-        ["/bin/sh", "-c", "export CODEX_HOME='$HOME/h'; exec x"],
-        ["/bin/sh", "-c", "if true; then export CODEX_HOME=/x; fi; exec x"],
-        ["/bin/sh", "-c", ". ~/.profile; exec loopx chat"],
-        ["/bin/sh", "-c", "set -a; CODEX_HOME=/x; exec x"],
-        ["/bin/bash", "-lc", "exec loopx chat"],  # the login profile may set the home
-        ["/bin/zsh", "-c", "exec loopx chat"],  # so may ~/.zshenv
-        ["/bin/bash", "/Users/me/start-loopx.sh"],  # a script file we do not read
-        ["/usr/bin/env", "-i", "CODEX_HOME=/x", "/bin/sh", "-c", "exec x"],
-        ["/usr/local/bin/tool", "--env=CODEX_HOME=/x"],
+        (["/bin/sh", "-c", "[ -d /x ] && export CODEX_HOME=/x; exec loopx"], "unquoted_special"),
+        (
+            ["/bin/sh", "-c", "if true; then export CODEX_HOME=/x; fi; exec loopx"],
+            "unknown_command",
+        ),
+        (["/bin/sh", "-c", ". ~/.profile; exec loopx chat"], "unknown_command"),
+        (["/bin/sh", "-c", "set -a; CODEX_HOME=/x; exec loopx"], "unknown_command"),
+        (["/bin/bash", "/Users/me/start-loopx.sh"], "script_file"),
+        (["/bin/sh", "-c", "/Users/me/start-loopx.sh"], "unknown_command"),
+        (["/bin/bash", "-c", "exec loopx"], "bash_env"),
+        (["/bin/sh", "-a", "-c", "CODEX_HOME=/x; exec loopx"], "shell_option"),
+        (["/bin/bash", "--rcfile", "/x", "-c", "exec loopx"], "shell_option"),
+        (["/bin/sh", "-o", "allexport", "-c", "exec loopx"], "shell_option"),
+        (["/bin/ksh", "-c", "export CODEX_HOME=/x; exec loopx"], "unknown_program"),
+        (["/usr/local/bin/tool", "--env=CODEX_HOME=/x"], "unknown_program"),
+        (["/usr/bin/python3", "/Users/me/wrapper.py"], "unknown_program"),
+        (["/usr/bin/env"], "no_program"),
+        ([], "no_program"),
     ],
 )
-def test_undecidable_legacy_programs_are_refused(args: list[str]) -> None:
-    with pytest.raises(LaunchAgentError) as info:
-        resolve_install_binding(
-            explicit=None, existing=_plist({}, args), ambient_codex_home=None, user_home=HOME
-        )
-    assert info.value.error_code == "legacy_binding_ambiguous"
-    assert "LOOPX_CHAT_CODEX_HOME" in info.value.message
+def test_undecidable_legacy_programs_are_refused(args: list[str], detail: str) -> None:
+    env = {"BASH_ENV": "/x"} if detail == "bash_env" else {}
+    with pytest.raises(Ambiguous) as info:
+        _resolve(existing=_plist(env, args))
+    assert (info.value.error_code, info.value.detail) == ("legacy_binding_ambiguous", detail)
 
 
 def test_control_characters_are_refused_not_a_traceback() -> None:
     with pytest.raises(LaunchAgentError) as explicit:
-        resolve_install_binding(
-            explicit="/tmp/a\x01b", existing=None, ambient_codex_home=None, user_home=HOME
-        )
+        _resolve(explicit="/tmp/a\x01b")
     assert explicit.value.error_code == "codex_home_not_absolute"
     raw = plistlib.dumps(
         {"EnvironmentVariables": {"LOOPX_CHAT_CODEX_HOME": "/h\x1bx"}}, fmt=plistlib.FMT_BINARY
@@ -492,18 +553,8 @@ def test_a_failed_upgrade_leaves_the_running_service_running(tmp_path: Path) -> 
     running = _jobs(tmp_path)
     plist = tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist"
     before = plist.read_bytes()
-    # The upgrade cannot keep the previous file (a symlink is in the way): refused, and the
-    # job that was running was never booted out.
-    (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist.previous").symlink_to(
-        tmp_path / "nowhere"
-    )
-    failed = _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-b")
-    assert failed.returncode != 0
-    assert json.loads(failed.stdout)["error_code"] == "plist_unwritable"
-    assert "Traceback" not in failed.stderr
-    assert _jobs(tmp_path) == running and plist.read_bytes() == before
-    # A log folder that cannot be made is the same clean refusal.
-    (tmp_path / "Library" / "LaunchAgents" / "com.loopx.chat.plist.previous").unlink()
+    # The upgrade cannot make its log folder (a file is in the way): refused, and the job
+    # that was running was never booted out.
     shutil.rmtree(tmp_path / "Library" / "Logs")
     (tmp_path / "Library" / "Logs").write_text("a file, not a folder")
     again = _la(tmp_path, "install", LOOPX_CHAT_CODEX_HOME="/Users/me/.codex-b")
@@ -553,7 +604,7 @@ def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> No
     [
         (_plist({"CODEX_HOME": "/h", "CODEX_SQLITE_HOME": "/db"}), "/amb", "/db"),
         (
-            _plist({}, ["/bin/sh", "-c", "export CODEX_HOME=/h CODEX_SQLITE_HOME=/s; exec x"]),
+            _plist({}, ["/bin/sh", "-c", "export CODEX_HOME=/h CODEX_SQLITE_HOME=/s; exec loopx"]),
             None,
             "/s",
         ),
@@ -565,14 +616,7 @@ def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> No
 def test_the_sqlite_home_moves_with_the_binding(
     existing: ParsedPlist | None, ambient_sqlite: str | None, expected: str | None
 ) -> None:
-    got = resolve_install_binding(
-        explicit=None,
-        existing=existing,
-        ambient_codex_home=None,
-        user_home=HOME,
-        ambient_sqlite_home=ambient_sqlite,
-    )
-    assert got.sqlite_home == expected
+    assert _resolve(existing=existing, ambient_sqlite=ambient_sqlite).sqlite_home == expected
 
 
 def test_an_upgrade_keeps_the_sqlite_home_of_the_installed_agent(tmp_path: Path) -> None:
@@ -600,7 +644,7 @@ def test_status_shows_the_home_an_older_plist_runs_with(tmp_path: Path) -> None:
     (agents / "com.loopx.chat.plist").write_bytes(fixture.read_bytes())
     home = plistlib.loads(fixture.read_bytes())["EnvironmentVariables"]["CODEX_HOME"]
     doc = json.loads(_la(tmp_path, "status").stdout)
-    assert doc["binding"] == {"path": home, "source": "plist EnvironmentVariables.CODEX_HOME"}
+    assert doc["binding"] == {"path": home, "source": "plist: CODEX_HOME from EnvironmentVariables"}
     assert any("older plist" in w for w in doc["warnings"])
 
 
@@ -612,7 +656,7 @@ def test_a_bootout_that_never_completes_leaves_the_previous_plist_on_disk(
     old = render_plist(build_plist(spec("/old")))
     installer.paths.plist.write_bytes(old)
 
-    def stuck(label: str) -> None:
+    def stuck(label: str, plist_path: str | None = None) -> None:
         raise LaunchAgentError("still loaded after bootout", error_code="launchctl_failed")
 
     monkeypatch.setattr(installer.launchctl, "bootout", stuck)

@@ -64,8 +64,10 @@ def launchagent() -> None:
 @renders_errors
 def install(cli: CliContext, codex_home: Path | None, port: int | None, as_json: bool) -> None:
     """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
+    source = "--codex-home" if codex_home else "LOOPX_CHAT_CODEX_HOME"
     explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
-    _render(_installer(cli).install(explicit_home=explicit, port=port), as_json)
+    report = _installer(cli).install(explicit_home=explicit, port=port, explicit_source=source)
+    _render(report, as_json)
 
 
 launchagent.add_command(

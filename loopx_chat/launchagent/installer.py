@@ -1,16 +1,22 @@
 """Install, upgrade, start, stop, remove and inspect the loopx-chat LaunchAgent.
 
 Owns the order of operations that keeps a binding safe: read and check the existing plist
-(fail closed, no launchctl call), decide the binding, build the new plist, and only then
-touch launchd and the file. Writes are atomic with mode 0644, never through a symlink, and
-the previous file is kept as `<label>.plist.previous`. It never executes plist contents.
+(fail closed, no launchctl call), decide the binding, build the new plist keeping what the
+user added, and only then touch launchd and the file. Writes are atomic with mode 0644,
+never through a symlink; each replaced file is kept as `<label>.plist.<UTC stamp>.previous`
+(the last five, and always the oldest one loopx-chat did not write). It never executes plist
+contents: shell startup files are read as text for the binding decoder, never run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import pwd
 import shutil
 import sys
+import sysconfig
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,9 +24,15 @@ from typing import Any
 
 from loopx_chat import __version__
 from loopx_chat.errors import Gate
-from loopx_chat.launchagent.binding import InstallBinding, resolve_install_binding
+from loopx_chat.launchagent.binding import (
+    InstallBinding,
+    LaunchdUser,
+    existing_binding,
+    resolve_install_binding,
+    startup_files_to_read,
+)
 from loopx_chat.launchagent.launchctl import Launchctl, ServiceState
-from loopx_chat.launchagent.legacy import decode_program
+from loopx_chat.launchagent.legacy import Ambiguous
 from loopx_chat.launchagent.plist import (
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -29,7 +41,9 @@ from loopx_chat.launchagent.plist import (
     LaunchAgentError,
     ParsedPlist,
     build_plist,
+    is_own_plist,
     label_for,
+    merge_user_additions,
     parse_plist,
     render_plist,
 )
@@ -38,6 +52,35 @@ from loopx_chat.state.private_files import atomic_write_bytes
 
 PLIST_MODE = 0o644
 TEST_SWITCH = "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN"
+BACKUPS_KEPT = 5
+BACKUP_SUFFIX = ".previous"
+
+
+def installed_service_argv() -> tuple[tuple[str, ...], str | None]:
+    """The argv the plist runs, and a warning when it depends on a source checkout.
+
+    The installed `loopx-chat` console script beside this interpreter (a pipx or uv tool
+    install keeps both outside any checkout); `python -m loopx_chat` when there is none."""
+    script = Path(sys.executable).parent / "loopx-chat"
+    argv: tuple[str, ...] = (
+        (str(script.absolute()),) if script.is_file() else (sys.executable, "-m", "loopx_chat")
+    )
+    return argv, _editable_warning()
+
+
+def _editable_warning() -> str | None:
+    """A warning when the running package is not an installed copy but a source checkout (an
+    editable install, or PYTHONPATH): the service would stop working if that checkout moved."""
+    package = Path(__file__).resolve().parents[1]
+    installed = Path(sysconfig.get_paths()["purelib"]).resolve()
+    if installed in package.parents:
+        return None
+    return (
+        f"loopx-chat runs from a source checkout ({package.parent}), an editable install: the "
+        "service stops working if that checkout moves or `make clean` removes its .venv. For "
+        "a lasting service install the package with `pipx install <path or wheel>` or "
+        "`uv tool install <path or wheel>` and run `loopx-chat launchagent install` from there"
+    )
 
 
 @dataclass(frozen=True)
@@ -49,28 +92,45 @@ class InstallerContext:
     uid: int
     platform: str = sys.platform
     state_dir: str | None = None  # explicit --state-dir / LOOPX_CHAT_STATE_DIR, if any
-    codex_bin: str | None = None
+    codex_bin: str | None = None  # explicit --codex-bin / LOOPX_CHAT_CODEX_BIN, if any
     service_argv: tuple[str, ...] = (sys.executable, "-m", "loopx_chat")
+    service_warning: str | None = None
+    user_name: str | None = None
+    login_shell: str | None = None
 
     @classmethod
     def from_environ(
         cls, environ: Mapping[str, str], *, state_dir: str | None, codex_bin: str | None
     ) -> InstallerContext:
         home = environ.get("HOME") or str(Path.home())
+        uid = os.getuid()
+        try:
+            entry = pwd.getpwuid(uid)
+            user_name, login_shell = entry.pw_name, entry.pw_shell
+        except KeyError:
+            user_name, login_shell = None, None
+        argv, warning = installed_service_argv()
         return cls(
             environ=dict(environ),
             user_home=home,
-            uid=os.getuid(),
+            uid=uid,
             state_dir=state_dir or environ.get("LOOPX_CHAT_STATE_DIR") or None,
             codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
+            service_argv=argv,
+            service_warning=warning,
+            user_name=user_name,
+            login_shell=login_shell,
         )
+
+    @property
+    def launchd_user(self) -> LaunchdUser:
+        return LaunchdUser(home=self.user_home, name=self.user_name, shell=self.login_shell)
 
 
 @dataclass(frozen=True)
 class AgentPaths:
     label: str
     plist: Path
-    previous: Path
     log_dir: Path
     stdout_log: Path
     stderr_log: Path
@@ -83,7 +143,6 @@ class AgentPaths:
         return cls(
             label=label,
             plist=agents / f"{label}.plist",
-            previous=agents / f"{label}.plist.previous",
             log_dir=logs,
             stdout_log=logs / "chat.out.log",
             stderr_log=logs / "chat.err.log",
@@ -99,6 +158,9 @@ class Report:
     pid: int | None = None
     last_exit_code: int | None = None
     binding: dict[str, str] | None = None
+    binding_changed: dict[str, str] | None = None
+    kept: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
     port: int = DEFAULT_PORT
     service: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -165,27 +227,58 @@ class LaunchAgentInstaller:
             ) from None
         return raw, parse_plist(raw, where=str(path))
 
+    def startup_text(self, existing: ParsedPlist | None) -> dict[str, str | None]:
+        """The text of every shell startup file the existing plist's shell would read (None:
+        no such file). Read as text for the decoder; never run."""
+        if existing is None:
+            return {}
+        found: dict[str, str | None] = {}
+        for name in startup_files_to_read(existing, self.ctx.launchd_user):
+            try:
+                found[name] = Path(name).read_bytes().decode("utf-8", errors="replace")
+            except (FileNotFoundError, NotADirectoryError):
+                found[name] = None
+            except OSError as exc:
+                raise Ambiguous(
+                    "startup_file_unreadable",
+                    f"the shell would read {name}, which cannot be read here ({exc.strerror})",
+                ) from None
+        return found
+
     # -- building ------------------------------------------------------------------------
-    def _codex_path_dir(self, warnings: list[str]) -> str | None:
-        requested = self.ctx.codex_bin or "codex"
-        found = shutil.which(requested, path=self.ctx.environ.get("PATH", os.defpath))
+    def _codex_bin(self, existing: ParsedPlist | None, warnings: list[str]) -> str | None:
+        """The absolute codex the service runs: explicit, then the installed plist's, then
+        PATH at install time."""
+        requested = self.ctx.codex_bin
+        if requested is None and existing is not None:
+            kept = existing.environment.get("LOOPX_CHAT_CODEX_BIN")
+            if kept and os.path.isabs(kept):
+                return kept
+        found = shutil.which(requested or "codex", path=self.ctx.environ.get("PATH", os.defpath))
         if found is None:
             warnings.append(
-                f"codex ({requested}) was not found at install time; the service will report "
-                "host_tool_unavailable until it is on the agent's PATH"
+                f"codex ({requested or 'codex'}) was not found at install time; the service "
+                "will report host_tool_unavailable until LOOPX_CHAT_CODEX_BIN names it"
             )
             return None
-        return str(Path(found).absolute().parent)
+        return str(Path(found).absolute())
 
     def build(
-        self, binding: InstallBinding, existing: ParsedPlist | None, port: int, warnings: list[str]
-    ) -> bytes:
+        self,
+        binding: InstallBinding,
+        existing: ParsedPlist | None,
+        port: int,
+        warnings: list[str],
+    ) -> tuple[bytes, list[str], list[str]]:
+        """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one)."""
         path_parts: list[str] = []
-        codex_dir = self._codex_path_dir(warnings)
-        if codex_dir:
-            path_parts.append(codex_dir)
+        codex_bin = self._codex_bin(existing, warnings)
+        if codex_bin:
+            path_parts.append(str(Path(codex_bin).parent))
         path_parts += [p for p in STANDARD_PATH if p not in path_parts]
         env = {"LOOPX_CHAT_CODEX_HOME": binding.path, "PATH": ":".join(path_parts)}
+        if codex_bin:
+            env["LOOPX_CHAT_CODEX_BIN"] = codex_bin
         if binding.sqlite_home:
             env["CODEX_SQLITE_HOME"] = binding.sqlite_home
         state_dir = self.ctx.state_dir or (
@@ -208,41 +301,59 @@ class LaunchAgentInstaller:
             stdout_path=str(self.paths.stdout_log),
             stderr_path=str(self.paths.stderr_log),
         )
-        data = render_plist(build_plist(spec))
+        plist = build_plist(spec)
+        kept: list[str] = []
+        dropped: list[str] = []
+        if existing is not None:
+            plist, kept, dropped = merge_user_additions(
+                plist, existing.data, own=is_own_plist(existing)
+            )
+        data = render_plist(plist)
         parse_plist(data, where="generated plist")  # what we write must read back
-        return data
+        return data, kept, dropped
 
     # -- commands ------------------------------------------------------------------------
     def install(
-        self, *, explicit_home: str | None, port: int | None, action: str = "install"
+        self,
+        *,
+        explicit_home: str | None,
+        port: int | None,
+        action: str = "install",
+        explicit_source: str = "--codex-home",
     ) -> Report:
         current = self.read_existing()  # fails closed before any launchctl call
         existing = current[1] if current else None
-        binding = resolve_install_binding(
+        binding, before = resolve_install_binding(
             explicit=explicit_home,
             existing=existing,
             ambient_codex_home=self.ctx.environ.get("CODEX_HOME") or None,
-            user_home=self.ctx.user_home,
+            user=self.ctx.launchd_user,
+            startup_text=self.startup_text(existing),
             ambient_sqlite_home=self.ctx.environ.get("CODEX_SQLITE_HOME") or None,
         )
         warnings: list[str] = []
+        if self.ctx.service_warning:
+            warnings.append(self.ctx.service_warning)
         if not Path(binding.path).is_dir():
             warnings.append(f"Codex home {binding.path} does not exist yet")
         chosen_port = port or (existing.port() if existing else None) or DEFAULT_PORT
-        data = self.build(binding, existing, chosen_port, warnings)
+        data, kept, dropped = self.build(binding, existing, chosen_port, warnings)
         unchanged = current is not None and current[0] == data
         state = self.launchctl.state(self.paths.label)
+        backup: Path | None = None
         if unchanged and state.loaded:
             # Same definition: a restart picks up an upgraded package.
             self.launchctl.kickstart(self.paths.label)
+        elif unchanged:
+            self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
         else:
             previous = current[0] if current else None
             # The file first: a write that fails leaves the running job as it was. launchd
             # works from the copy it loaded, so replacing the file changes nothing until
             # the reload below.
-            self._write(data, previous=previous)
+            backup = self._write(data, previous=previous)
             try:
-                self.launchctl.bootout(self.paths.label)
+                self.launchctl.bootout(self.paths.label, str(self.paths.plist))
                 self.launchctl.bootstrap(self.paths.label, str(self.paths.plist))
             except LaunchAgentError:
                 # Whether the old job is still loaded (bootout failed) or gone (bootstrap
@@ -255,25 +366,30 @@ class LaunchAgentInstaller:
         report.binding = {"path": binding.path, "source": binding.source}
         if binding.sqlite_home:
             report.binding["sqlite_home"] = binding.sqlite_home
-        if current is not None and not unchanged:
-            report.notes.append(f"previous plist kept at {self.paths.previous}")
+        if before is not None and before.path != binding.path:
+            report.binding_changed = {
+                "from": before.path,
+                "to": binding.path,
+                "source": explicit_source if explicit_home else binding.source,
+            }
+        report.kept, report.dropped = kept, dropped
+        if backup is not None:
+            report.notes.append(f"previous plist kept at {backup}")
         return report
 
     def _installed_binding(self, existing: ParsedPlist) -> tuple[dict[str, str] | None, str]:
-        """What the installed agent's service starts with, read the way an upgrade reads it."""
+        """What the installed agent's service starts with: the very decision an upgrade makes."""
         try:
-            found = decode_program(
-                existing.program_arguments, existing.environment, self.ctx.user_home
-            )
-        except LaunchAgentError:
+            found = existing_binding(existing, self.ctx.launchd_user, self.startup_text(existing))
+        except LaunchAgentError as exc:
             return None, (
-                "the installed plist's Codex home cannot be decoded safely; reinstall with "
-                "LOOPX_CHAT_CODEX_HOME set explicitly"
+                f"the installed plist's Codex home cannot be decided ({exc.error_code}: "
+                f"{exc.message})"
             )
-        if found is None:
-            return None, "the installed plist names no Codex home (its service uses ~/.codex)"
-        binding = {"path": found.value, "source": found.source.replace("existing plist", "plist")}
-        if found.name != "LOOPX_CHAT_CODEX_HOME" or "legacy" in found.source:
+        binding = {"path": found.path, "source": found.source.replace("existing plist", "plist")}
+        if found.sqlite_home:
+            binding["sqlite_home"] = found.sqlite_home
+        if found.legacy:
             return binding, "an older plist: `launchagent install` rewrites it, keeping this home"
         return binding, ""
 
@@ -287,12 +403,35 @@ class LaunchAgentInstaller:
         except (OSError, LaunchAgentError):
             pass
 
-    def _write(self, data: bytes, previous: bytes | None) -> None:
+    def backups(self) -> list[Path]:
+        """Kept previous plists, oldest first (the UTC stamp in the name sorts by time)."""
+        folder = self.paths.plist.parent
+        prefix = self.paths.plist.name + "."
+        try:
+            names = [
+                p
+                for p in folder.iterdir()
+                if p.name.startswith(prefix) and p.name.endswith(BACKUP_SUFFIX)
+            ]
+        except OSError:
+            return []
+        return sorted(names, key=lambda p: p.name)
+
+    def _write(self, data: bytes, previous: bytes | None) -> Path | None:
+        backup: Path | None = None
         try:
             self.paths.plist.parent.mkdir(parents=True, exist_ok=True)
             self.paths.log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
             if previous is not None and previous != data:
-                atomic_write_bytes(self.paths.previous, previous, mode=PLIST_MODE)
+                stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+                backup = self.paths.plist.with_name(
+                    f"{self.paths.plist.name}.{stamp}{BACKUP_SUFFIX}"
+                )
+                n = 1
+                while backup.exists():  # two installs in one second keep both
+                    backup = backup.with_name(f"{self.paths.plist.name}.{stamp}-{n}{BACKUP_SUFFIX}")
+                    n += 1
+                atomic_write_bytes(backup, previous, mode=PLIST_MODE)
             atomic_write_bytes(self.paths.plist, data, mode=PLIST_MODE)
         except OSError as exc:
             raise LaunchAgentError(
@@ -300,6 +439,26 @@ class LaunchAgentInstaller:
                 f"{exc.strerror or exc}",
                 error_code="plist_unwritable",
             ) from None
+        self._prune_backups()
+        return backup
+
+    def _prune_backups(self) -> None:
+        """Keep the newest BACKUPS_KEPT, and the oldest one loopx-chat did not write (the
+        user's original plist) whatever its age."""
+        backups = self.backups()
+        original: Path | None = None
+        for path in backups:
+            try:
+                if not is_own_plist(parse_plist(path.read_bytes(), where=str(path))):
+                    original = path
+                    break
+            except (OSError, LaunchAgentError):
+                original = path  # unreadable as ours: keep it, it is not ours to delete
+                break
+        for path in backups[: max(0, len(backups) - BACKUPS_KEPT)]:
+            if path != original:
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def uninstall(self) -> Report:
         path = self.paths.plist
@@ -308,7 +467,7 @@ class LaunchAgentInstaller:
             raise LaunchAgentError(
                 f"{path} is not a regular file; remove it by hand", error_code="plist_unsafe"
             )
-        self.launchctl.bootout(self.paths.label)
+        self.launchctl.bootout(self.paths.label, str(path) if path.exists() else None)
         removed = False
         try:
             path.unlink()
@@ -344,8 +503,8 @@ class LaunchAgentInstaller:
         return self.status(action="start")
 
     def stop(self) -> Report:
-        self.read_existing()  # a plist we cannot read is refused before launchd is touched
-        self.launchctl.bootout(self.paths.label)
+        current = self.read_existing()  # a bad plist is refused before launchd is touched
+        self.launchctl.bootout(self.paths.label, str(self.paths.plist) if current else None)
         report = self.status(action="stop")
         report.notes.append("stopped until the next `start`, `install` or login")
         return report
@@ -411,6 +570,13 @@ def describe(report: Report) -> list[str]:
     lines.append(f"plist:   {report.plist_path}")
     if report.binding:
         lines.append(f"codex home: {report.binding['path']} (from {report.binding['source']})")
+    if report.binding_changed:
+        changed = report.binding_changed
+        lines.append(f"binding changed: {changed['from']} -> {changed['to']} ({changed['source']})")
+    if report.kept:
+        lines.append(f"kept from your plist: {', '.join(report.kept)}")
+    if report.dropped:
+        lines.append(f"dropped from the old plist: {', '.join(report.dropped)}")
     lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
     if report.service:
         if report.service["answering"]:

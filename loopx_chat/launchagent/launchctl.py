@@ -109,9 +109,16 @@ class Launchctl:
     def state(self, label: str) -> ServiceState:
         return parse_print(self._run(["print", self.target(label)]))
 
-    def bootout(self, label: str, deadline_sec: float = GONE_DEADLINE_SEC) -> None:
-        """Unload if loaded and wait until launchd forgot the label (bootout is async)."""
+    def bootout(
+        self, label: str, plist_path: str | None = None, deadline_sec: float = GONE_DEADLINE_SEC
+    ) -> None:
+        """Unload if loaded and wait until launchd forgot the label (bootout is async).
+
+        By label, then by plist path as well (as the public LoopX installer does): a job
+        loaded from that file under an older label goes too."""
         self._run(["bootout", self.target(label)])  # "No such process" when not loaded: fine
+        if plist_path is not None:
+            self._run(["bootout", self.domain, plist_path])
         deadline = time.monotonic() + deadline_sec
         while self.state(label).loaded:
             if time.monotonic() > deadline:
@@ -143,6 +150,8 @@ class Launchctl:
             raise LaunchAgentError(
                 f"{label} is not loaded after bootstrap", error_code="bootstrap_failed"
             )
+        # RunAtLoad does not always fire after a fast bootout/bootstrap: start it for sure.
+        self.kickstart(label)
 
     def kickstart(self, label: str) -> None:
         result = self._run(["kickstart", "-k", self.target(label)])

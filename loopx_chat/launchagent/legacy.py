@@ -1,303 +1,626 @@
-"""Which Codex home an older LaunchAgent's program ran with. Pure: tokenizes, never executes.
+"""The environment an existing LaunchAgent's service starts with. Pure: parses, never executes.
 
-Owns reading `ProgramArguments` (plus the plist's `EnvironmentVariables`) the way the shell
-would have: an optional `env NAME=VALUE ...` wrapper, then `<sh|bash|zsh|dash|ksh> [options]
--c SCRIPT [args]`, whose script is followed through its straight-line commands
-(`NAME=VALUE`, `export`, `unset`, `exec` / the last command, with the usual prefix
-assignments) to the environment the service was started with. What the service saw wins,
-so a script's `export CODEX_HOME=...` overrides the plist's `EnvironmentVariables`, and
-`LOOPX_CHAT_CODEX_HOME` wins over `CODEX_HOME` as it does in loopx-chat.
+Owns one question: if launchd started this plist today, which environment would the service
+program receive? launchd gives a minimal environment (HOME, PATH, USER, LOGNAME, SHELL,
+TMPDIR) with the plist's `EnvironmentVariables` over it, then execs `ProgramArguments`.
+When that argv runs a shell script, the script is read against a small allowlist grammar
+that is modelled exactly, the way sh (bash in POSIX mode), dash, bash and zsh all run it:
 
-It fails closed (`legacy_binding_ambiguous`) whenever the home could be something it cannot
-see: command substitution, control flow (`&&`, `||`, `|`, `if`, subshells), `source`/`.`/
-`eval`, `set -a`, a script file instead of `-c`, shell expansions other than `~`/`$HOME`,
-a quoted `~`, different values assigned to one variable, startup files that may set the home
-(login or interactive shells, zsh's `.zshenv`, bash's `$BASH_ENV`) when the script does not
-set it itself, or a home variable named anywhere it could not decode. It never returns a
-guess.
+    script     := statement ((";" | newline) statement)*
+    statement  := NAME=WORD ...                 (shell variables; exported if already so)
+                | export NAME[=WORD] ...        | unset [-v] NAME ...
+                | exec REDIRECTION ...          (redirects the shell, nothing else)
+                | [NAME=WORD ...] [exec] PROGRAM WORD ...   (the service; nothing after it)
+    WORD       := unquoted, '...' and "..." text, `\\x` escapes, `~` or `~/` at its start
+                  (after `=` in an assignment), `$NAME` / `${NAME}` of variables known here
+    PROGRAM    := env [-i] [-u NAME] [NAME=VALUE]... | nohup | nice [-n N]  ... in front of
+                  loopx-chat / loopx / python -m loopx_chat
+
+Startup files the shell would read (zsh's `.zshenv`, a login shell's profiles) are named by
+`startup_files`; the caller reads them and hands their text back. None existing is fine; one
+that exists must be inert (it cannot set a home variable, HOME, or how the script runs).
+
+Anything outside the grammar is refused with `legacy_binding_ambiguous`, naming the construct
+(`detail`, a stable code per rule) and saying that `--codex-home` settles it. It never returns
+a guess and never evaluates anything: binding another home than the service's would send the
+user's next turn to another account's history.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from loopx_chat.home import HOME_ENV_PRECEDENCE
-from loopx_chat.launchagent.plist import LaunchAgentError
+from loopx_chat.launchagent.plist import LaunchAgentError, is_service_argv
 
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-HOME_VARS: tuple[str, ...] = HOME_ENV_PRECEDENCE  # what loopx-chat itself reads, in order
-AMBIGUOUS_NEXT = "pass LOOPX_CHAT_CODEX_HOME=<absolute home> explicitly to install"
+SHELLS = frozenset({"sh", "bash", "zsh", "dash"})
+AMBIGUOUS_NEXT = "pass --codex-home <absolute home> (or LOOPX_CHAT_CODEX_HOME) to install"
+LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 
-_ASSIGNMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
-_CONTROL = frozenset({"&&", "||", "|", "&", "(", ")", ";;", "|&", "{", "}", "!"})
-_UNDECODABLE_COMMANDS = frozenset(
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UPPER_NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
+# Set or changed by the shell itself, so their value is not the environment's.
+_SHELL_OWNED = frozenset(
     {
-        *("if", "then", "else", "elif", "fi", "case", "esac", "for", "while", "until"),
-        *("do", "done", "select", "function", "[[", "]]", "[", "test", ".", "source"),
-        *("eval", "read", "declare", "typeset", "local", "readonly", "alias", "trap"),
+        *("PWD", "OLDPWD", "SHLVL", "RANDOM", "SRANDOM", "SECONDS", "LINENO", "PPID", "UID"),
+        *("EUID", "GID", "EGID", "OPTIND", "OPTARG", "IFS", "PS1", "PS2", "PS4", "HOSTNAME"),
+        *("HOSTTYPE", "MACHTYPE", "OSTYPE", "USERNAME", "TTY", "HISTCMD", "COLUMNS", "LINES"),
+        *("EPOCHSECONDS", "EPOCHREALTIME", "ERRNO", "ENV", "BASH_ENV", "ZDOTDIR", "_"),
     }
 )
-_SAFE_LONG_OPTIONS = frozenset({"--noprofile", "--norc", "--posix", "--no-rcs"})
+_UNQUOTED_SPECIAL = set("*?[]{}!^()<>&|;`\"'\\$~#=")
+_IFS_OR_GLOB = re.compile(r"[ \t\n*?\[\]]")
+# What an inert startup file must not contain: anything that could set a home variable or
+# HOME, move where later startup files are read from, or change how the script runs.
+_STARTUP_COMMANDS = (
+    *("source", ".", "eval", "alias", "setopt", "unsetopt", "set", "emulate", "exec"),
+    *("function", "typeset", "declare", "readonly", "local", "unset", "builtin", "command"),
+    *("trap", "enable", "disable", "autoload", "zmodload"),
+)
+_STARTUP_DANGER = re.compile(
+    r"CODEX_HOME|CODEX_SQLITE_HOME|ZDOTDIR|\bHOME\s*=|\bexport\b[^;\n]*\bHOME\b|\(\s*\)"
+    r"|(^|[\s;&|(`])(" + "|".join(re.escape(c) for c in _STARTUP_COMMANDS) + r")(?=$|[\s;&|)])",
+    re.M,
+)
+_COMMENT = re.compile(r"(^|\s)#.*$", re.M)
+
+
+class Ambiguous(LaunchAgentError):
+    """`legacy_binding_ambiguous`, with the rule that refused as a stable `detail` code."""
+
+    def __init__(self, detail: str, what: str) -> None:
+        super().__init__(
+            f"the existing LaunchAgent's Codex home cannot be decided safely: {what} "
+            f"[{detail}]; {AMBIGUOUS_NEXT}",
+            error_code="legacy_binding_ambiguous",
+        )
+        self.detail = detail
 
 
 @dataclass(frozen=True)
-class LegacyHome:
-    """The home variable the old service saw, its raw value, and where it came from."""
+class ServiceLaunch:
+    """What the service program receives: its argv, its environment, and where each variable
+    came from (`EnvironmentVariables`, `launchd`, `shell script`, `env wrapper`)."""
 
-    name: str
+    program: tuple[str, ...]
+    environment: Mapping[str, str]
+    origin: Mapping[str, str] = field(default_factory=dict)
+    shell: str | None = None
+
+
+def launchd_environment(
+    plist_env: Mapping[str, str], *, user_home: str, user: str | None, shell: str | None
+) -> tuple[dict[str, str], dict[str, str]]:
+    """launchd's minimal environment with the plist's `EnvironmentVariables` over it, and the
+    origin of each variable. TMPDIR is launchd's per-user folder, which is not known here."""
+    env: dict[str, str] = {"HOME": user_home, "PATH": LAUNCHD_PATH}
+    if user:
+        env["USER"] = env["LOGNAME"] = user
+    if shell:
+        env["SHELL"] = shell
+    origin = dict.fromkeys(env, "launchd")
+    env.update(plist_env)
+    origin.update(dict.fromkeys(plist_env, "EnvironmentVariables"))
+    return env, origin
+
+
+# -- the shell script ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Part:
+    kind: str  # "text" | "param" | "tilde"
     value: str
-    source: str
+    quoted: bool
 
 
-def ambiguous(detail: str) -> LaunchAgentError:
-    return LaunchAgentError(
-        f"the existing LaunchAgent's Codex home cannot be decoded safely ({detail}); "
-        f"{AMBIGUOUS_NEXT}",
-        error_code="legacy_binding_ambiguous",
-    )
+@dataclass
+class _Word:
+    parts: list[_Part] = field(default_factory=list)
+
+    def assignment(self) -> tuple[str, list[_Part]] | None:
+        """(NAME, value parts) when the word starts with an unquoted `NAME=`."""
+        if not self.parts or self.parts[0].kind != "text" or self.parts[0].quoted:
+            return None
+        match = re.match(r"([A-Za-z_][A-Za-z0-9_]*)=", self.parts[0].value)
+        if not match:
+            return None
+        rest = self.parts[0].value[match.end() :]
+        value = ([_Part("text", rest, False)] if rest else []) + self.parts[1:]
+        return match.group(1), value
 
 
-def expand_home_refs(value: str, user_home: str) -> str:
-    """Expand `~`, `$HOME`, `${HOME}` at the start; refuse every other expansion."""
-    for prefix in ("${HOME}", "$HOME", "~"):
-        if value == prefix or value.startswith(prefix + "/"):
-            value = user_home + value[len(prefix) :]
-            break
-    if "$" in value or "`" in value:
-        raise ambiguous("the value uses shell expansion")
-    return value
+@dataclass
+class _Statement:
+    words: list[_Word] = field(default_factory=list)
+    redirected: bool = False
 
 
-def _mentions_home(parts: Sequence[str]) -> bool:
-    return any("CODEX_HOME" in part for part in parts)
-
-
-def _tokens(script: str) -> list[str]:
-    lexer = shlex.shlex(script, posix=True, punctuation_chars=";&|()<>\n")
-    lexer.whitespace = " \t\r"  # a newline ends a command, like `;`
-    lexer.whitespace_split = True
-    try:
-        return list(lexer)
-    except ValueError as exc:  # unbalanced quotes
-        raise ambiguous(f"the script does not tokenize: {exc}") from None
-
-
-def _commands(tokens: list[str]) -> list[list[str]]:
-    commands: list[list[str]] = [[]]
-    skip_next = False
-    for token in tokens:
-        if skip_next:
-            skip_next = False  # a redirection's target
-            continue
-        if set(token) <= {";", "\n"}:
-            commands.append([])
-        elif token in _CONTROL:
-            raise ambiguous("the script uses control flow")
-        elif set(token) <= {"<", ">", "&"} and ("<" in token or ">" in token):
-            skip_next = not token.endswith("&")  # `>file`, `2>&1`: redirections, no env effect
+def _merged(word: _Word) -> _Word:
+    """Adjacent text of the same quoting as one part, so `NAME=` reads as one piece."""
+    parts: list[_Part] = []
+    for part in word.parts:
+        last = parts[-1] if parts else None
+        if last and last.kind == part.kind == "text" and last.quoted == part.quoted:
+            parts[-1] = _Part("text", last.value + part.value, part.quoted)
         else:
-            commands[-1].append(token)
-    return [command for command in commands if command]
+            parts.append(part)
+    return _Word(parts)
 
 
-def _checked_value(name: str, value: str, script: str, user_home: str) -> str:
-    # shlex drops quotes; the shell expands `~` only unquoted and `$HOME` not in '...'.
-    if value.startswith("~") and f"{name}=~" not in script:
-        raise ambiguous(f"{name} is a quoted `~`, which the shell does not expand")
-    if "$" in value and f"{name}='" in script:
-        raise ambiguous(f"{name} is single-quoted with a `$` the shell did not expand")
-    return expand_home_refs(value, user_home)
+class _Lexer:
+    """Splits a script into statements of words, refusing what the grammar does not hold."""
+
+    def __init__(self, script: str) -> None:
+        self.s = script
+        self.i = 0
+
+    def peek(self, k: int = 0) -> str:
+        j = self.i + k
+        return self.s[j] if j < len(self.s) else ""
+
+    def statements(self) -> list[_Statement]:
+        out = [_Statement()]
+        while self.i < len(self.s):
+            c = self.peek()
+            if c in " \t":
+                self.i += 1
+            elif c == "\\" and self.peek(1) == "\n":
+                self.i += 2  # a line continuation between words
+            elif c in ";\n":
+                if c == ";" and self.peek(1) == ";":
+                    raise Ambiguous("control_flow", "the script uses `;;`")
+                out.append(_Statement())
+                self.i += 1
+            elif c == "#":
+                while self.i < len(self.s) and self.peek() != "\n":
+                    self.i += 1
+            elif c in "&|()":
+                raise Ambiguous("control_flow", f"the script uses `{c}` (control flow)")
+            elif c in "<>" or (c.isdigit() and self._redirection_ahead()):
+                self._redirection()
+                out[-1].redirected = True
+            else:
+                out[-1].words.append(self._word())
+        return [st for st in out if st.words or st.redirected]
+
+    def _redirection_ahead(self) -> bool:
+        j = self.i
+        while j < len(self.s) and self.s[j].isdigit():
+            j += 1
+        return j < len(self.s) and self.s[j] in "<>"
+
+    def _redirection(self) -> None:
+        while self.peek().isdigit():
+            self.i += 1
+        op = self.peek()
+        self.i += 1
+        if op == "<" and self.peek() == "<":
+            raise Ambiguous("heredoc", "the script uses a heredoc")
+        if self.peek() in (">", "|") and op == ">":
+            self.i += 1  # `>>` or `>|`
+        if self.peek() == "&":
+            self.i += 1
+            start = self.i
+            while self.peek().isdigit() or self.peek() == "-":
+                self.i += 1
+            if self.i == start:
+                raise Ambiguous("redirection", "the script uses a redirection it cannot read")
+            return
+        if self.peek() in "<>&|(":
+            raise Ambiguous("redirection", "the script uses a redirection it cannot read")
+        while self.peek() in " \t":
+            self.i += 1
+        if self.peek() in ("", "\n", ";"):
+            raise Ambiguous("redirection", "a redirection has no target")
+        self._word()  # the target: no effect on the environment
+
+    def _word(self) -> _Word:
+        word = _Word()
+        start = self.i
+        while self.i < len(self.s):
+            c = self.peek()
+            if c in " \t\n;&|()<>":
+                break
+            if c == "'":
+                end = self.s.find("'", self.i + 1)
+                if end < 0:
+                    raise Ambiguous("unbalanced_quote", "the script has an unclosed quote")
+                word.parts.append(_Part("text", self.s[self.i + 1 : end], True))
+                self.i = end + 1
+            elif c == '"':
+                self.i += 1
+                self._double_quoted(word)
+            elif c == "\\":
+                nxt = self.peek(1)
+                if nxt == "":
+                    raise Ambiguous("unbalanced_quote", "the script ends in a backslash")
+                if nxt != "\n":  # `\<newline>` is removed
+                    word.parts.append(_Part("text", nxt, True))
+                self.i += 2
+            elif c == "$":
+                word.parts.append(self._dollar(quoted=False))
+            elif c == "`":
+                raise Ambiguous("command_substitution", "the script contains command substitution")
+            elif c == "~" and self.i == start:
+                self.i += 1
+                self._tilde(word)
+            elif c == "~" and self._after_assignment_equals(start):
+                self.i += 1
+                self._tilde(word, kind="tilde_eq")
+            elif c in _UNQUOTED_SPECIAL and not (c in "=#" and self.i > start):
+                # `=` and `#` inside a word are plain text in every shell modelled here.
+                what = "a word starting with `=`" if c == "=" else f"an unquoted `{c}`"
+                raise Ambiguous("unquoted_special", f"the script uses {what}")
+            else:
+                word.parts.append(_Part("text", c, False))
+                self.i += 1
+        return _merged(word)
+
+    def _after_assignment_equals(self, start: int) -> bool:
+        before = self.s[start : self.i]
+        return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=", before))
+
+    def _tilde(self, word: _Word, kind: str = "tilde") -> None:
+        if self.peek() not in ("/", "", " ", "\t", "\n", ";"):
+            raise Ambiguous("tilde_user", "the script uses `~user` or `~` before a non-slash")
+        word.parts.append(_Part(kind, "~", False))
+
+    def _double_quoted(self, word: _Word) -> None:
+        while True:
+            c = self.peek()
+            if c == "":
+                raise Ambiguous("unbalanced_quote", "the script has an unclosed quote")
+            if c == '"':
+                self.i += 1
+                return
+            if c == "\\" and self.peek(1) in ('"', "\\", "$", "`", "\n"):
+                if self.peek(1) != "\n":
+                    word.parts.append(_Part("text", self.peek(1), True))
+                self.i += 2
+            elif c == "$":
+                word.parts.append(self._dollar(quoted=True))
+            elif c == "`":
+                raise Ambiguous("command_substitution", "the script contains command substitution")
+            else:
+                word.parts.append(_Part("text", c, True))
+                self.i += 1
+
+    def _dollar(self, *, quoted: bool) -> _Part:
+        nxt = self.peek(1)
+        if nxt == "(":
+            raise Ambiguous("command_substitution", "the script contains command substitution")
+        if nxt == "{":
+            end = self.s.find("}", self.i)
+            name = self.s[self.i + 2 : end] if end > 0 else ""
+            if not _NAME.fullmatch(name):
+                raise Ambiguous(
+                    "parameter_operator",
+                    "the script uses a parameter expansion with an operator (`${NAME:=...}`)",
+                )
+            self.i = end + 1
+            return _Part("param", name, quoted)
+        match = _NAME.match(self.s, self.i + 1)
+        if not match:
+            if nxt in ("'", '"'):
+                raise Ambiguous("dollar_quote", "the script uses `$'...'` or `$\"...\"` quoting")
+            raise Ambiguous("special_parameter", "the script uses a special parameter (`$1`, `$@`)")
+        self.i = match.end()
+        return _Part("param", match.group(0), quoted)
 
 
-def _service_environment(
-    script: str, inherited: Mapping[str, str], user_home: str, names: Sequence[str]
-) -> tuple[dict[str, str], set[str]]:
-    """The environment the script's service command started with, and the names the script
-    itself assigned on the way."""
-    if "`" in script or "$(" in script:
-        # Anywhere in the script, a substitution could rewrite the home at run time.
-        raise ambiguous("the script contains command substitution")
-    variables = dict(inherited)
-    exported = set(inherited)  # inherited variables stay exported when reassigned
-    assigned: dict[str, set[str]] = {}
-    set_by_script: set[str] = set()
-    service_env: dict[str, str] | None = None
+class _Shell:
+    """Runs the allowlisted statements over a model of the shell's variables."""
 
-    def assign(name: str, value: str) -> None:
-        assigned.setdefault(name, set()).add(value)
-        variables[name] = value
-        set_by_script.add(name)
+    def __init__(self, env: Mapping[str, str], origin: Mapping[str, str]) -> None:
+        self.vars = dict(env)
+        self.exported = set(env)
+        self.origin = dict(origin)
 
-    for command in _commands(_tokens(script)):
-        prefix: list[tuple[str, str]] = []
-        while command and (match := _ASSIGNMENT.match(command[0])):
-            prefix.append((match.group(1), match.group(2)))
-            command = command[1:]
-        if not command:
+    def expand(self, parts: Sequence[_Part], *, split_context: bool) -> str:
+        out: list[str] = []
+        for part in parts:
+            if part.kind == "text":
+                out.append(part.value)
+            elif part.kind == "tilde":
+                out.append(self._known("HOME"))
+            elif part.kind == "tilde_eq":
+                if split_context:
+                    # bash expands `~` after `=` in an argument, POSIX sh and zsh do not.
+                    raise Ambiguous("tilde_in_argument", "an argument has `~` after `=`")
+                out.append(self._known("HOME"))
+            else:
+                value = self._known(part.value)
+                if split_context and not part.quoted and _IFS_OR_GLOB.search(value):
+                    raise Ambiguous(
+                        "word_splitting",
+                        f"${part.value} is unquoted and its value would be split or globbed",
+                    )
+                out.append(value)
+        return "".join(out)
+
+    def _known(self, name: str) -> str:
+        if (
+            name in _SHELL_OWNED
+            or name.startswith(("BASH", "ZSH"))
+            or not _UPPER_NAME.fullmatch(name)
+        ):
+            raise Ambiguous("shell_variable", f"the script expands ${name}, which the shell sets")
+        if name not in self.vars:
+            if name == "TMPDIR":
+                raise Ambiguous("unknown_variable", "the script expands $TMPDIR")
+            return ""  # an unset variable expands to nothing (no `set -u` is allowed)
+        return self.vars[name]
+
+    def assign(self, name: str, value: str, how: str) -> None:
+        if name in _SHELL_OWNED or not _UPPER_NAME.fullmatch(name):
+            raise Ambiguous(
+                "shell_variable", f"the script assigns {name}, which shells treat specially"
+            )
+        self.vars[name] = value
+        self.origin[name] = how
+
+    def run(self, statements: list[_Statement]) -> list[str]:
+        """The service's argv (expanded words); the environment is left in `self`."""
+        for index, statement in enumerate(statements):
+            words = statement.words
+            pending: list[tuple[str, list[_Part]]] = []
+            while words and (found := words[0].assignment()):
+                pending.append(found)
+                words = words[1:]
+            if not words:
+                for name, parts in pending:  # left to right: `A=1 B=$A` sees the new A
+                    self.assign(name, self.expand(parts, split_context=False), "shell script")
+                continue
+            prefix: list[tuple[str, str]] = []
+            for name, parts in pending:
+                if any(p.kind == "param" and p.value in dict(pending) for p in parts):
+                    raise Ambiguous(
+                        "prefix_order", "a prefix assignment expands another from the same line"
+                    )
+                prefix.append((name, self.expand(parts, split_context=False)))
+            head = self.expand(words[0].parts, split_context=True)
+            if head in ("export", "unset") or (head == "exec" and len(words) == 1):
+                if prefix:
+                    raise Ambiguous(
+                        "prefix_before_builtin",
+                        f"the script puts an assignment before `{head}`",
+                    )
+                if head == "export":
+                    self._export(words[1:])
+                elif head == "unset":
+                    self._unset(words[1:])
+                continue  # `exec` with only redirections: the shell goes on
+            argv = [self.expand(w.parts, split_context=True) for w in words]
+            if argv[0] == "exec":
+                argv = argv[1:]
+                if argv[0].startswith("-"):
+                    raise Ambiguous("exec_option", f"the script runs `exec {argv[0]}`")
+            if index != len(statements) - 1 and not is_service_argv(argv):
+                raise Ambiguous(
+                    "unknown_command", f"the script runs `{posixpath.basename(argv[0])}`"
+                )
+            if not is_service_argv(argv) and posixpath.basename(argv[0]) not in _WRAPPERS:
+                raise Ambiguous(
+                    "unknown_command",
+                    f"the script runs `{posixpath.basename(argv[0])}`, not loopx-chat",
+                )
             for name, value in prefix:
-                assign(name, value)
-            continue
-        head, args = command[0], command[1:]
-        if head in _UNDECODABLE_COMMANDS:
-            raise ambiguous(f"the script runs `{head}`")
-        if head == "export":
-            for arg in args:
-                if arg.startswith("-"):
-                    raise ambiguous("the script uses `export` with options")
-                name, eq, value = arg.partition("=")
-                if eq:
-                    assign(name, value)
-                exported.add(name)
-            continue
-        if head == "unset":
-            for name in args:
-                variables.pop(name, None)
-                exported.discard(name)
-                set_by_script.add(name)
-            continue
-        if head == "set":
-            if any(a.startswith("-") and "a" in a[1:] for a in args) or "allexport" in args:
-                raise ambiguous("the script exports every variable (`set -a`)")
-            continue
-        env = {name: variables[name] for name in exported if name in variables}
-        for name, value in prefix:
-            assigned.setdefault(name, set()).add(value)
-            set_by_script.add(name)
-            env[name] = value
-        service_env = env
-        if head == "exec":
-            break  # nothing after an exec runs
-    if service_env is None:
-        service_env = {name: variables[name] for name in exported if name in variables}
-    for name in names:
-        if len(assigned.get(name, ())) > 1:
-            raise ambiguous(f"{name} is assigned more than once with different values")
-        if name in service_env and name in set_by_script:
-            service_env[name] = _checked_value(name, service_env[name], script, user_home)
-    return service_env, set_by_script
+                self.assign(name, value, "shell script")
+                self.exported.add(name)
+            return argv
+        raise Ambiguous("no_program", "the script starts no program")
+
+    def _export(self, words: Sequence[_Word]) -> None:
+        for word in words:
+            found = word.assignment()
+            if found:
+                name, parts = found
+                self.assign(name, self.expand(parts, split_context=False), "shell script")
+                self.exported.add(name)
+                continue
+            name = self.expand(word.parts, split_context=True)
+            if name.startswith("-"):
+                raise Ambiguous("export_option", f"the script runs `export {name}`")
+            if not _NAME.fullmatch(name):
+                raise Ambiguous("export_option", f"the script exports `{name}`")
+            self.exported.add(name)
+
+    def _unset(self, words: Sequence[_Word]) -> None:
+        for word in words:
+            name = self.expand(word.parts, split_context=True)
+            if name == "-v":
+                continue
+            if name.startswith("-") or not _NAME.fullmatch(name):
+                raise Ambiguous("unset_option", f"the script runs `unset {name}`")
+            self.vars.pop(name, None)
+            self.exported.discard(name)
+            self.origin[name] = "shell script"
+
+    def environment(self) -> dict[str, str]:
+        return {name: self.vars[name] for name in self.exported if name in self.vars}
 
 
-def _shell_script(args: Sequence[str]) -> tuple[str, str, set[str]]:
-    """(shell, script, option letters) of `<shell> [options] -c SCRIPT [name [args]]`."""
-    shell = posixpath.basename(args[0])
+# -- argv: wrappers, shells, the service -------------------------------------------------
+
+_WRAPPERS = frozenset({"env", "nohup", "nice"})
+
+
+@dataclass(frozen=True)
+class ShellCall:
+    shell: str
+    script: str
+    login: bool
+    no_rcs: bool
+
+
+def shell_call(argv: Sequence[str]) -> ShellCall:
+    """`<shell> [options] -c SCRIPT [name [args]]`, with only options whose effect is known."""
+    shell = posixpath.basename(argv[0])
     letters: set[str] = set()
+    long_opts: set[str] = set()
     i = 1
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-o", "+o"):
-            i += 2
-            continue
-        if arg == "--login":
-            letters.add("l")
-        elif arg.startswith("--"):
-            if arg not in _SAFE_LONG_OPTIONS:
-                raise ambiguous(f"the shell runs with option {arg}")
-            if arg == "--no-rcs":
-                letters.add("f")
-        elif arg.startswith(("-", "+")) and len(arg) > 1:
-            if arg[0] == "-":
-                letters.update(arg[1:])
-        else:
+    while i < len(argv) and argv[i].startswith("-") and argv[i] != "-":
+        arg = argv[i]
+        if arg == "--":
+            i += 1
             break
-        i += 1
-    if "c" not in letters or i >= len(args):
-        raise ambiguous(f"the LaunchAgent runs {shell} on a script file, which may set the home")
-    return shell, args[i], letters
-
-
-def decode_program(
-    args: Sequence[str], environment: Mapping[str, str], user_home: str
-) -> LegacyHome | None:
-    """The home the old LaunchAgent's service started with, or None when it had none set.
-
-    `environment` is the plist's `EnvironmentVariables`. Raises `legacy_binding_ambiguous`
-    rather than guess.
-    """
-    return _decode(args, environment, user_home, HOME_VARS, startup_files_matter=True)
-
-
-def decode_sqlite_home(
-    args: Sequence[str], environment: Mapping[str, str], user_home: str
-) -> str | None:
-    """The `CODEX_SQLITE_HOME` the old service started with (it is half of a home's identity:
-    codex keeps its thread index there), or None. Only what the plist itself shows counts:
-    startup files are not suspected of setting it (it is rare, and the home is what binds)."""
-    found = _decode(
-        args, environment, user_home, ("CODEX_SQLITE_HOME",), startup_files_matter=False
-    )
-    return found.value if found else None
-
-
-def _decode(
-    args: Sequence[str],
-    environment: Mapping[str, str],
-    user_home: str,
-    names: Sequence[str],
-    *,
-    startup_files_matter: bool,
-) -> LegacyHome | None:
-    inherited = dict(environment)
-    from_env_wrapper: set[str] = set()
-    rest = list(args)
-    if rest and posixpath.basename(rest[0]) == "env":
-        rest = rest[1:]
-        while rest and (match := _ASSIGNMENT.match(rest[0])):
-            inherited[match.group(1)] = match.group(2)
-            from_env_wrapper.add(match.group(1))
-            rest = rest[1:]
-        if rest and rest[0].startswith("-"):
-            raise ambiguous(f"`env` runs with option {rest[0]}")
-    if not rest or posixpath.basename(rest[0]) not in SHELLS:
-        if _mentions_home(rest):
-            raise ambiguous("a Codex home is named in the program's arguments")
-        return _pick(inherited, set(), from_env_wrapper, user_home, names)
-    shell, script, letters = _shell_script(rest)
-    service_env, set_by_script = _service_environment(script, inherited, user_home, names)
-    startup_files = (
-        bool({"l", "i"} & letters)
-        or (shell == "zsh" and "f" not in letters)
-        or (shell == "bash" and "BASH_ENV" in inherited)
-    )
-    found = _pick(service_env, set_by_script, from_env_wrapper, user_home, names)
-    if (
-        startup_files_matter
-        and startup_files
-        and (found is None or found.name not in set_by_script)
-    ):
-        raise ambiguous(
-            f"{shell} reads startup files ({'login' if 'l' in letters else 'rc'} files) that may "
-            "set the home, and the script does not set it itself"
-        )
-    return found
-
-
-def _pick(
-    env: Mapping[str, str],
-    set_by_script: set[str],
-    from_wrapper: set[str],
-    user_home: str,
-    names: Sequence[str],
-) -> LegacyHome | None:
-    for name in names:
-        value = env.get(name, "")
-        if not value:
-            continue
-        if name in set_by_script:
-            source = f"existing plist legacy shell export of {name}"
-        elif name in from_wrapper:
-            source = f"existing plist `env` assignment of {name}"
-            value = expand_home_refs(value, user_home)
+        if arg.startswith("--"):
+            allowed = {"bash": {"--login", "--noprofile", "--norc", "--posix"}}.get(shell, set())
+            if shell == "zsh":
+                allowed = {"--login", "--no-rcs"}
+            if arg not in allowed:
+                raise Ambiguous("shell_option", f"{shell} runs with option {arg}")
+            long_opts.add(arg)
         else:
-            source = f"existing plist EnvironmentVariables.{name}"
-        return LegacyHome(name, value, source)
-    return None
+            allowed_letters = set("cexl") | ({"f"} if shell == "zsh" else set())
+            bad = set(arg[1:]) - allowed_letters
+            if bad:
+                raise Ambiguous("shell_option", f"{shell} runs with option -{''.join(sorted(bad))}")
+            letters.update(arg[1:])
+        i += 1
+    if i < len(argv) and argv[i].startswith("+"):
+        raise Ambiguous("shell_option", f"{shell} runs with option {argv[i]}")
+    if "c" not in letters or i >= len(argv):
+        raise Ambiguous(
+            "script_file", f"the LaunchAgent runs {shell} on a script file, which may set the home"
+        )
+    login = "l" in letters or "--login" in long_opts
+    no_profile = "--noprofile" in long_opts
+    return ShellCall(
+        shell=shell,
+        script=argv[i],
+        login=login and not no_profile,
+        no_rcs="f" in letters or "--no-rcs" in long_opts,
+    )
 
 
-def decode_legacy_script(script: str, user_home: str) -> tuple[str, str] | None:
-    """(variable, value) a plain `sh -c SCRIPT` gives its service, or None."""
-    found = decode_program(("/bin/sh", "-c", script), {}, user_home)
-    return (found.name, found.value) if found else None
+def startup_files(call: ShellCall, env: Mapping[str, str]) -> tuple[str, ...]:
+    """Every file the shell could read before the script, on macOS and on Debian; listing a
+    file too many only makes the decoder refuse more, never guess."""
+    home = env.get("HOME", "")
+    files: list[str] = []
+    if call.shell == "zsh":
+        dot = env.get("ZDOTDIR") or home
+        files += ["/etc/zshenv", "/etc/zsh/zshenv"]
+        if not call.no_rcs:
+            files.append(posixpath.join(dot, ".zshenv"))
+            if call.login:
+                for name in ("zprofile", "zlogin"):
+                    files += [f"/etc/{name}", f"/etc/zsh/{name}", posixpath.join(dot, f".{name}")]
+    elif call.login:
+        files.append("/etc/profile")
+        if call.shell == "bash":
+            files += [posixpath.join(home, n) for n in (".bash_profile", ".bash_login")]
+        files.append(posixpath.join(home, ".profile"))
+    return tuple(files)
+
+
+def _check_startup(call: ShellCall, env: Mapping[str, str], read: Mapping[str, str | None]) -> None:
+    if call.shell in ("bash", "sh") and (env.get("BASH_ENV") or env.get("ENV")):
+        raise Ambiguous("bash_env", f"{call.shell} reads the file named by BASH_ENV/ENV first")
+    for path in startup_files(call, env):
+        if path not in read:
+            raise Ambiguous("startup_file_unread", f"{call.shell} would read {path}")
+        text = read[path]
+        if text is None:
+            continue
+        if _STARTUP_DANGER.search(_COMMENT.sub(r"\1", text)):
+            raise Ambiguous(
+                "startup_file",
+                f"{call.shell} reads {path}, which may set the home or change how the script runs",
+            )
+
+
+def startup_files_for(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str, ...]:
+    """The startup files a caller must read before `decode_service` can decide `argv`
+    (through `env` and wrappers to the shell, if there is one); () when none apply or the
+    argv is refused anyway."""
+    try:
+        argv, env, _ = _unwrap(list(argv), dict(env), {})
+        if argv and posixpath.basename(argv[0]) in SHELLS:
+            return startup_files(shell_call(argv), env)
+    except Ambiguous:
+        pass
+    return ()
+
+
+def _unwrap(
+    argv: list[str], env: dict[str, str], origin: dict[str, str]
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """Peel `env`, `nohup` and `nice` off the front of an argv, applying what `env` does."""
+    while argv:
+        base = posixpath.basename(argv[0])
+        if base == "env":
+            argv = argv[1:]
+            while argv:
+                arg = argv[0]
+                if arg in ("-i", "-", "--ignore-environment"):
+                    env, origin = {}, {}
+                elif arg in ("-u", "--unset") and len(argv) > 1:
+                    env.pop(argv[1], None)
+                    origin[argv[1]] = "env wrapper"
+                    argv = argv[1:]
+                elif arg.startswith("--unset="):
+                    env.pop(arg[8:], None)
+                elif arg == "--":
+                    argv = argv[1:]
+                    break
+                elif arg.startswith("-"):
+                    raise Ambiguous("env_option", f"`env` runs with option {arg}")
+                elif match := re.match(r"([^=]+)=(.*)", arg, re.S):
+                    env[match.group(1)] = match.group(2)  # passed literally: no expansion
+                    origin[match.group(1)] = "env wrapper"
+                else:
+                    break
+                argv = argv[1:]
+            if not argv:
+                raise Ambiguous("no_program", "`env` starts no program")
+        elif base == "nohup":
+            argv = argv[1:]
+            if argv[:1] == ["--"]:
+                argv = argv[1:]
+        elif base == "nice":
+            argv = argv[1:]
+            if argv[:1] == ["-n"] and len(argv) > 1:
+                argv = argv[2:]
+            elif argv and re.fullmatch(r"-[0-9]+|--adjustment=-?[0-9]+", argv[0]):
+                argv = argv[1:]
+            elif argv and argv[0].startswith("-"):
+                raise Ambiguous("nice_option", f"`nice` runs with option {argv[0]}")
+        else:
+            return argv, env, origin
+    raise Ambiguous("no_program", "the LaunchAgent starts no program")
+
+
+def decode_service(
+    argv: Sequence[str],
+    base_env: Mapping[str, str],
+    origin: Mapping[str, str],
+    startup_text: Mapping[str, str | None],
+) -> ServiceLaunch:
+    """What the service program receives when launchd runs `argv` over `base_env`.
+
+    `startup_text` maps each path `startup_files_for` named to its text (None: no such
+    file). Raises `Ambiguous` for anything outside the grammar.
+    """
+    if not argv:
+        raise Ambiguous("no_program", "the plist has no ProgramArguments")
+    current, env, where = _unwrap(list(argv), dict(base_env), dict(origin))
+    shell: str | None = None
+    if posixpath.basename(current[0]) in SHELLS:
+        call = shell_call(current)
+        shell = call.shell
+        _check_startup(call, env, startup_text)
+        model = _Shell(env, where)
+        program = model.run(_Lexer(call.script).statements())
+        current, env, where = _unwrap(program, model.environment(), model.origin)
+    if not is_service_argv(current):
+        raise Ambiguous(
+            "unknown_program",
+            f"the LaunchAgent runs `{posixpath.basename(current[0])}`, which is not loopx-chat; "
+            "a wrapper may set the home",
+        )
+    return ServiceLaunch(program=tuple(current), environment=env, origin=where, shell=shell)

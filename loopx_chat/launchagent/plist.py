@@ -9,9 +9,10 @@ plist content.
 from __future__ import annotations
 
 import plistlib
+import posixpath
 import re
 import xml.parsers.expat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,77 @@ class ParsedPlist:
 _PORT = re.compile(r"[0-9]{1,5}")
 # What the XML writer refuses; values with these cannot be written back.
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+# The environment the installer owns; everything else in `EnvironmentVariables` is the user's.
+OWN_ENV_KEYS = frozenset(
+    {
+        "LOOPX_CHAT_CODEX_HOME",
+        "PATH",
+        "LOOPX_CHAT_CODEX_BIN",
+        "CODEX_SQLITE_HOME",
+        "LOOPX_CHAT_STATE_DIR",
+        # a second home variable beside ours would only confuse: the binding is ours
+        "CODEX_HOME",
+    }
+)
+# Keys of ours that a user may have changed on purpose; an upgrade keeps their value.
+USER_TUNABLE_KEYS = ("StandardOutPath", "StandardErrorPath", "ProcessType")
+SERVICE_PROGRAMS = frozenset({"loopx-chat", "loopx"})
+_PYTHON = re.compile(r"python(3(\.[0-9]+)?)?")
+
+
+def is_service_argv(argv: Sequence[str]) -> bool:
+    """Does this argv start loopx-chat (or the public `loopx`) directly?"""
+    base = posixpath.basename(argv[0]) if argv else ""
+    if base in SERVICE_PROGRAMS:
+        return True
+    return bool(_PYTHON.fullmatch(base)) and list(argv[1:3]) == ["-m", "loopx_chat"]
+
+
+def is_own_plist(parsed: ParsedPlist) -> bool:
+    """A plist loopx-chat wrote: a direct argv to loopx-chat `serve`, bound through
+    `LOOPX_CHAT_CODEX_HOME` in `EnvironmentVariables`."""
+    args = parsed.program_arguments
+    return (
+        is_service_argv(args) and "serve" in args and "LOOPX_CHAT_CODEX_HOME" in parsed.environment
+    )
+
+
+def merge_user_additions(
+    ours: Mapping[str, Any], theirs: Mapping[str, Any], *, own: bool
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """(new plist, keys kept, keys dropped). From a plist loopx-chat wrote, everything the
+    user added is kept: launchd keys we do not set, their values of `USER_TUNABLE_KEYS`, and
+    environment variables we do not own. From a foreign plist nothing is kept, and every
+    key that is not ours is listed as dropped."""
+    merged = dict(ours)
+    env = dict(ours.get("EnvironmentVariables", {}))
+    kept: list[str] = []
+    dropped: list[str] = []
+    their_env = theirs.get("EnvironmentVariables", {})
+    their_env = their_env if isinstance(their_env, Mapping) else {}
+    for key in sorted(theirs):
+        if key in ours:
+            if own and key in USER_TUNABLE_KEYS and theirs[key] != ours[key]:
+                merged[key] = theirs[key]
+                kept.append(key)
+            continue
+        (kept if own else dropped).append(key)
+        if own:
+            merged[key] = theirs[key]
+    for name in sorted(their_env):
+        if name in OWN_ENV_KEYS:
+            if name == "CODEX_HOME" or (not own and name not in env):
+                dropped.append(f"EnvironmentVariables.{name}")
+            continue
+        if own:
+            env[name] = their_env[name]
+            kept.append(f"EnvironmentVariables.{name}")
+        else:
+            dropped.append(f"EnvironmentVariables.{name}")
+    merged["EnvironmentVariables"] = env
+    return merged, kept, dropped
 
 
 def label_for(prefix: str | None) -> str:

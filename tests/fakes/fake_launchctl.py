@@ -5,7 +5,8 @@ Owns a tiny model of launchd for one user domain: which labels are loaded, runni
 pid) or exited (with a last exit code). State lives in the JSON file named by
 `FAKE_LAUNCHCTL_STATE`; every call is appended to `FAKE_LAUNCHCTL_LOG` as a JSON line.
 
-Verbs: `print`, `bootout`, `bootstrap`, `enable`, `kickstart [-k]`. Knobs:
+Verbs: `print`, `bootout` (by label or by plist path), `bootstrap`, `enable`,
+`kickstart [-k]`. Knobs:
 - `FAKE_LAUNCHCTL_BOOTSTRAP_EIO=N`: the first N bootstraps fail with "Bootstrap failed: 5".
 - `FAKE_LAUNCHCTL_RUN=running|exited`: what a bootstrapped job does (default running).
 - `FAKE_LAUNCHCTL_BOOTOUT_LAG=N`: after a bootout, `print` still shows the job N times.
@@ -58,7 +59,14 @@ def main(argv: list[str]) -> int:
                 f"{argv[1]} = {{\n\tstate = not running\n\tlast exit code = {job['last_exit']}\n}}"
             )
     elif verb == "bootout":
-        label = argv[1].split("/", 2)[-1]
+        # `bootout gui/<uid>/<label>` or, as launchd also accepts, `bootout gui/<uid> <plist>`
+        if len(argv) > 2:
+            try:
+                label = plistlib.loads(Path(argv[2]).read_bytes())["Label"]
+            except (OSError, ValueError, KeyError, plistlib.InvalidFileException):
+                label = ""
+        else:
+            label = argv[1].split("/", 2)[-1]
         if jobs.pop(label, None) is None:
             print("Boot-out failed: 3: No such process", file=sys.stderr)
             code = 3
@@ -94,9 +102,11 @@ def main(argv: list[str]) -> int:
         if job is None:
             print(f'Could not find service "{label}"', file=sys.stderr)
             code = 113
-        else:
+        elif os.environ.get("FAKE_LAUNCHCTL_RUN", "running") == "running":
             job.update(running=True, pid=state["next_pid"], last_exit=None)
             state["next_pid"] += 1
+        else:  # a job that exits at once is not running after a kickstart either
+            job.update(running=False, pid=None, last_exit=78)
     else:
         print(f"fake launchctl: unsupported verb {verb!r}", file=sys.stderr)
         code = 64
