@@ -154,6 +154,9 @@ def test_binary_plist_is_read() -> None:
         ("exec env CODEX_HOME=/w nohup nice -n 5 loopx chat", "/w"),
         ("A=/x; B=$A/y; export CODEX_HOME=$B; exec loopx chat", "/x/y"),
         ("export HOME=/h2; exec loopx chat", "/h2/.codex"),
+        ("export CODEX_HOME=${NOPE:-/d}/x; exec loopx chat", "/d/x"),
+        ("A=; export CODEX_HOME=${A-/d}/x; exec loopx chat", "/x"),
+        ("A=/a; export CODEX_HOME=${A:-/d}; exec loopx chat", "/a"),
     ],
 )
 def test_legacy_scripts_decode(script: str, expected: str) -> None:
@@ -171,7 +174,8 @@ def test_legacy_scripts_decode(script: str, expected: str) -> None:
         ("export CODEX_HOME=$PWD/h; exec loopx chat", "shell_variable"),
         ("export CODEX_HOME=$TMPDIR/h; exec loopx chat", "unknown_variable"),
         ("export CODEX_HOME='/unbalanced; exec loopx chat", "unbalanced_quote"),
-        ("touch /x; export CODEX_HOME=/a; exec loopx chat", "unknown_command"),
+        ("touch /x; export CODEX_HOME=/a; exec loopx chat", "trailing_statements"),
+        ("exec loopx chat; export CODEX_HOME=/a", "trailing_statements"),
         ("export CODEX_HOME=/x&&exec loopx chat", "control_flow"),
         ("export CODEX_HOME=/x | exec loopx chat", "control_flow"),
         ("cat <<EOF\nx\nEOF\nexec loopx chat", "heredoc"),
@@ -476,10 +480,10 @@ def test_legacy_programs_decode_to_what_the_service_saw(
         (["/bin/sh", "-c", "[ -d /x ] && export CODEX_HOME=/x; exec loopx"], "unquoted_special"),
         (
             ["/bin/sh", "-c", "if true; then export CODEX_HOME=/x; fi; exec loopx"],
-            "unknown_command",
+            "trailing_statements",
         ),
-        (["/bin/sh", "-c", ". ~/.profile; exec loopx chat"], "unknown_command"),
-        (["/bin/sh", "-c", "set -a; CODEX_HOME=/x; exec loopx"], "unknown_command"),
+        (["/bin/sh", "-c", ". ~/.profile; exec loopx chat"], "trailing_statements"),
+        (["/bin/sh", "-c", "set -a; CODEX_HOME=/x; exec loopx"], "trailing_statements"),
         (["/bin/bash", "/Users/me/start-loopx.sh"], "script_file"),
         (["/bin/sh", "-c", "/Users/me/start-loopx.sh"], "unknown_command"),
         (["/bin/bash", "-c", "exec loopx"], "bash_env"),

@@ -50,6 +50,9 @@ _SHELL_OWNED = frozenset(
         *("EPOCHSECONDS", "EPOCHREALTIME", "ERRNO", "ENV", "BASH_ENV", "ZDOTDIR", "_"),
     }
 )
+# `${NAME}`, or `${NAME:-word}` / `${NAME-word}` with a plain word (no expansion, quoting,
+# `~` or space in it: each of those is expanded differently inside the braces by some shell).
+_BRACED = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:(:?-)([A-Za-z0-9_./:@%+,=-]*))?")
 _UNQUOTED_SPECIAL = set("*?[]{}!^()<>&|;`\"'\\$~#=")
 _IFS_OR_GLOB = re.compile(r"[ \t\n*?\[\]]")
 # What an inert startup file must not contain: anything that could set a home variable or
@@ -294,13 +297,18 @@ class _Lexer:
             raise Ambiguous("command_substitution", "the script contains command substitution")
         if nxt == "{":
             end = self.s.find("}", self.i)
-            name = self.s[self.i + 2 : end] if end > 0 else ""
-            if not _NAME.fullmatch(name):
+            inner = self.s[self.i + 2 : end] if end > 0 else ""
+            match = _BRACED.fullmatch(inner)
+            if not match:
                 raise Ambiguous(
                     "parameter_operator",
-                    "the script uses a parameter expansion with an operator (`${NAME:=...}`)",
+                    "the script uses a parameter expansion with an operator other than "
+                    "`${NAME:-word}` / `${NAME-word}` (e.g. `${NAME:=word}`)",
                 )
             self.i = end + 1
+            name, op, default = match.group(1), match.group(2), match.group(3)
+            if op:
+                return _Part("param_default", f"{name}\0{op}\0{default}", quoted)
             return _Part("param", name, quoted)
         match = _NAME.match(self.s, self.i + 1)
         if not match:
@@ -332,7 +340,14 @@ class _Shell:
                     raise Ambiguous("tilde_in_argument", "an argument has `~` after `=`")
                 out.append(self._known("HOME"))
             else:
-                value = self._known(part.value)
+                if part.kind == "param_default":
+                    name, op, default = part.value.split("\0")
+                    value = self._known(name) if name in self.vars else ""
+                    if name not in self.vars or (op == ":-" and not value):
+                        value = default
+                    self._known(name)  # the same refusal of shell-owned names
+                else:
+                    value = self._known(part.value)
                 if split_context and not part.quoted and _IFS_OR_GLOB.search(value):
                     raise Ambiguous(
                         "word_splitting",
@@ -398,9 +413,12 @@ class _Shell:
                 argv = argv[1:]
                 if argv[0].startswith("-"):
                     raise Ambiguous("exec_option", f"the script runs `exec {argv[0]}`")
-            if index != len(statements) - 1 and not is_service_argv(argv):
+            if index != len(statements) - 1:
+                # Only the last program started is the one launchd keeps: an earlier one has
+                # exited (or, after `exec`, nothing later runs) and a guess either way is wrong.
                 raise Ambiguous(
-                    "unknown_command", f"the script runs `{posixpath.basename(argv[0])}`"
+                    "trailing_statements",
+                    f"the script runs `{posixpath.basename(argv[0])}` before its last statement",
                 )
             if not is_service_argv(argv) and posixpath.basename(argv[0]) not in _WRAPPERS:
                 raise Ambiguous(
