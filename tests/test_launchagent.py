@@ -346,13 +346,15 @@ def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> 
 
     class Stale(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            body = json.dumps(
-                {
-                    "ok": True,
-                    "schema_version": "loopx_chat_capabilities_v1",
-                    "runtime_identity": {"package_version": "0.0.1"},
-                }
-            ).encode()
+            doc: dict[str, Any] = {
+                "ok": True,
+                "schema_version": "loopx_chat_capabilities_v1",
+                "runtime_identity": {"package_version": "0.0.1"},
+                "codex_home": {"path": "/an/older/home", "source": "LOOPX_CHAT_CODEX_HOME"},
+            }
+            if self.path == "/status.json":
+                doc = {"schema_version": "loopx_chat_status_v1", "contract_version": 2}
+            body = json.dumps(doc).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(body)))
@@ -375,7 +377,9 @@ def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> 
     assert report.state == "running" and report.port == port
     assert report.service["answering"] is True
     assert report.service["version_matches"] is False
-    assert any("launchagent restart" in w for w in report.warnings)
+    assert report.service["contract"] == "loopx_chat_status_v1 (contract 2)"
+    assert any("version 0.0.1" in w and "launchagent restart" in w for w in report.warnings)
+    assert any("/an/older/home" in w and "launchagent restart" in w for w in report.warnings)
 
 
 def test_status_reports_a_service_that_does_not_answer(tmp_path: Path) -> None:

@@ -542,12 +542,20 @@ class LaunchAgentInstaller:
                 "version_matches": probe.package_version == __version__
                 if probe.answering
                 else None,
+                "contract": probe.contract,
+                "codex_home": probe.codex_home,
                 "detail": probe.detail,
             }
             if probe.answering and probe.package_version != __version__:
                 report.warnings.append(
                     f"the running service is version {probe.package_version}, the installed "
                     f"package is {__version__}: run `loopx-chat launchagent restart`"
+                )
+            bound = report.binding["path"] if report.binding else None
+            if probe.answering and probe.codex_home and bound and probe.codex_home != bound:
+                report.warnings.append(
+                    f"the running service uses Codex home {probe.codex_home}, the plist binds "
+                    f"{bound}: run `loopx-chat launchagent restart`"
                 )
         return report
 
@@ -580,7 +588,11 @@ def describe(report: Report) -> list[str]:
     lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
     if report.service:
         if report.service["answering"]:
-            lines.append(f"service: answering, version {report.service['package_version']}")
+            lines.append(
+                f"service: answering, version {report.service['package_version']} "
+                f"(installed {report.service['installed_version']}), "
+                f"status contract {report.service.get('contract') or 'unknown'}"
+            )
         else:
             lines.append(f"service: not answering ({report.service['detail']})")
     lines.append(f"logs:    {report.logs.get('stdout')} / {report.logs.get('stderr')}")

@@ -1,7 +1,9 @@
-"""Ask a running loopx-chat service who it is (`GET /api/chat/capabilities`).
+"""Ask a running loopx-chat service who it is: `GET /api/chat/capabilities` and `/status.json`.
 
-Loopback only, 1 s to connect and 5 s in all, so `status` never hangs on a stuck service.
-It reads only the identity fields it reports; it never follows redirects.
+Loopback only, 1 s to connect and 5 s in all per request, so `status` never hangs on a stuck
+service. It reads only identity fields: the package version and bound home (capabilities),
+and the status contract (`schema_version`, `contract_version`); it never follows redirects
+and never reports anything else the documents hold.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import http.client
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 CONNECT_TIMEOUT_SEC = 1.0
 TOTAL_TIMEOUT_SEC = 5.0
@@ -20,32 +23,52 @@ class ServiceProbe:
     answering: bool
     package_version: str | None = None
     detail: str | None = None
+    contract: str | None = None  # e.g. "loopx_chat_status_v1 (contract 2)"
+    codex_home: str | None = None
 
 
-def probe_capabilities(host: str, port: int) -> ServiceProbe:
+def _get_json(host: str, port: int, path: str) -> tuple[dict[str, Any] | None, str | None]:
     started = time.monotonic()
     conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_SEC)
     try:
         conn.connect()
         assert conn.sock is not None
         conn.sock.settimeout(max(0.1, TOTAL_TIMEOUT_SEC - (time.monotonic() - started)))
-        conn.request("GET", "/api/chat/capabilities", headers={"Host": f"127.0.0.1:{port}"})
+        conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
         response = conn.getresponse()
         body = response.read(1 << 20)
     except (OSError, http.client.HTTPException) as exc:
-        return ServiceProbe(answering=False, detail=type(exc).__name__)
+        return None, type(exc).__name__
     finally:
         conn.close()
     if response.status != 200:
-        return ServiceProbe(answering=False, detail=f"HTTP {response.status}")
+        return None, f"HTTP {response.status}"
     try:
         doc = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return ServiceProbe(answering=False, detail="not JSON")
-    identity = doc.get("runtime_identity") if isinstance(doc, dict) else None
-    version = identity.get("package_version") if isinstance(identity, dict) else None
-    if not (isinstance(doc, dict) and doc.get("schema_version") == "loopx_chat_capabilities_v1"):
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None, "not JSON"
+    return (doc, None) if isinstance(doc, dict) else (None, "not a JSON object")
+
+
+def probe_capabilities(host: str, port: int) -> ServiceProbe:
+    doc, problem = _get_json(host, port, "/api/chat/capabilities")
+    if doc is None:
+        return ServiceProbe(answering=False, detail=problem)
+    if doc.get("schema_version") != "loopx_chat_capabilities_v1":
         return ServiceProbe(answering=False, detail="not a loopx-chat capabilities document")
+    identity = doc.get("runtime_identity")
+    version = identity.get("package_version") if isinstance(identity, dict) else None
+    home = doc.get("codex_home")
+    home_path = home.get("path") if isinstance(home, dict) else None
+    status, _ = _get_json(host, port, "/status.json")
+    contract = None
+    if status is not None and isinstance(status.get("schema_version"), str):
+        contract = str(status["schema_version"])
+        if isinstance(status.get("contract_version"), int):
+            contract += f" (contract {status['contract_version']})"
     return ServiceProbe(
-        answering=True, package_version=version if isinstance(version, str) else None
+        answering=True,
+        package_version=version if isinstance(version, str) else None,
+        contract=contract,
+        codex_home=home_path if isinstance(home_path, str) else None,
     )
