@@ -15,7 +15,7 @@ from loopx_chat.cli.context import (
     renders_errors,
 )
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
@@ -163,15 +163,26 @@ def gate_resolve(
 def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """List gates (all goals, or one)."""
     store = _goals(cli)
-    ids = [validate_goal_id(goal_id)] if goal_id else store.goal_ids()
-    gates = [g.to_dict() for gid in ids for g in store.gates(gid)]
+    if goal_id:
+        gates = [g.to_dict() for g in store.gates(validate_goal_id(goal_id))]
+        problems: list[dict[str, Any]] = []
+    else:
+        gates, problems = [], []
+        for gid in store.goal_ids():
+            try:  # one goal's unreadable log never hides the others' gates
+                gates.extend(g.to_dict() for g in store.gates(gid))
+            except StateError as exc:
+                problems.append({"goal_id": gid, **exc.to_dict()})
     emit_ok(
-        {"gates": gates},
+        {"gates": gates, "problems": problems},
         as_json,
-        (
-            f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
-            for g in gates
-        ),
+        [
+            *(
+                f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
+                for g in gates
+            ),
+            *(f"goal={p['goal_id']}  error [{p['error_code']}]: {p['error']}" for p in problems),
+        ],
     )
 
 
