@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from loopx_chat.errors import LoopxChatError, StateError
+from loopx_chat.errors import LoopxChatError, StateError, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.private_files import (
     NOTICES,
@@ -28,6 +28,7 @@ from loopx_chat.state.private_files import (
     state_os_error,
     write_all,
 )
+from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
 from loopx_chat.state.session_store import SessionStore, utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -59,6 +60,28 @@ def emit_ok(doc: dict[str, Any], as_json: bool, lines: Iterable[str]) -> None:
         return
     for line in lines:
         click.echo(line)
+
+
+def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:
+    """A JSON document from a file (`-`: stdin) through the one safe reader: regular files
+    only, bounded, depth-capped. Every refusal is `input_invalid` saying why."""
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            raw = read_regular(Path(source), limit=limit)
+    except FileNotFoundError:
+        raise UsageError(f"{what} {source}: no such file", error_code="input_invalid") from None
+    except StateError as exc:
+        raise UsageError(f"{what}: {exc.message}", error_code="input_invalid") from None
+    if len(raw) > limit:
+        raise UsageError(f"{what} is larger than {limit >> 20} MiB", error_code="input_invalid")
+    try:
+        return parse_json(raw)
+    except JsonRefused as exc:
+        raise UsageError(
+            f"{what} is not usable JSON ({exc.reason})", error_code="input_invalid"
+        ) from None
 
 
 def json_option(func: F) -> F:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -12,6 +11,7 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    read_json_input,
     renders_errors,
 )
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
@@ -32,22 +32,14 @@ def _goals(cli: CliContext) -> GoalStore:
 
 
 @click.command("project")
-@click.option("--input", "source", type=click.File("rb"), required=True, help="JSON file or -.")
+@click.option("--input", "source", required=True, help="JSON file or -.")
 @click.option("--goal", "goal_id", default=None, help="Goal id (default: the input's goal_id).")
 @click.option("--compact", is_flag=True, help="Print the compact, public-safe form.")
 @click.pass_obj
 @renders_errors
-def project(cli: CliContext, source: Any, goal_id: str | None, compact: bool) -> None:
+def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) -> None:
     """Project compact session facts (JSON in) into the first screen (JSON out)."""
-    raw = source.read(64 << 20)
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(
-            f"input is not valid JSON ({type(exc).__name__} at byte "
-            f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})",
-            error_code="input_invalid",
-        ) from None
+    doc = read_json_input(source, "input")
     if not isinstance(doc, dict):
         raise UsageError(
             'input must be a JSON object like {"goal_id": ..., "sessions": [...], ...}',

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -12,6 +11,7 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    read_json_input,
     renders_errors,
 )
 from loopx_chat.errors import UsageError
@@ -41,7 +41,6 @@ def goal() -> None:
 @click.option(
     "--from-json",
     "from_json",
-    type=click.File("rb"),
     default=None,
     help="Fields as a JSON object (same names); raw-material keys are refused.",
 )
@@ -57,17 +56,14 @@ def goal_set(
     authority_sources: tuple[str, ...],
     boundary: str | None,
     token_budget: int | None,
-    from_json: Any,
+    from_json: str | None,
     actor: str,
     as_json: bool,
 ) -> None:
     """Set (or change) GOAL_ID's goal_state; the previous value stays in its history."""
     fields: dict[str, Any] = {}
     if from_json is not None:
-        try:
-            loaded = json.loads(from_json.read(1 << 20))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise UsageError("--from-json is not valid JSON", error_code="input_invalid") from None
+        loaded = read_json_input(from_json, "--from-json", limit=1 << 20)
         if not isinstance(loaded, dict):
             raise UsageError("--from-json must hold a JSON object", error_code="input_invalid")
         fields.update(loaded)
