@@ -14,7 +14,7 @@ from loopx_chat.cli.context import (
     read_json_input,
     renders_errors,
 )
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import ACTORS, REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
@@ -116,9 +116,18 @@ def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> No
 def goal_list(cli: CliContext, as_json: bool) -> None:
     """Goals with a goal_state."""
     records = _records(cli)
-    states = [s for gid in records.goals.goal_ids() if (s := records.goal_state(gid))]
-    lines = (f"{s.goal_id}: {s.objective}" for s in states)
-    emit_ok({"goals": [s.to_dict() for s in states]}, as_json, lines)
+    states, problems = [], []
+    for gid in records.goals.goal_ids():
+        try:  # one goal's unreadable log never hides the others
+            if state := records.goal_state(gid):
+                states.append(state)
+        except StateError as exc:
+            problems.append({"goal_id": gid, **exc.to_dict()})
+    lines = [
+        *(f"{s.goal_id}: {s.objective}" for s in states),
+        *(f"{p['goal_id']}: error [{p['error_code']}]: {p['error']}" for p in problems),
+    ]
+    emit_ok({"goals": [s.to_dict() for s in states], "problems": problems}, as_json, lines)
 
 
 @click.command("quota")

@@ -170,6 +170,9 @@ class GoalStore:
             "at": self._clock(),
         }
         with self._locked(goal_id) as folder:
+            # Read first: a log that cannot be read takes no new record (and an error is
+            # never printed for a record that was committed).
+            self.gates(goal_id)
             append_record(folder / "gates.jsonl", event)
         self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
