@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-from pathlib import Path
 
 import pytest
 
@@ -115,8 +114,8 @@ def test_request_lines_are_logged_with_control_characters_escaped(
 ) -> None:
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:
         sock.sendall(
-            b"GET /nope\x1b[31m\x07forged\x7f HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n"
-            % service.port
+            b"GET /nope\x1b[31m\x07forged\x7f HTTP/1.1\r\n"
+            b"Host: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % service.port
         )
         while sock.recv(65536):
             pass
