@@ -193,3 +193,24 @@ def test_a_corrupt_goal_is_a_problem_entry_while_others_render(tmp_path: Path) -
     assert [g["goal_id"] for g in gates["gates"]] == ["good"]
     assert [p["goal_id"] for p in gates["problems"]] == ["bad"]
     assert bad.read_bytes() == before
+
+
+def test_an_unexpected_exception_is_internal_error_with_a_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A fault no real state can produce (a bug): monkeypatched in.
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr("loopx_chat.cli.goal_cmds.collect_status", broken)
+    root = tmp_path / "state"
+    as_json = run(root, "status", "--json")
+    doc = json.loads(as_json.stdout)
+    assert as_json.exit_code == 1 and doc["error_code"] == "internal_error"
+    assert "RuntimeError: boom" in doc["error"] and "second line" not in doc["error"]
+    log = root / "logs" / "internal-errors.log"
+    assert str(log) in doc["error"] and "Traceback" in log.read_text()
+    human = run(root, "status")
+    assert human.exit_code == 1 and human.stderr.startswith("error [internal_error]: ")
+    assert "Traceback" not in human.output
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
