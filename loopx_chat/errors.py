@@ -72,6 +72,8 @@ ERROR_CODES: frozenset[str] = frozenset(
         "state_corrupt",
         "state_schema_unsupported",
         "state_unwritable",
+        "state_unreadable",
+        "state_unsafe",
         "codex_home_invalid",
         "codex_home_rebind_refused",
         "unsupported_session_fields",

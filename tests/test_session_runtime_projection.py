@@ -797,7 +797,17 @@ def naive_word(item: dict[Any, Any], keys: tuple[str, ...]) -> str:
 
 
 def naive_stamp(item: dict[Any, Any]) -> str:
-    return next((s for s in (naive_scalar(item.get(k)) for k in TIMESTAMP_KEYS) if s), "")
+    # Only a string is a timestamp (a False or a number never wins as the latest).
+    stamps = (item.get(k) for k in TIMESTAMP_KEYS)
+    return next((str.__str__(s) for s in stamps if isinstance(s, str) and s), "")
+
+
+def naive_signal(item: dict[Any, Any], keys: tuple[str, ...]) -> bool:
+    """A signal key holds text, or True; `false` says the opposite of the signal."""
+    return any(
+        item.get(k) is True or (item.get(k) is not False and naive_text(item.get(k)) is not None)
+        for k in keys
+    )
 
 
 def naive_latest(candidates: list[dict[Any, Any]]) -> dict[Any, Any] | None:
@@ -834,7 +844,7 @@ def naive_first_screen(groups: dict[str, Any]) -> dict[str, Any]:
     def validation(x: dict[Any, Any]) -> bool:
         kind, status = naive_word(x, m.KIND_KEYS), naive_word(x, m.STATUS_KEYS)
         return (kind in {"validation", "outcome"} and status in m.VALIDATED_STATUSES) or (
-            naive_first(x, m.VALIDATION_SIGNAL_KEYS) is not None
+            naive_signal(x, m.VALIDATION_SIGNAL_KEYS)
         )
 
     def blocker(x: dict[Any, Any]) -> bool:
@@ -842,7 +852,7 @@ def naive_first_screen(groups: dict[str, Any]) -> dict[str, Any]:
         return (
             kind == "blocker"
             or status in m.BLOCKED_STATUSES
-            or (naive_first(x, m.BLOCKER_SIGNAL_KEYS) is not None)
+            or naive_signal(x, m.BLOCKER_SIGNAL_KEYS)
         )
 
     val = naive_latest([x for x in g["outcomes"] + g["events"] if validation(x)])

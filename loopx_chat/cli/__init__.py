@@ -14,7 +14,7 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.chat_cmd import chat
 from loopx_chat.cli.codex_cmd import codex
-from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.context import CliContext, NoTracebackGroup, show_state_notices
 from loopx_chat.cli.demo_cmd import demo
 from loopx_chat.cli.goal_cmds import gate, handoff, metrics, project, status
 from loopx_chat.cli.home_cmd import home
@@ -26,7 +26,7 @@ from loopx_chat.cli.writeback_cmd import writeback
 from loopx_chat.state.session_store import default_state_dir
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=NoTracebackGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -43,6 +43,7 @@ from loopx_chat.state.session_store import default_state_dir
 def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
     """Local control plane beside the Codex agent host."""
     environ = dict(os.environ)
+    show_state_notices()
     ctx.obj = CliContext(
         environ=environ,
         cwd=Path.cwd(),

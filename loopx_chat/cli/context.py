@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import os
 import sys
+import tempfile
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,9 +19,17 @@ from typing import Any, TypeVar
 
 import click
 
-from loopx_chat.errors import LoopxChatError
+from loopx_chat.errors import LoopxChatError, StateError, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.state.session_store import SessionStore
+from loopx_chat.state.private_files import (
+    NOTICES,
+    ensure_private_dir,
+    open_private_append,
+    state_os_error,
+    write_all,
+)
+from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+from loopx_chat.state.session_store import SessionStore, utc_now
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -50,25 +62,125 @@ def emit_ok(doc: dict[str, Any], as_json: bool, lines: Iterable[str]) -> None:
         click.echo(line)
 
 
+def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:
+    """A JSON document from a file (`-`: stdin) through the one safe reader: regular files
+    only, bounded, depth-capped. Every refusal is `input_invalid` saying why."""
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(limit + 1)
+        else:
+            raw = read_regular(Path(source), limit=limit)
+    except FileNotFoundError:
+        raise UsageError(f"{what} {source}: no such file", error_code="input_invalid") from None
+    except StateError as exc:
+        raise UsageError(f"{what}: {exc.message}", error_code="input_invalid") from None
+    if len(raw) > limit:
+        raise UsageError(f"{what} is larger than {limit >> 20} MiB", error_code="input_invalid")
+    try:
+        return parse_json(raw)
+    except JsonRefused as exc:
+        raise UsageError(
+            f"{what} is not usable JSON ({exc.reason})", error_code="input_invalid"
+        ) from None
+
+
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(func)
 
 
+def as_known_error(exc: BaseException) -> LoopxChatError | None:
+    """The documented error for an exception reaching the command layer, if it has one."""
+    if isinstance(exc, LoopxChatError):
+        return exc
+    if isinstance(exc, OSError):
+        # An OS error nobody below mapped: a read unless it says the disk refused a write.
+        return state_os_error(exc, exc.filename or "the state dir", writing=False)
+    if isinstance(exc, RecursionError):
+        return StateError(
+            "a file or input is nested too deeply to read; it was left untouched",
+            error_code="state_corrupt",
+        )
+    return None
+
+
+def _internal_log(exc: BaseException) -> str:
+    """Write the traceback for the owner; where it went, or why it could not be written."""
+    text = "".join(traceback.format_exception(exc))
+    cli = click.get_current_context(silent=True)
+    obj = cli.find_object(CliContext) if cli else None
+    candidates = [obj.state_dir / "logs"] if obj else []
+    candidates.append(Path(tempfile.gettempdir()) / f"loopx-chat-{os.getuid()}")
+    for folder in candidates:
+        path = folder / "internal-errors.log"
+        try:
+            ensure_private_dir(folder)
+            fd = open_private_append(path)
+            try:
+                write_all(fd, f"--- {utc_now()}\n{text}".encode(errors="replace"))
+            finally:
+                os.close(fd)
+        except (OSError, LoopxChatError):
+            continue
+        return f"details in {path}"
+    return "the details could not be logged"
+
+
+def render_failure(exc: BaseException, as_json: bool) -> int:
+    """Print one failure (one JSON document with --json); the exit code."""
+    known = as_known_error(exc)
+    if known is None:
+        summary = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        known = LoopxChatError(
+            f"unexpected {summary.rstrip(': ')[:200]} ({_internal_log(exc)}); please report it",
+            error_code="internal_error",
+        )
+    if as_json:
+        emit_json(known.to_dict())
+    else:
+        click.echo(f"error [{known.error_code}]: {known.message}", err=True)
+        if known.gate:
+            click.echo(f"  {known.gate.summary}", err=True)
+            click.echo(f"  next: {known.gate.next_action}", err=True)
+    return 1
+
+
 def renders_errors(func: F) -> F:
-    """Turn a `LoopxChatError` into a message (or JSON) and exit 1; never a traceback."""
+    """Turn any failure into a message (or one JSON document) and exit 1; never a traceback:
+    a `LoopxChatError` as it is, an `OSError` as its state code, anything else as
+    `internal_error` with its traceback in a log file."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except LoopxChatError as exc:
-            if kwargs.get("as_json"):
-                emit_json(exc.to_dict())
-            else:
-                click.echo(f"error [{exc.error_code}]: {exc.message}", err=True)
-                if exc.gate:
-                    click.echo(f"  {exc.gate.summary}", err=True)
-                    click.echo(f"  next: {exc.gate.next_action}", err=True)
-            sys.exit(1)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
+
+
+class NoTracebackGroup(click.Group):
+    """The top-level group: the last boundary for a failure outside any command's own."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        as_json = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except Exception as exc:
+            sys.exit(render_failure(exc, as_json))
+
+
+class _NoteHandler(logging.Handler):
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"note: {record.getMessage()}", err=True)
+
+
+def show_state_notices() -> None:
+    """Print the state layer's notes for the owner (repairs, tightened modes) on stderr."""
+    if not any(isinstance(h, _NoteHandler) for h in NOTICES.handlers):
+        NOTICES.addHandler(_NoteHandler())
+        NOTICES.propagate = False

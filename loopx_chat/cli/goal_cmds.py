@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -12,10 +11,11 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    read_json_input,
     renders_errors,
 )
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
@@ -32,22 +32,14 @@ def _goals(cli: CliContext) -> GoalStore:
 
 
 @click.command("project")
-@click.option("--input", "source", type=click.File("rb"), required=True, help="JSON file or -.")
+@click.option("--input", "source", required=True, help="JSON file or -.")
 @click.option("--goal", "goal_id", default=None, help="Goal id (default: the input's goal_id).")
 @click.option("--compact", is_flag=True, help="Print the compact, public-safe form.")
 @click.pass_obj
 @renders_errors
-def project(cli: CliContext, source: Any, goal_id: str | None, compact: bool) -> None:
+def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) -> None:
     """Project compact session facts (JSON in) into the first screen (JSON out)."""
-    raw = source.read(64 << 20)
-    try:
-        doc = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(
-            f"input is not valid JSON ({type(exc).__name__} at byte "
-            f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))})",
-            error_code="input_invalid",
-        ) from None
+    doc = read_json_input(source, "input")
     if not isinstance(doc, dict):
         raise UsageError(
             'input must be a JSON object like {"goal_id": ..., "sessions": [...], ...}',
@@ -163,15 +155,26 @@ def gate_resolve(
 def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """List gates (all goals, or one)."""
     store = _goals(cli)
-    ids = [validate_goal_id(goal_id)] if goal_id else store.goal_ids()
-    gates = [g.to_dict() for gid in ids for g in store.gates(gid)]
+    if goal_id:
+        gates = [g.to_dict() for g in store.gates(validate_goal_id(goal_id))]
+        problems: list[dict[str, Any]] = []
+    else:
+        gates, problems = [], []
+        for gid in store.goal_ids():
+            try:  # one goal's unreadable log never hides the others' gates
+                gates.extend(g.to_dict() for g in store.gates(gid))
+            except StateError as exc:
+                problems.append({"goal_id": gid, **exc.to_dict()})
     emit_ok(
-        {"gates": gates},
+        {"gates": gates, "problems": problems},
         as_json,
-        (
-            f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
-            for g in gates
-        ),
+        [
+            *(
+                f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
+                for g in gates
+            ),
+            *(f"goal={p['goal_id']}  error [{p['error_code']}]: {p['error']}" for p in problems),
+        ],
     )
 
 

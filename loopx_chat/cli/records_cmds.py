@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -12,9 +11,10 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    read_json_input,
     renders_errors,
 )
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import ACTORS, REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
@@ -41,7 +41,6 @@ def goal() -> None:
 @click.option(
     "--from-json",
     "from_json",
-    type=click.File("rb"),
     default=None,
     help="Fields as a JSON object (same names); raw-material keys are refused.",
 )
@@ -57,17 +56,14 @@ def goal_set(
     authority_sources: tuple[str, ...],
     boundary: str | None,
     token_budget: int | None,
-    from_json: Any,
+    from_json: str | None,
     actor: str,
     as_json: bool,
 ) -> None:
     """Set (or change) GOAL_ID's goal_state; the previous value stays in its history."""
     fields: dict[str, Any] = {}
     if from_json is not None:
-        try:
-            loaded = json.loads(from_json.read(1 << 20))
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise UsageError("--from-json is not valid JSON", error_code="input_invalid") from None
+        loaded = read_json_input(from_json, "--from-json", limit=1 << 20)
         if not isinstance(loaded, dict):
             raise UsageError("--from-json must hold a JSON object", error_code="input_invalid")
         fields.update(loaded)
@@ -120,9 +116,18 @@ def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> No
 def goal_list(cli: CliContext, as_json: bool) -> None:
     """Goals with a goal_state."""
     records = _records(cli)
-    states = [s for gid in records.goals.goal_ids() if (s := records.goal_state(gid))]
-    lines = (f"{s.goal_id}: {s.objective}" for s in states)
-    emit_ok({"goals": [s.to_dict() for s in states]}, as_json, lines)
+    states, problems = [], []
+    for gid in records.goals.goal_ids():
+        try:  # one goal's unreadable log never hides the others
+            if state := records.goal_state(gid):
+                states.append(state)
+        except StateError as exc:
+            problems.append({"goal_id": gid, **exc.to_dict()})
+    lines = [
+        *(f"{s.goal_id}: {s.objective}" for s in states),
+        *(f"{p['goal_id']}: error [{p['error_code']}]: {p['error']}" for p in problems),
+    ]
+    emit_ok({"goals": [s.to_dict() for s in states], "problems": problems}, as_json, lines)
 
 
 @click.command("quota")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from loopx_chat.errors import CodexError, Gate
+from loopx_chat.state.private_files import open_private_append, state_write
 
 STDERR_LOG_CAP_BYTES = 1 << 20
 
@@ -83,9 +84,10 @@ class _CappedLog:
     """Copies a byte stream into a file up to a cap; the rest is counted, not kept."""
 
     def __init__(self, path: Path, cap: int) -> None:
-        self._file: BinaryIO = open(path, "ab")  # noqa: SIM115 - closed by the pump thread
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o600)
+        # Never through a symlink (nor into a FIFO), 0600: it sits in the state dir.
+        with state_write(path):
+            fd = open_private_append(path)
+        self._file: BinaryIO = os.fdopen(fd, "ab")  # closed by the pump thread
         self._remaining = max(0, cap - self._file.tell())
         self._dropped = 0
         self._lock = threading.Lock()

@@ -35,7 +35,7 @@ from typing import Any
 import psutil
 from filelock import FileLock, Timeout
 
-from loopx_chat.errors import Gate, LoopxChatError
+from loopx_chat.errors import Gate, LoopxChatError, StateError
 from loopx_chat.home import CodexHomeBinding, home_key
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -43,6 +43,7 @@ from loopx_chat.state.private_files import (
     ensure_private_dir,
     state_write,
 )
+from loopx_chat.state.safe_read import parse_json, read_regular
 
 # A spawn waits this long for another controller's spawn (a slow app-server start) to finish;
 # an exclusive hold (its quiesce marker is up) is refused at once.
@@ -134,11 +135,12 @@ class AppServerRegistry:
 
     def __init__(self, state_root: Path) -> None:
         self.folder = state_root / "registry" / "app-servers"
+        self._root = state_root
 
     def register(self, entry: RegisteredServer) -> None:
         path = self.folder / f"{entry.pid}.json"
         with state_write(path):
-            ensure_private_dir(self.folder)
+            ensure_private_dir(self.folder, within=self._root)
             atomic_write_bytes(
                 path, json.dumps(asdict(entry), sort_keys=True).encode(), mode=PRIVATE_FILE_MODE
             )
@@ -156,8 +158,8 @@ class AppServerRegistry:
             return out
         for path in paths:
             try:
-                entry = RegisteredServer(**json.loads(path.read_bytes()))
-            except (OSError, ValueError, TypeError):
+                entry = RegisteredServer(**parse_json(read_regular(path, limit=1 << 16)))
+            except (OSError, ValueError, TypeError, StateError):
                 continue  # a torn or foreign file is not an app-server of ours
             try:
                 same = abs(psutil.Process(entry.pid).create_time() - entry.create_time) < 0.01

@@ -162,8 +162,9 @@ def facts_from_records(
         item = _outcome_item(turn)
         if item is not None:
             facts.outcomes.append(item)
-    # The newest open gate first: the builder takes the first blocking gate in input order.
-    open_first = sorted(gates, key=lambda g: (g.status != "pending", g.created_at), reverse=False)
+    # Open gates first, the oldest of them first: the builder takes the first blocking gate
+    # in input order, and the owner decides first what has held the agent longest.
+    open_first = sorted(gates, key=lambda g: (g.status != "pending", g.created_at))
     facts.gates.extend(_gate_item(g) for g in open_first)
     # A handoff is pending until a turn completes after it; then the agent has acted on it.
     last_done = max((t.completed_at or "" for t in turns if t.status == "completed"), default="")

@@ -209,6 +209,7 @@ class GoalRecords:
             "proposed_next_action": public_text(next_action, "proposed next action"),
         }
         with self.goals.locked(goal_id):
+            self.proposals(goal_id)  # an unreadable log takes no new record
             append_record(self._path(goal_id, "proposals.jsonl"), record)
         return self.proposal(goal_id, record["proposal_id"])
 

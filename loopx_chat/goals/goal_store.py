@@ -24,7 +24,12 @@ from filelock import FileLock
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.jsonl import append_record, read_records
-from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.state.private_files import (
+    PRIVATE_FILE_MODE,
+    ensure_private_dir,
+    state_read,
+    state_write,
+)
 from loopx_chat.state.session_records import validate_session_id
 from loopx_chat.state.session_store import utc_now
 
@@ -135,9 +140,14 @@ class GoalStore:
     @contextmanager
     def _locked(self, goal_id: str) -> Iterator[Path]:
         folder = self.goal_dir(goal_id)
-        ensure_private_dir(folder)
-        with FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE):
+        lock = FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE)
+        with state_write(folder / ".lock"):
+            ensure_private_dir(folder, within=self.root)
+            lock.acquire()
+        try:
             yield folder
+        finally:
+            lock.release()
 
     # -- gates ---------------------------------------------------------------------------
     def request_gate(
@@ -160,6 +170,9 @@ class GoalStore:
             "at": self._clock(),
         }
         with self._locked(goal_id) as folder:
+            # Read first: a log that cannot be read takes no new record (and an error is
+            # never printed for a record that was committed).
+            self.gates(goal_id)
             append_record(folder / "gates.jsonl", event)
         self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
@@ -263,10 +276,11 @@ class GoalStore:
         """Every goal with a folder. A folder whose name no writer accepts (an older
         version's) is skipped here, once, so no listing fails on it."""
         try:
-            return sorted(
-                e.name
-                for e in os.scandir(self.goals_dir)
-                if e.is_dir() and is_valid_goal_id(e.name)
-            )
+            with state_read(self.goals_dir):
+                return sorted(
+                    e.name
+                    for e in os.scandir(self.goals_dir)
+                    if e.is_dir(follow_symlinks=False) and is_valid_goal_id(e.name)
+                )
         except FileNotFoundError:
             return []

@@ -89,6 +89,26 @@ def goal_status(facts: GoalFacts) -> dict[str, Any]:
     }
 
 
+def goal_problem(goal_id: str, exc: StateError) -> dict[str, Any]:
+    """The attention-queue entry of a goal whose records could not be read."""
+    return {
+        "goal_id": goal_id,
+        "status": "problem",
+        "severity": "high",
+        "waiting_on": "owner",
+        "recommended_action": "repair_state",
+        "error_code": exc.error_code,
+        "error": exc.message,
+        "answers": {
+            "waiting_on": "the owner: this goal's records could not be read",
+            "agent_can_continue": "no: its records could not be read",
+            "gate_or_evidence_required": f"repair ({exc.error_code}): {exc.message}",
+            "latest_run": "unknown",
+        },
+        "projection": {},
+    }
+
+
 def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     ordered = sorted(goals, key=lambda g: (_SEVERITY_ORDER.get(g["severity"], 9), g["goal_id"]))
     return {
@@ -177,11 +197,16 @@ def collect_status(
         return reported
 
     for g in ids:
-        facts = facts_from_state(
-            g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
-        )
-        result = goal_status(facts)
-        result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
+        try:
+            facts = facts_from_state(
+                g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
+            )
+            result = goal_status(facts)
+            result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
+        except StateError as exc:
+            # One goal's unreadable record never hides the others.
+            results.append(goal_problem(g, exc))
+            continue
         if host is not None:
             behind = staleness(facts.thread_ids, facts.recorded_turns, facts.last_recorded_at, host)
             result["host"] = behind.to_dict()

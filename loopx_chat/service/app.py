@@ -24,7 +24,7 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
-from loopx_chat.errors import LoopxChatError
+from loopx_chat.errors import LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.status import collect_status
 from loopx_chat.service.events import EventHub
@@ -36,6 +36,8 @@ from loopx_chat.service.security import (
     origin_refusal,
 )
 from loopx_chat.service.status_cache import StatusCache
+from loopx_chat.state.private_files import state_os_error
+from loopx_chat.state.safe_read import JsonRefused, parse_json
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
 
 MAX_BODY = 1 << 20
@@ -58,7 +60,10 @@ STATUS_BY_CODE = {
     "unsafe_text": 400,
     "state_corrupt": 500,
     "state_schema_unsupported": 500,
-    "state_unwritable": 500,
+    # The disk or the folder refuses: nothing the request did wrong, retry once it is fixed.
+    "state_unwritable": 503,
+    "state_unreadable": 503,
+    "state_unsafe": 503,
     "bad_json": 400,
     "internal_error": 500,
     "agent_unsupported": 409,
@@ -100,6 +105,35 @@ def from_error(exc: LoopxChatError) -> Response:
     if isinstance(gate, dict):
         gate = {k: without_paths(v) if isinstance(v, str) else v for k, v in gate.items()}
     return error_response(status, exc.error_code, without_paths(exc.message), gate)
+
+
+WORK_DIR_LIMIT = 4096
+
+
+def checked_work_dir(value: object) -> Path:
+    """A `work_dir` from a request as a path, or `usage_error` saying what is wrong with it."""
+    if not isinstance(value, str):
+        raise UsageError("work_dir must be a string")
+    if len(value) > WORK_DIR_LIMIT:
+        raise UsageError(f"work_dir is longer than {WORK_DIR_LIMIT} characters")
+    if "\0" in value:
+        raise UsageError("work_dir must not contain a NUL character")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise UsageError("work_dir is not valid Unicode (a lone surrogate)") from None
+    try:
+        path = Path(value).expanduser()
+    except RuntimeError:
+        raise UsageError("work_dir names a home folder of an unknown user") from None
+    if str(path).startswith("~"):
+        raise UsageError("work_dir names a home folder of an unknown user")
+    return path
+
+
+def printable(text: str) -> str:
+    """`text` for a log line: control characters escaped, so a request cannot forge lines."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def log(message: str) -> None:
@@ -173,6 +207,8 @@ class ServiceApp:
             return self._route("GET" if method == "HEAD" else method, path, body)
         except LoopxChatError as exc:
             return from_error(exc)
+        except OSError as exc:  # a state failure nobody below mapped: still a known condition
+            return from_error(state_os_error(exc, exc.filename or "the state dir", writing=False))
         finally:
             if method not in ("GET", "HEAD"):
                 # A client reads its own writes: the next status read looks at the disk again.
@@ -200,7 +236,10 @@ class ServiceApp:
                     {
                         "ok": True,
                         "sessions": [s.public_dict() for s in listing.sessions],
-                        "problems": [p.to_dict() for p in listing.problems],
+                        "problems": [
+                            {k: without_paths(v) for k, v in p.to_dict().items()}
+                            for p in listing.problems
+                        ],
                     },
                 )
             if method == "POST":
@@ -247,10 +286,10 @@ class ServiceApp:
     @staticmethod
     def _json(body: bytes) -> dict[str, Any]:
         try:
-            doc = json.loads(body or b"{}")
-        except (UnicodeDecodeError, json.JSONDecodeError):
+            doc = parse_json(body or b"{}")
+        except JsonRefused as exc:
             raise LoopxChatError(
-                "the request body is not valid JSON", error_code="bad_json"
+                f"the request body is not usable JSON ({exc.reason})", error_code="bad_json"
             ) from None
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
@@ -266,13 +305,18 @@ class ServiceApp:
     def _compute_status(self) -> dict[str, Any]:
         with self._scan_lock:
             scan, _ = scan_host(self._scanner)
-        return collect_status(
+        doc = collect_status(
             self.controller.store,
             self.goals,
             str(self.controller.codex_home),
             surface="service",
             host=scan.threads if scan else None,
         )
+        for goal in doc["attention_queue"]:
+            if goal.get("status") == "problem":  # its message names a local file
+                goal["error"] = without_paths(goal["error"])
+                goal["answers"] = {k: without_paths(v) for k, v in goal["answers"].items()}
+        return doc
 
     def capabilities(self) -> dict[str, Any]:
         if self._codex is None or not self._codex["available"]:
@@ -302,11 +346,9 @@ class ServiceApp:
         if not isinstance(goal_id, str) or not goal_id.strip():
             raise LoopxChatError("goal_id (a string) is required", error_code="usage_error")
         work_dir = doc.get("work_dir")
-        if work_dir is not None and not isinstance(work_dir, str):
-            raise LoopxChatError("work_dir must be a string", error_code="usage_error")
         mode = doc.get("mode", "new")
         record = self.controller.open_session(
-            goal_id, Path(work_dir) if work_dir else self.work_dir, mode=str(mode)
+            goal_id, checked_work_dir(work_dir) if work_dir else self.work_dir, mode=str(mode)
         )
         return json_response(201, {"ok": True, "session": record.public_dict()})
 

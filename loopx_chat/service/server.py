@@ -16,13 +16,23 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from loopx_chat.errors import UsageError
-from loopx_chat.service.app import MAX_BODY, Response, ServiceApp, error_response, log
+from loopx_chat.service.app import (
+    MAX_BODY,
+    Response,
+    ServiceApp,
+    error_response,
+    log,
+    printable,
+)
 from loopx_chat.service.security import LOOPBACK_BIND_HOSTS
 
 
 class LoopbackServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    # Clients that open a connection per request (browsers, scripts polling status) queue
+    # here while handler threads start; the default 5 stalled them for seconds.
+    request_queue_size = 128
 
     def __init__(self, host: str, port: int, app_factory: Any) -> None:
         if host not in LOOPBACK_BIND_HOSTS:
@@ -75,8 +85,8 @@ class _Handler(BaseHTTPRequestHandler):
                 response = self.server.app.handle(self.command, self.path, headers, body)
             except Exception as exc:  # never a traceback to the client
                 log(
-                    f"internal error on {self.command} {self.path.split('?')[0]}: "
-                    f"{type(exc).__name__}"
+                    f"internal error on {printable(self.command)} "
+                    f"{printable(self.path.split('?')[0])}: {type(exc).__name__}"
                 )
                 response = error_response(500, "internal_error", "internal error")
         try:
@@ -84,7 +94,7 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client left: nobody to answer, nothing to report
         log(
-            f"{self.command} {self.path.split('?')[0]} {response.status} "
+            f"{printable(self.command)} {printable(self.path.split('?')[0])} {response.status} "
             f"{(time.monotonic() - started) * 1000:.0f}ms"
         )
 

@@ -15,7 +15,8 @@ ELLIPSIS = "..."
 # A text that matches any of these is dropped from a compact projection, not redacted in
 # place: a half-masked secret or path is still a leak and still a false "safe" signal.
 LOCAL_PATH_PATTERNS: tuple[str, ...] = (
-    r"(?:^|[\s'\"(=:,\[])/(?:Users|home|root|private|var/folders|tmp|Volumes|mnt|opt)/",
+    r"(?:^|[\s'\"(=:,\[])/(?:Users|home|root|private|var/folders|var/log|tmp|Volumes|mnt|opt"
+    r"|etc|srv|workspace)/",
     r"(?:^|[\s'\"(=:,\[])~[/\\]",
     r"\b[A-Za-z]:\\",
     r"\\\\[A-Za-z0-9._$-]+\\",
@@ -31,7 +32,13 @@ SECRET_PATTERNS: tuple[str, ...] = (
     r"(?i:\bbearer\s+[A-Za-z0-9._~+/=-]{12,})",
     r"-----BEGIN [A-Z ]*PRIVATE KEY-----",
     r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.",
-    r"(?i:\b(?:password|passwd|secret|api[_-]?key|access[_-]?token)\s*[:=]\s*\S)",
+    # A credential-named key with a value, also as the tail of a longer name (client_secret=).
+    r"(?i:(?:\b|_)(?:password|passwd|secret|api[_-]?key|access[_-]?(?:token|key)|token|ak|sk)"
+    r"\s*[:=]\s*\S)",
+    r"\b[sr]k_(?:live|test)_[A-Za-z0-9]{8,}",
+    r"(?i:\bauthorization\s*[:=]\s*\S)",
+    r"(?i:\bbasic\s+[A-Za-z0-9+/]{8,}={0,2})",
+    r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/@:]+:[^\s/@]+@)",  # user:password@ in a URL
 )
 _UNSAFE_TEXT = re.compile("|".join(f"(?:{p})" for p in (*LOCAL_PATH_PATTERNS, *SECRET_PATTERNS)))
 

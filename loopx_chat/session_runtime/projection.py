@@ -148,10 +148,10 @@ def _timestamp(item: Item) -> str:
     get = item.get
     for key in TIMESTAMP_KEYS:
         value = get(key)
-        if value is not None:
-            raw = value if type(value) is str else scalar_str(value)
-            if raw:
-                return raw
+        # Only a string is a timestamp: False, 0 or 1e9 would compare as "False", "0"... and
+        # could win as the latest fact.
+        if isinstance(value, str) and value:
+            return value if type(value) is str else str.__str__(value)
     return ""
 
 
@@ -176,6 +176,9 @@ def _has_text(item: Item, keys: tuple[str, ...]) -> bool:
         if value is not None:
             if type(value) is str:
                 if value and not value.isspace():
+                    return True
+            elif type(value) is bool:
+                if value:  # `validated: false` says it was not validated
                     return True
             elif collapse(value) is not None:
                 return True

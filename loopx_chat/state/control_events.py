@@ -21,6 +21,7 @@ from typing import Any
 from loopx_chat.errors import StateError
 from loopx_chat.state.jsonl import append_record, read_appended, read_records
 from loopx_chat.state.private_files import PRIVATE_FILE_MODE, atomic_write_bytes, ensure_private_dir
+from loopx_chat.state.safe_read import parse_json, read_regular
 from loopx_chat.state.session_store import utc_now
 
 CONTROL_EVENT_SCHEMA = "loopx_chat_control_event_v1"
@@ -28,6 +29,7 @@ REPORTED_CACHE_SCHEMA = "loopx_chat_control_reported_v1"
 # The shared fold is rewritten once this many new log bytes were folded since it was read,
 # so a status that finds nothing new writes nothing.
 _CACHE_EVERY = 64 * 1024
+_CACHE_LIMIT = 16 << 20
 
 # Kinds, and the only fields each may carry besides schema_version/kind/at.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
@@ -47,6 +49,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
 
 class ControlLog:
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        self._root = root
         self.path = root / "events" / "control.jsonl"
         self._clock = clock
         self.cache_path = root / "events" / "control.reported.json"
@@ -66,7 +69,7 @@ class ControlLog:
         event.update({k: v for k, v in fields.items() if v is not None})
         # Metrics, not decisions: a lost event never fails the user's action.
         with contextlib.suppress(StateError):
-            append_record(self.path, event, durable=False)
+            append_record(self.path, event, durable=False, within=self._root)
 
     def events(self) -> Iterator[dict[str, Any]]:
         yield from read_records(self.path, CONTROL_EVENT_SCHEMA)
@@ -98,7 +101,7 @@ class ControlLog:
 
     def _load_shared_fold(self) -> None:
         try:
-            doc = json.loads(self.cache_path.read_bytes())
+            doc = parse_json(read_regular(self.cache_path, limit=_CACHE_LIMIT))
             schema = doc["schema"]
             if schema != REPORTED_CACHE_SCHEMA:
                 # A newer loopx-chat's cache: used by neither of us, never written over.
@@ -110,7 +113,7 @@ class ControlLog:
             stale = {str(key) for key in doc["stale"]}
             if offset < 0:
                 raise ValueError("offset")
-        except (OSError, ValueError, TypeError, KeyError, IndexError):
+        except (OSError, StateError, ValueError, TypeError, KeyError, IndexError):
             return  # no usable cache: the fold starts from the log's first byte
         self._identity, self._offset, self._cached_offset = identity, offset, offset
         self._reported = {"blockers": blockers, "stale": stale}
@@ -126,11 +129,11 @@ class ControlLog:
             "stale": sorted(self._reported["stale"]),
         }
         try:
-            ensure_private_dir(self.cache_path.parent)
+            ensure_private_dir(self.cache_path.parent, within=self._root)
             # A cache: losing it to a power cut costs one fold of the log, never a wrong key.
             atomic_write_bytes(
                 self.cache_path, json.dumps(doc).encode(), mode=PRIVATE_FILE_MODE, durable=False
             )
-        except OSError:
+        except (OSError, StateError):
             return  # best effort, like the log itself; the next fold tries again
         self._cached_offset = self._offset

@@ -1,16 +1,23 @@
-"""Atomic, permission-explicit file writes shared by the state store and the plist writer.
+"""Owner-local file primitives: private folders, atomic writes, OS errors as state errors.
 
-Owns: same-folder temp file, fsync, chmod, `os.replace`. It never
-follows a symlink at the destination and never writes in place, so a reader (or a crash)
-sees either the old bytes or the new bytes, nothing in between. The folder is not fsynced:
-after a power loss the rename may be lost, which still leaves the old bytes, and skipping it
-halves the cost of every state write on the turn path.
+Owns: creating state folders 0700 (whatever the umask) without following a symlink inside
+the state dir, same-folder temp file + fsync + chmod + `os.replace` writes, opening a file
+for appending without following a symlink, and turning an `OSError` into the documented
+`state_unwritable` / `state_unreadable` / `state_unsafe` code with the path and errno name.
+It never follows a symlink at a destination and never writes in place, so a reader (or a
+crash) sees either the old bytes or the new bytes. The folder is not fsynced: after a power
+loss the rename may be lost, which still leaves the old bytes, and skipping it halves the
+cost of every state write on the turn path. A looser mode it finds is tightened once and
+said (`notice`), never silently.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
+import stat
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -20,25 +27,138 @@ from loopx_chat.errors import StateError
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
+# Notes for the owner (a repaired torn line, a tightened mode): the CLI prints them on
+# stderr as `note: ...`, the service's log carries them.
+NOTICES = logging.getLogger("loopx_chat.state")
+
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO}
+
+
+def notice(message: str) -> None:
+    NOTICES.warning(message)
+
+
+def state_os_error(exc: OSError, path: Path | str, *, writing: bool) -> StateError:
+    """The documented code for an OS error on owner-local state, naming path and errno."""
+    name = errno.errorcode.get(exc.errno or 0, "") if exc.errno else ""
+    reason = f"{exc.strerror or exc}" + (f" ({name})" if name else "")
+    if exc.errno == errno.ELOOP:
+        return StateError(
+            f"{path} is a symlink; loopx-chat never follows symlinks inside its state dir and "
+            "wrote nothing. Replace it with a real folder or file",
+            error_code="state_unsafe",
+        )
+    if writing or exc.errno in _NO_SPACE:
+        return StateError(
+            f"cannot write {path}: {reason}; nothing was recorded",
+            error_code="state_unwritable",
+        )
+    return StateError(f"cannot read {path}: {reason}", error_code="state_unreadable")
+
 
 @contextlib.contextmanager
-def state_write(path: Path) -> Iterator[None]:
-    """Owner-local state writes: a failure is `state_unwritable` naming the path, never a
-    bare OSError (the CLI then prints one line, not a traceback)."""
+def state_write(path: Path | str) -> Iterator[None]:
+    """Owner-local state writes: a failure is `state_unwritable` (or `state_unsafe` for a
+    symlink) naming the path, never a bare OSError."""
     try:
         yield
     except OSError as exc:
-        raise StateError(
-            f"cannot write {path}: {exc.strerror or exc}", error_code="state_unwritable"
-        ) from None
+        raise state_os_error(exc, getattr(exc, "filename", None) or path, writing=True) from None
 
 
-def ensure_private_dir(path: Path) -> None:
-    """Create `path` (and parents we create) as 0700; tighten it if it already exists."""
-    path.mkdir(mode=PRIVATE_DIR_MODE, parents=True, exist_ok=True)
-    # mkdir's mode is filtered by the umask; state must be owner-only whatever the umask.
-    if (path.stat().st_mode & 0o777) != PRIVATE_DIR_MODE:
-        os.chmod(path, PRIVATE_DIR_MODE)
+@contextlib.contextmanager
+def state_read(path: Path | str) -> Iterator[None]:
+    """Owner-local state reads: a failure is `state_unreadable` naming the path."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise state_os_error(exc, getattr(exc, "filename", None) or path, writing=False) from None
+
+
+def unsafe(path: Path | str, what: str) -> StateError:
+    return StateError(
+        f"{path} {what}; loopx-chat wrote nothing. Replace it with a real file or folder",
+        error_code="state_unsafe",
+    )
+
+
+def tighten(fd: int, path: Path | str, mode: int) -> None:
+    """Give an open file or folder exactly `mode`; say so when it was looser."""
+    st = os.fstat(fd)
+    if st.st_mode & 0o777 != mode:
+        os.fchmod(fd, mode)
+        if st.st_mode & 0o777 & ~mode:
+            notice(f"{path} had mode {st.st_mode & 0o777:04o}; tightened to {mode:04o}")
+
+
+def ensure_private_dir(path: Path, *, within: Path | None = None) -> None:
+    """Create `path` (and the parents we create) 0700; tighten a looser existing leaf.
+
+    No component of `path` may be a symlink (`state_unsafe`): state roots are resolved at
+    startup, so a symlink on the way is one someone put inside the state dir. With
+    `within` (the state root), every folder from it down to `path` is also 0700.
+    """
+    path = Path(os.path.abspath(path))
+    start = Path(os.path.abspath(within)) if within is not None else path
+    current = Path(path.anchor)
+    for part in path.parts[1:]:
+        current = current / part
+        try:
+            st = os.lstat(current)
+        except FileNotFoundError:
+            try:
+                os.mkdir(current, PRIVATE_DIR_MODE)
+            except FileExistsError:
+                pass  # a concurrent creator: checked below like any existing folder
+            else:
+                # mkdir's mode is filtered by the umask: chmod, never trust it.
+                os.chmod(current, PRIVATE_DIR_MODE, follow_symlinks=False)
+                continue
+            st = os.lstat(current)
+        if stat.S_ISLNK(st.st_mode):
+            raise unsafe(current, "is a symlink inside the state dir")
+        if not stat.S_ISDIR(st.st_mode):
+            raise StateError(
+                f"cannot use {current} as a folder: it is a file; nothing was written",
+                error_code="state_unwritable",
+            )
+        inside = current == path or current.is_relative_to(start)
+        if inside and st.st_mode & 0o777 != PRIVATE_DIR_MODE:
+            os.chmod(current, PRIVATE_DIR_MODE, follow_symlinks=False)
+            if st.st_mode & 0o077:
+                notice(f"{current} had mode {st.st_mode & 0o777:04o}; tightened to 0700")
+
+
+def open_private_append(path: Path, *, readable: bool = False) -> int:
+    """An fd appending to `path` (created 0600): never through a symlink, regular files only
+    (O_NONBLOCK, so a FIFO is refused rather than waited on)."""
+    access = os.O_RDWR if readable else os.O_WRONLY
+    fd = os.open(
+        path,
+        access | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+        PRIVATE_FILE_MODE,
+    )
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise unsafe(path, "is not a regular file")
+        os.set_blocking(fd, True)
+        tighten(fd, path, PRIVATE_FILE_MODE)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise: a short write is retried for the rest, never ignored."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:  # pragma: no cover - POSIX write returns >0 or raises
+            raise OSError(errno.EIO, "short write")
+        view = view[written:]
 
 
 def atomic_write_bytes(path: Path, data: bytes, *, mode: int, durable: bool = True) -> None:
@@ -55,17 +175,18 @@ def atomic_write_chunks(
 ) -> None:
     """`atomic_write_bytes` for a document produced piece by piece, never whole in memory."""
     if path.is_symlink():
-        raise IsADirectoryError(f"refusing to write through a symlink: {path}")
+        raise OSError(errno.ELOOP, "refusing to write through a symlink", str(path))
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        try:
             for chunk in chunks:
-                handle.write(chunk)
-            handle.flush()
+                write_all(fd, chunk)
             if durable:
-                os.fsync(handle.fileno())
-        os.chmod(tmp, mode)
+                os.fsync(fd)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -29,8 +29,10 @@ from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
     ensure_private_dir,
+    state_read,
     state_write,
 )
+from loopx_chat.state.safe_read import load_state_json, read_regular
 from loopx_chat.state.session_records import (
     SESSION_SCHEMA_VERSION,
     TURN_SCHEMA_VERSION,
@@ -50,7 +52,8 @@ def default_state_dir(environ: Mapping[str, str]) -> Path:
     value = environ.get(STATE_DIR_ENV, "")
     if value:
         return Path(value).expanduser().resolve(strict=False)
-    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False))
+    # Resolved once here: no symlink is ever followed below the root (private_files).
+    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)).resolve(strict=False)
 
 
 def utc_now() -> str:
@@ -80,25 +83,9 @@ def _encode(data: Mapping[str, Any]) -> bytes:
 
 
 def _decode_file(path: Path | str, expected_schema: str) -> dict[str, Any]:
-    """Read and check a versioned JSON file; raise state_corrupt / state_schema_unsupported."""
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read()
-    except FileNotFoundError:
-        raise
-    except OSError as exc:
-        raise StateError(
-            f"cannot read {path}: {exc.strerror}", error_code="state_corrupt"
-        ) from None
-    try:
-        data = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise StateError(
-            f"{path} is not valid JSON ({exc.__class__.__name__} at byte "
-            f"{getattr(exc, 'pos', getattr(exc, 'start', '?'))}); it was left untouched — "
-            "restore it from a backup or move it aside",
-            error_code="state_corrupt",
-        ) from None
+    """Read and check a versioned JSON file; raise state_corrupt / state_schema_unsupported.
+    FileNotFoundError passes through (the caller knows what a missing file means)."""
+    data = load_state_json(read_regular(path), path)
     if not isinstance(data, dict):
         raise StateError(
             f"{path} does not hold a JSON object; it was left untouched",
@@ -145,20 +132,26 @@ class SessionStore:
         with thread_lock:
             file_lock = self._file_locks.get(session_id)
             if file_lock is None:
-                ensure_private_dir(folder)
+                with state_write(folder):
+                    ensure_private_dir(folder, within=self.root)
                 # One instance per session: FileLock counts re-entries on the same instance,
                 # so nested lock() calls in one thread do not deadlock.
                 file_lock = FileLock(
                     str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE, thread_local=False
                 )
                 self._file_locks[session_id] = file_lock
-            with file_lock:
+            with state_write(folder / LOCK_FILE):
+                file_lock.acquire()
+            try:
                 yield
+            finally:
+                file_lock.release()
 
     # -- sessions ----------------------------------------------------------------------
     def create(self, record: SessionRecord) -> SessionRecord:
         record.check_invariants()
-        ensure_private_dir(self.sessions_dir)
+        with state_write(self.sessions_dir):
+            ensure_private_dir(self.sessions_dir, within=self.root)
         with self.lock(record.session_id):
             path = self.session_path(record.session_id)
             if path.exists():
@@ -180,7 +173,7 @@ class SessionStore:
                 error_code="session_not_found",
             ) from None
         try:
-            return SessionRecord.from_dict(data)
+            record = SessionRecord.from_dict(data)
         except StateError as exc:
             raise StateError(f"{path}: {exc.message}", error_code="state_corrupt") from None
         except (TypeError, ValueError) as exc:
@@ -188,6 +181,14 @@ class SessionStore:
                 f"{path} is not a valid session record ({exc}); it was left untouched",
                 error_code="state_corrupt",
             ) from None
+        if record.session_id != session_id:
+            # Every command refuses it alike: acting on it would write another session's folder.
+            raise StateError(
+                f"{path} holds session {record.session_id!r}, not {session_id!r}; it was left "
+                "untouched — move the folder aside or rename it to match",
+                error_code="state_corrupt",
+            )
+        return record
 
     def update(self, session_id: str, **changes: Any) -> SessionRecord:
         return self.mutate(session_id, lambda record: record.with_changes(changes))
@@ -209,20 +210,15 @@ class SessionStore:
         sessions: list[SessionRecord] = []
         problems: list[StoreProblem] = []
         try:
-            entries = sorted(os.scandir(self.sessions_dir), key=lambda e: e.name)
+            with state_read(self.sessions_dir):
+                entries = sorted(os.scandir(self.sessions_dir), key=lambda e: e.name)
         except FileNotFoundError:
             return SessionListing((), ())
         for entry in entries:
             if not entry.is_dir(follow_symlinks=False) or entry.name.startswith("."):
                 continue
             try:
-                record = self._load_file(os.path.join(entry.path, SESSION_FILE), entry.name)
-                if record.session_id != entry.name:
-                    raise StateError(
-                        f"{entry.path} holds session {record.session_id!r}; it was left untouched",
-                        error_code="state_corrupt",
-                    )
-                sessions.append(record)
+                sessions.append(self._load_file(os.path.join(entry.path, SESSION_FILE), entry.name))
             except StateError as exc:
                 if exc.error_code == "session_not_found":
                     continue  # a folder mid-creation, or one holding only a lock file
@@ -237,7 +233,8 @@ class SessionStore:
     def save_turn(self, turn: TurnRecord) -> TurnRecord:
         """Write a turn record; callers hold the session lock."""
         path = self.turn_path(turn.session_id, turn.turn_id)
-        ensure_private_dir(path.parent)
+        with state_write(path.parent):
+            ensure_private_dir(path.parent, within=self.root)
         self._write(path, turn.to_dict())
         return turn
 
@@ -260,7 +257,12 @@ class SessionStore:
     def list_turns(self, session_id: str) -> list[TurnRecord]:
         folder = self.session_dir(session_id) / "turns"
         try:
-            names = sorted(p.stem for p in folder.glob("*.json"))
+            with state_read(folder):
+                names = sorted(
+                    e.name[: -len(".json")]
+                    for e in os.scandir(folder)
+                    if e.name.endswith(".json") and not e.name.startswith(".")
+                )
         except FileNotFoundError:
             return []
         turns = [self.load_turn(session_id, name) for name in names]
@@ -276,4 +278,5 @@ class SessionStore:
     # -- io ----------------------------------------------------------------------------
     def _write(self, path: Path, data: Mapping[str, Any]) -> None:
         with state_write(path):
+            ensure_private_dir(path.parent, within=self.root)
             atomic_write_bytes(path, _encode(data), mode=PRIVATE_FILE_MODE)

@@ -55,6 +55,7 @@ from loopx_chat.state.private_files import (
     atomic_write_chunks,
     ensure_private_dir,
 )
+from loopx_chat.state.safe_read import JOURNAL_LIMIT, JsonRefused, parse_json, read_regular
 
 INDEX_SCHEMA = "loopx_chat_rollout_index_v1"
 
@@ -195,15 +196,13 @@ class _IndexFile:
         self._cached = None
         self._generation = None
         try:
-            raw = self.index_path.read_bytes()
-            journal = self.journal_path.read_bytes() if key[1] is not None else b""
+            # Regular files only, bounded, never through a symlink or into a FIFO.
+            raw = read_regular(self.index_path, limit=JOURNAL_LIMIT)
+            journal = (
+                read_regular(self.journal_path, limit=JOURNAL_LIMIT) if key[1] is not None else b""
+            )
         except FileNotFoundError:
             return {}, []  # replaced under us: start afresh, the next save writes a snapshot
-        except OSError as exc:
-            raise StateError(
-                f"cannot read the rollout index {self.index_path}: {exc.strerror}",
-                error_code="state_corrupt",
-            ) from exc
         # Thousands of small containers, none of them cyclic: the cycle collector would only
         # walk them again and again while they are built.
         collecting = gc.isenabled()
@@ -222,8 +221,8 @@ class _IndexFile:
 
     def _parse_index(self, raw: bytes) -> tuple[dict[str, _Entry], list[str]]:
         try:
-            doc = json.loads(raw)
-        except ValueError:
+            doc = parse_json(raw)
+        except JsonRefused:  # invalid, too deep, a number Python refuses: rebuilt like a cache
             return {}, ["index_unparsable"]
         if not isinstance(doc, dict):
             return {}, ["index_unparsable"]
@@ -257,7 +256,7 @@ class _IndexFile:
         self._journal_damaged = bool(torn)
         for line in complete.split(b"\n") if complete else ():
             try:
-                doc = json.loads(line)
+                doc = parse_json(line)
                 if not isinstance(doc, dict) or doc.get("gen") != self._generation:
                     continue  # written against an older snapshot (or by something else)
                 files = doc["files"]
