@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import threading
 from collections.abc import Iterator
@@ -324,12 +325,16 @@ def test_page_escapes_every_value_and_shows_goal_records() -> None:
             }
         ]
     }
-    html = render_first_screen(status, "default").decode()
-    assert "<script>" not in html and "&lt;script&gt;" in html
-    assert "Ship &lt;v2&gt;" in html and "repo &amp; docs" in html
-    assert "throttled: token_budget_spent" in html
+    html = render_first_screen(
+        status, {}, codex_home_source="default", csrf_token="t<k>", generated_at="12:00"
+    ).decode()
+    assert "<script>alert" not in html and "&lt;script&gt;" in html
+    assert "Ship &lt;v2&gt;" in html
+    # codes become words on the page (the JSON keeps the codes)
+    assert "paused by its budget (its token budget is spent)" in html
+    assert "token_budget_spent" not in html and "throttled:" not in html
     assert "2 host turn(s) behind, missing_validation" in html
-    assert 'data-goal="g&lt;1&gt;"' in html
+    assert 'data-goal="g&lt;1&gt;"' in html and 'content="t&lt;k&gt;"' in html
 
 
 def test_a_refused_second_turn_does_not_end_the_running_turns_stream(service: Service) -> None:
@@ -431,7 +436,31 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
     assert "blocker_displayed" not in kinds
     for site in ("none", "same-origin"):
         assert service.request("GET", "/", headers={"Sec-Fetch-Site": site}).status == 200
-    assert "blocker_displayed" in [e["kind"] for e in GoalStore(service.state).control.events()]
+    # Serving the page is not the owner seeing it: the page says so once it rendered.
+    assert "blocker_displayed" not in [e["kind"] for e in GoalStore(service.state).control.events()]
+    page = service.request("GET", "/").body.decode()
+    token = re.search(r'name="loopx-csrf" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    ref = re.search(r'data-blockers="([^"]+)"', page).group(1)  # type: ignore[union-attr]
+    shown = {"shown": {"g-x": [ref]}}
+    refused = service.request(
+        "POST", "/api/status/rendered", body=shown, headers={"Sec-Fetch-Site": "cross-site"}
+    )
+    assert refused.status == 403
+    untokened = service.request("POST", "/api/status/rendered", body=shown)
+    assert (untokened.status, untokened.json()["error_code"]) == (403, "forbidden_request")
+    assert "blocker_displayed" not in [e["kind"] for e in GoalStore(service.state).control.events()]
+    ok = service.request(
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
+    )
+    assert ok.json() == {"ok": True, "recorded": 1}
+    again = service.request(
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
+    )
+    assert again.json() == {"ok": True, "recorded": 0}  # once per blocker
+    displayed = [
+        e for e in GoalStore(service.state).control.events() if e["kind"] == "blocker_displayed"
+    ]
+    assert [(e["blocker_ref"], e["surface"]) for e in displayed] == [(ref, "page")]
 
 
 def test_a_client_that_stops_sending_is_dropped(

@@ -19,6 +19,7 @@ from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
+from loopx_chat.goals.words import humanize, quota_words
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     compact_session_runtime_readonly_projection,
@@ -89,10 +90,10 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             click.echo(f"  objective:               {state['objective']}")
         if state.get("boundary"):
             click.echo(f"  boundary:                {state['boundary']}")
-        click.echo(f"  waiting on:              {answers['waiting_on']}")
-        click.echo(f"  agent can continue now:  {answers['agent_can_continue']}")
-        click.echo(f"  gate or evidence needed: {answers['gate_or_evidence_required']}")
-        click.echo(f"  latest run:              {answers['latest_run']}")
+        click.echo(f"  waiting on:              {humanize(answers['waiting_on'])}")
+        click.echo(f"  agent can continue now:  {humanize(answers['agent_can_continue'])}")
+        click.echo(f"  gate or evidence needed: {humanize(answers['gate_or_evidence_required'])}")
+        click.echo(f"  latest run:              {humanize(answers['latest_run'])}")
         host = goal.get("host") or {}
         if host.get("stale"):
             lag = f", {host['behind_seconds']}s" if host.get("behind_seconds") is not None else ""
@@ -103,9 +104,8 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             click.echo(f"  reconcile:               {goal['reconcile_reason']}")
         quota = goal.get("quota") or {}
         if quota:
-            click.echo(
-                f"  next automatic turn:     {quota['decision']} ({quota['reason_code']}; hint)"
-            )
+            words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
+            click.echo(f"  next automatic turn:     {words} (a scheduler hint)")
 
 
 @click.group()

@@ -9,7 +9,7 @@ raw output or local paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from loopx_chat.codex.rollouts import ThreadFacts
@@ -213,6 +213,8 @@ def collect_status(
             result["reconcile_reason"] = reconcile_reason(
                 behind, result["projection"].get("first_screen", {})
             )
+        refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
+        result["displayed_blockers"] = refs
         results.append(result)
         if surface is None:
             continue
@@ -228,7 +230,6 @@ def collect_status(
                     position=stale_key,
                 )
                 seen["stale"].add(stale_key)
-        refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
         seen = _seen(goals) if refs else None
         if seen is not None:
             for ref in refs:
@@ -240,3 +241,22 @@ def collect_status(
     doc = status_document(results)
     doc["control_log_error"] = log_error
     return doc
+
+
+def record_displayed(goals: GoalStore, shown: Mapping[str, Sequence[str]], surface: str) -> int:
+    """Record `blocker_displayed` once per blocker a surface really showed (the page says
+    which after the browser rendered them); returns how many were new."""
+    try:
+        seen = goals.control.reported()
+    except StateError:
+        return 0  # the log cannot be read: record nothing rather than double-count
+    new = 0
+    for goal_id, refs in shown.items():
+        for ref in refs:
+            if ref not in seen["blockers"]:
+                goals.control.record(
+                    "blocker_displayed", goal_id=goal_id, blocker_ref=ref, surface=surface
+                )
+                seen["blockers"].add(ref)
+                new += 1
+    return new

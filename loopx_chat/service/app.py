@@ -10,11 +10,14 @@ session that asked for it.
 
 from __future__ import annotations
 
+import hmac
 import json
 import queue
 import re
+import secrets
 import sys
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +28,19 @@ from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError, UsageError
-from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.goals.status import collect_status
+from loopx_chat.goals.goal_state import GoalRecords
+from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
+from loopx_chat.goals.status import collect_status, record_displayed
 from loopx_chat.service.events import EventHub
-from loopx_chat.service.page import CSP, render_first_screen
+from loopx_chat.service.page import (
+    CSP,
+    PAGE_SCRIPT,
+    SCRIPT_PATH,
+    GateView,
+    GoalActions,
+    render_cards,
+    render_first_screen,
+)
 from loopx_chat.service.security import (
     content_type_refusal,
     fetch_site_refusal,
@@ -44,12 +56,17 @@ MAX_BODY = 1 << 20
 ACCEPT_WAIT_SEC = 60.0
 CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
 RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
+_GATE_DECISION_PATH = re.compile(r"^/api/goals/([^/]+)/gates/([^/]+)/decision$")
+STATUS_POLL_SEC = 0.5
+CSRF_HEADER = "x-loopx-csrf"
 _SESSION_PATH = re.compile(r"^/api/chat/sessions/([^/]+)(?:/(resume|turns|interrupt|events))?$")
 
 STATUS_BY_CODE = {
     "codex_home_mismatch": 424,
     "session_not_found": 404,
     "gate_not_found": 404,
+    "gate_already_resolved": 409,
+    "forbidden_request": 403,
     "thread_busy": 409,
     "turn_not_active": 409,
     "session_exists": 409,
@@ -184,6 +201,8 @@ class ServiceApp:
         self._scanner = scanner_for(controller.store.root, controller.codex_home)
         self._scan_lock = threading.Lock()  # one scanner, one scan at a time
         self._status_cache = StatusCache(controller.store.root, self._compute_status)
+        # Per process: the page embeds it, and every write the page makes must send it back.
+        self.csrf_token = secrets.token_urlsafe(32)
 
     # -- entry ---------------------------------------------------------------------------
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
@@ -204,7 +223,7 @@ class ServiceApp:
         path = path.split("?", 1)[0]
         try:
             # HEAD is GET without the body (the server drops it).
-            return self._route("GET" if method == "HEAD" else method, path, body)
+            return self._route("GET" if method == "HEAD" else method, path, body, headers)
         except LoopxChatError as exc:
             return from_error(exc)
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
@@ -214,16 +233,42 @@ class ServiceApp:
                 # A client reads its own writes: the next status read looks at the disk again.
                 self._status_cache.invalidate()
 
-    def _route(self, method: str, path: str, body: bytes) -> Response:
+    def _route(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> Response:
         if path == "/" and method == "GET":
             status, _ = self._status_cache.get()
-            page = render_first_screen(status, self.controller.binding.source)
+            page = render_first_screen(
+                status,
+                self.page_actions(status),
+                codex_home_source=self.controller.binding.source,
+                csrf_token=self.csrf_token,
+                generated_at=_clock(),
+            )
             return Response(
                 200,
                 page,
                 "text/html; charset=utf-8",
-                headers=(("Content-Security-Policy", CSP), ("X-Frame-Options", "DENY")),
+                headers=(
+                    ("Content-Security-Policy", CSP),
+                    ("X-Frame-Options", "DENY"),
+                    ("Cache-Control", "no-store"),
+                ),
             )
+        if path == SCRIPT_PATH and method == "GET":
+            return Response(
+                200,
+                PAGE_SCRIPT.encode(),
+                "text/javascript; charset=utf-8",
+                headers=(("Content-Security-Policy", CSP), ("Cache-Control", "no-store")),
+            )
+        if path == "/api/status/events" and method == "GET":
+            return self._status_events()
+        if path == "/api/status/rendered" and method == "POST":
+            self._check_csrf(headers)
+            return self._rendered(self._json(body))
+        gate_match = _GATE_DECISION_PATH.match(path)
+        if gate_match and method == "POST":
+            self._check_csrf(headers)
+            return self._decide(gate_match.group(1), gate_match.group(2), self._json(body))
         if path == "/status.json" and method == "GET":
             return Response(200, self._status_cache.get()[1])
         if path == "/api/chat/capabilities" and method == "GET":
@@ -282,6 +327,118 @@ class ServiceApp:
             return self._submit(session_id, self._json(body))
         return self._events(session_id)
 
+    # -- the first screen ----------------------------------------------------------------
+    def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
+        """Gates, the next handoff and advisory proposals of each goal on the page."""
+        records = GoalRecords(self.goals)
+        actions: dict[str, GoalActions] = {}
+        for row in status.get("attention_queue", []):
+            goal_id = str(row.get("goal_id"))
+            blockers = tuple(str(r) for r in row.get("displayed_blockers", ()))
+            if row.get("status") == "problem":
+                actions[goal_id] = GoalActions(blockers=blockers)
+                continue
+            try:
+                gates = tuple(
+                    GateView(
+                        gate_id=g.gate_id,
+                        question=g.question,
+                        blocking=g.blocking,
+                        status=g.status,
+                        created_at=g.created_at,
+                        decision=g.decision,
+                        reason=g.reason,
+                        updated_at=g.updated_at,
+                    )
+                    for g in self.goals.gates(goal_id)
+                )
+                handoffs = self.goals.handoffs(goal_id)
+                proposals = tuple(
+                    str(p.get("title", ""))
+                    for p in records.proposals(goal_id)
+                    if p.get("status") == "advisory"
+                )
+            except LoopxChatError:
+                actions[goal_id] = GoalActions(blockers=blockers)
+                continue
+            actions[goal_id] = GoalActions(
+                gates=gates,
+                next_action=handoffs[-1].next_action if handoffs else None,
+                proposals=proposals,
+                blockers=blockers,
+            )
+        return actions
+
+    def _cards_event(self, status: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "cards",
+            "ok": True,
+            "generated_at": _clock(),
+            "cards_html": render_cards(status, self.page_actions(status)),
+        }
+
+    def _status_events(self) -> Response:
+        """Server-sent `cards` events: the page's cards again whenever the status changed
+        (any process's write shows within about half a second)."""
+
+        def stream() -> Iterator[bytes]:
+            last: bytes | None = None
+            quiet = 0.0
+            while True:
+                status, raw = self._status_cache.get()
+                if raw != last:
+                    last = raw
+                    quiet = 0.0
+                    yield _sse(self._cards_event(status))
+                elif quiet >= 15:
+                    quiet = 0.0
+                    yield b": keepalive\n\n"
+                time.sleep(STATUS_POLL_SEC)
+                quiet += STATUS_POLL_SEC
+
+        return Response(
+            200,
+            content_type="text/event-stream",
+            stream=stream(),
+            headers=(("Cache-Control", "no-store"),),
+        )
+
+    def _check_csrf(self, headers: Mapping[str, str]) -> None:
+        sent = headers.get(CSRF_HEADER) or ""
+        if not hmac.compare_digest(sent.encode(), self.csrf_token.encode()):
+            raise UsageError(
+                "this request does not carry the page's token; reload the page and try again",
+                error_code="forbidden_request",
+            )
+
+    def _decide(self, goal_id: str, gate_id: str, doc: Mapping[str, Any]) -> Response:
+        """A gate decision from the page, recorded exactly as `gate resolve` records it."""
+        decision = doc.get("decision")
+        reason = doc.get("reason")
+        if decision not in DECISIONS:
+            raise UsageError("decision must be approve or reject", error_code="usage_error")
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError("reason must be a string", error_code="usage_error")
+        gate = self.goals.resolve_gate(
+            validate_goal_id(goal_id), gate_id, str(decision), reason or None
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "gate": gate.to_dict()})
+
+    def _rendered(self, doc: Mapping[str, Any]) -> Response:
+        """The page says which blockers a browser really rendered: the sixth metric's clock
+        stops here, never on a script's read of /status.json."""
+        shown = doc.get("shown")
+        if not isinstance(shown, dict):
+            raise UsageError("shown must map goal ids to blocker ids", error_code="usage_error")
+        cleaned: dict[str, list[str]] = {}
+        for goal_id, refs in shown.items():
+            if isinstance(refs, list) and all(isinstance(r, str) for r in refs):
+                cleaned[validate_goal_id(goal_id)] = refs[:20]
+        recorded = record_displayed(self.goals, cleaned, surface="page")
+        return json_response(200, {"ok": True, "recorded": recorded})
+
     # -- helpers -------------------------------------------------------------------------
     @staticmethod
     def _json(body: bytes) -> dict[str, Any]:
@@ -309,7 +466,6 @@ class ServiceApp:
             self.controller.store,
             self.goals,
             str(self.controller.codex_home),
-            surface="service",
             host=scan.threads if scan else None,
         )
         for goal in doc["attention_queue"]:
@@ -481,6 +637,10 @@ class ServiceApp:
             stream=stream(),
             headers=(("Cache-Control", "no-store"),),
         )
+
+
+def _clock() -> str:
+    return time.strftime("%H:%M:%S", time.localtime())
 
 
 def _sse(event: Mapping[str, Any]) -> bytes:

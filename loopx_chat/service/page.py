@@ -1,33 +1,41 @@
-"""The first screen as one server-rendered HTML page. Pure: status document in, bytes out.
+"""The first screen: one card per goal, ordered by who must act. Pure: data in, bytes out.
 
-One card per goal answering the spec's four questions. Every value is HTML-escaped, and the
-page has no external assets, no scripts and a CSP that forbids loading any.
+Owns how the owner's page looks and reads: the order (you decide, blocked on evidence or a
+failure, the agent can continue, watching; the oldest blocking gate first), the badge words,
+the four answers in human words, the gates a person can decide (Approve / Reject, each with
+its equivalent CLI command), what happens next after a decision, and the script that keeps
+the page live through `/api/status/events`. Every value is HTML-escaped; the page loads only
+its own script (`/assets/first-screen.js`) under a CSP that allows nothing else, and without
+JavaScript it is a plain page that refreshes itself.
 """
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
 from loopx_chat import __version__
+from loopx_chat.goals.words import LONG_ID, humanize, quota_words, short_id
 
-CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+SCRIPT_PATH = "/assets/first-screen.js"
+REFRESH_SECONDS = 10  # the no-JavaScript page reloads itself this often
 
-_STYLE = """
-body{font:15px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",sans-serif;margin:0;
-background:#f5f5f7;color:#1d1d1f}
-header{padding:20px 28px;background:#fff;border-bottom:1px solid #ddd}
-h1{font-size:20px;margin:0}
-header p{margin:4px 0 0;color:#666;font-size:13px}
-main{display:grid;grid-template-columns:repeat(auto-fill,minmax(340px,1fr));gap:16px;
-padding:24px 28px}
-.card{background:#fff;border-radius:10px;padding:16px 18px;border:1px solid #ddd}
-.card h2{font-size:16px;margin:0 0 10px;display:flex;justify-content:space-between;gap:8px}
-.sev{font-size:12px;padding:2px 8px;border-radius:10px;background:#eee}
-.sev-high{background:#ffd7d5}.sev-action{background:#ffe9c7}.sev-watch{background:#e3f0ff}
-dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
-.empty{padding:24px 28px;color:#666}
-"""
+# (code, badge words, order)
+ACTORS: tuple[tuple[str, str], ...] = (
+    ("owner", "You decide"),
+    ("blocked", "Blocked: evidence"),
+    ("agent", "Agent can continue"),
+    ("watching", "Watching"),
+)
+_ORDER = {code: i for i, (code, _) in enumerate(ACTORS)}
+_BADGE = dict(ACTORS)
 
 QUESTIONS = (
     ("waiting_on", "Who or what is it waiting on?"),
@@ -37,62 +45,289 @@ QUESTIONS = (
 )
 
 
-def _card(goal: dict[str, Any]) -> str:
+@dataclass(frozen=True)
+class GateView:
+    gate_id: str
+    question: str
+    blocking: bool
+    status: str
+    created_at: str
+    decision: str | None = None
+    reason: str | None = None
+    updated_at: str = ""
+
+
+@dataclass(frozen=True)
+class GoalActions:
+    """What the owner can see and do for one goal, beside its status row."""
+
+    gates: tuple[GateView, ...] = ()
+    next_action: str | None = None  # the newest handoff packet's next action
+    proposals: tuple[str, ...] = ()  # titles of advisory dreaming proposals
+    blockers: tuple[str, ...] = field(default=())  # ids of the blockers this card shows
+
+
+def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
+    if goal.get("status") == "problem" or any(
+        g.blocking and g.status == "pending" for g in actions.gates
+    ):
+        return "owner"
+    answers = goal.get("answers") or {}
+    if str(answers.get("agent_can_continue", "")).startswith("yes"):
+        return "agent"
+    latest = str(answers.get("latest_run", ""))
+    if latest.startswith("blocked") or goal.get("waiting_on") == "external_evidence":
+        return "blocked"
+    return "watching"
+
+
+def _oldest_blocking(actions: GoalActions) -> str:
+    pending = [g.created_at for g in actions.gates if g.blocking and g.status == "pending"]
+    return min(pending) if pending else "~"
+
+
+def ordered(
+    goals: Sequence[Mapping[str, Any]], actions: Mapping[str, GoalActions]
+) -> list[Mapping[str, Any]]:
+    """Who must act first: owner decisions (oldest blocking gate first), then blocked, then
+    the agent can continue, then watching."""
+
+    def key(goal: Mapping[str, Any]) -> tuple[int, str, str]:
+        acts = actions.get(str(goal.get("goal_id")), GoalActions())
+        return (_ORDER[actor_of(goal, acts)], _oldest_blocking(acts), str(goal.get("goal_id")))
+
+    return sorted(goals, key=key)
+
+
+def _text(value: object, *, words: bool = True) -> str:
+    """Escaped, codes in words, long ids shortened with the full id on hover."""
+    escaped = escape(humanize(str(value)) if words else str(value))
+    return LONG_ID.sub(
+        lambda m: f'<span class="id" title="{m.group(0)}">{short_id(m.group(0))}</span>', escaped
+    )
+
+
+def _cli(*words: str) -> str:
+    return escape(" ".join(shlex.quote(w) for w in ("loopx-chat", *words)))
+
+
+def _resolve_cli(goal_id: str, gate_id: str) -> str:
+    return _cli("gate", "resolve", gate_id, "--goal", goal_id, "--decision", "approve")
+
+
+def _handoff_cli(goal_id: str) -> str:
+    return _cli(
+        "handoff", "record", "--goal", goal_id, "--next-action", "…", "--stop-condition", "…"
+    )
+
+
+def _gate(goal_id: str, gate: GateView) -> str:
+    kind = "blocking" if gate.blocking else "advisory"
+    gid = escape(gate.gate_id)
+    return (
+        f'<div class="gate" data-gate="{gid}"><p class="question">{_text(gate.question)}</p>'
+        f'<p class="meta">{kind} gate <span class="id" title="{gid}">'
+        f"{escape(short_id(gate.gate_id))}</span> · asked {escape(gate.created_at)}</p>"
+        f'<div class="decide"><input class="reason" type="text" maxlength="280" '
+        f'placeholder="reason (optional)" aria-label="reason for {gid}">'
+        f'<button class="approve" data-decision="approve">Approve</button>'
+        f'<button class="reject" data-decision="reject">Reject</button></div>'
+        f'<p class="cli">or: <code>{_resolve_cli(goal_id, gate.gate_id)}</code></p></div>'
+    )
+
+
+def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
+    """What happens next, in words: no card ends without a way forward."""
+    goal_id = str(goal.get("goal_id", ""))
+    pending = [g for g in actions.gates if g.status == "pending" and g.blocking]
+    decided = sorted(
+        (g for g in actions.gates if g.status != "pending"), key=lambda g: g.updated_at
+    )
+    if goal.get("status") == "problem":
+        return "Its records could not be read: repair or move the file named in the CLI."
+    if pending:
+        return "Your decision above lets the agent go on (or keeps it stopped)."
+    if decided and decided[-1].status == "rejected":
+        return (
+            "Rejected: the goal stays stopped until a new gate is approved or a handoff "
+            f"records another next step (<code>{_handoff_cli(goal_id)}</code>)."
+        )
+    if actions.next_action and actor == "agent":
+        return f"The agent may continue with: {_text(actions.next_action)}"
+    if decided and decided[-1].status == "approved":
+        if actions.next_action:
+            return f"Approved: the agent may continue with: {_text(actions.next_action)}"
+        return (
+            "Approved, but nothing is queued for the agent: record the next step "
+            f"(<code>{_handoff_cli(goal_id)}</code>)."
+        )
+    if actor == "blocked":
+        return "The last run was blocked: new evidence or a handoff with another approach moves it."
+    if actor == "agent":
+        return "The agent can take its next step on its own."
+    return (
+        "Nothing is pending. A handoff with a next step or a gate question moves this goal "
+        f"(<code>{_cli('gate', 'request', '--goal', goal_id, '--question', '…')}</code>)."
+    )
+
+
+def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
+    goal_id = str(goal.get("goal_id", ""))
+    actor = actor_of(goal, actions)
     answers = goal.get("answers", {})
     rows = "".join(
         f'<dt>{escape(question)}</dt><dd data-q="{escape(key)}">'
-        + escape(str(answers.get(key, "")))
+        + _text(answers.get(key, ""))
         + "</dd>"
         for key, question in QUESTIONS
     )
     state = goal.get("goal_state") or {}
     if state.get("objective"):
-        rows = (
-            f'<dt>Objective</dt><dd data-q="objective">{escape(str(state["objective"]))}</dd>'
-            + (
-                f'<dt>Boundary</dt><dd data-q="boundary">{escape(str(state["boundary"]))}</dd>'
-                if state.get("boundary")
-                else ""
-            )
-            + rows
-        )
+        rows = f'<dt>Objective</dt><dd data-q="objective">{_text(state["objective"])}</dd>' + rows
     quota = goal.get("quota") or {}
     if quota.get("decision"):
-        rows += (
-            "<dt>Next automatic turn (scheduler hint)</dt>"
-            f'<dd data-q="quota">{escape(str(quota["decision"]))}: '
-            f"{escape(str(quota.get('reason_code', '')))}</dd>"
-        )
+        words = quota_words(str(quota["decision"]), str(quota.get("reason_code", "")))
+        rows += f'<dt>Next automatic turn</dt><dd data-q="quota">{_text(words, words=False)}</dd>'
     host = goal.get("host") or {}
     if host.get("stale") or goal.get("reconcile_reason"):
         behind = f"{host.get('behind_turns', 0)} host turn(s) behind" if host.get("stale") else ""
         reason = str(goal.get("reconcile_reason") or "")
         rows += (
             "<dt>Host and goal disagree</dt>"
-            f'<dd data-q="reconcile">{escape(", ".join(x for x in (behind, reason) if x))}</dd>'
+            f'<dd data-q="reconcile">{_text(", ".join(x for x in (behind, reason) if x))}</dd>'
         )
-    severity = escape(str(goal.get("severity", "")))
+    open_gates = [g for g in actions.gates if g.status == "pending"]
+    gates = "".join(_gate(goal_id, g) for g in open_gates if g.blocking)
+    extra = [f"<li>advisory gate: {_text(g.question)}</li>" for g in open_gates if not g.blocking]
+    if actions.next_action:
+        extra.append(f"<li>handoff: {_text(actions.next_action)}</li>")
+    extra += [f"<li>dreaming proposal (advisory): {_text(t)}</li>" for t in actions.proposals]
+    aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
     return (
-        f'<section class="card" data-goal="{escape(str(goal.get("goal_id", "")))}">'
-        f"<h2><span>{escape(str(goal.get('goal_id', '')))}</span>"
-        f'<span class="sev sev-{severity}">{severity}</span></h2><dl>{rows}</dl></section>'
+        f'<section class="card actor-{actor}" data-goal="{escape(goal_id)}" '
+        f'data-actor="{actor}" data-blockers="{escape(" ".join(actions.blockers))}">'
+        f'<h2><span>{escape(goal_id)}</span><span class="badge badge-{actor}">'
+        f"{_BADGE[actor]}</span></h2>{gates}<dl>{rows}</dl>{aside}"
+        f'<p class="next" data-q="next">{next_step(goal, actions, actor)}</p></section>'
     )
 
 
-def render_first_screen(status: dict[str, Any], codex_home_source: str) -> bytes:
-    goals = status.get("attention_queue", [])
-    body = (
-        "<main>" + "".join(_card(g) for g in goals) + "</main>"
-        if goals
-        else '<p class="empty">No goals yet. Open a session with <code>loopx-chat chat new'
-        "</code> or request a gate.</p>"
-    )
+def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) -> str:
+    goals = ordered(status.get("attention_queue", []), actions)
+    if not goals:
+        return (
+            '<p class="empty">No goals yet. Open a session with <code>loopx-chat chat new'
+            "</code> or ask a question with <code>loopx-chat gate request</code>.</p>"
+        )
+    return "".join(_card(g, actions.get(str(g.get("goal_id")), GoalActions())) for g in goals)
+
+
+_STYLE = """
+body{font:15px/1.45 -apple-system,BlinkMacSystemFont,"Segoe UI",sans-serif;margin:0;
+background:#f5f5f7;color:#1d1d1f}
+header{padding:16px 28px;background:#fff;border-bottom:1px solid #ddd;display:flex;
+justify-content:space-between;align-items:baseline;gap:12px;flex-wrap:wrap}
+h1{font-size:20px;margin:0}header p{margin:0;color:#555;font-size:13px}
+#live{font-size:13px;color:#555}#live.lost{color:#a40000;font-weight:600}
+main{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:16px;
+padding:24px 28px}
+.card{background:#fff;border-radius:10px;padding:16px 18px;border:1px solid #ddd;
+border-left-width:6px}
+.card h2{font-size:16px;margin:0 0 10px;display:flex;justify-content:space-between;gap:8px}
+.badge{font-size:12px;padding:2px 10px;border-radius:10px;font-weight:600;white-space:nowrap}
+.actor-owner{border-left-color:#c9302c}.badge-owner{background:#c9302c;color:#fff}
+.actor-blocked{border-left-color:#d98a00}.badge-blocked{background:#ffe2a8;color:#5a3b00}
+.actor-agent{border-left-color:#2e7d32}.badge-agent{background:#d6f0d8;color:#1b4d1e}
+.actor-watching{border-left-color:#8a8a8e}.badge-watching{background:#e8e8ed;color:#333}
+.gate{background:#fff6f5;border:1px solid #f1c2bf;border-radius:8px;padding:8px 10px;
+margin:0 0 10px}.gate .question{margin:0;font-weight:600}.meta,.cli{font-size:12px;
+color:#555;margin:4px 0}.decide{display:flex;gap:6px;margin-top:6px}.reason{flex:1;
+font:inherit;padding:3px 6px}button{font:inherit;padding:3px 12px;border-radius:6px;
+border:1px solid #999;background:#fff;cursor:pointer}.approve{border-color:#2e7d32}
+.reject{border-color:#c9302c}.id{font-family:ui-monospace,Menlo,monospace;font-size:12px}
+dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
+.also{margin:10px 0 0;padding-left:18px;font-size:13px;color:#444}
+.next{margin:10px 0 0;padding-top:8px;border-top:1px solid #eee;font-size:14px}
+.empty{padding:24px 28px;color:#666}code{font-size:12px}
+"""
+
+
+def render_first_screen(
+    status: Mapping[str, Any],
+    actions: Mapping[str, GoalActions],
+    *,
+    codex_home_source: str,
+    csrf_token: str,
+    generated_at: str,
+) -> bytes:
+    count = len(status.get("attention_queue", []))
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f'<meta name="loopx-csrf" content="{escape(csrf_token)}">'
+        f'<noscript><meta http-equiv="refresh" content="{REFRESH_SECONDS}"></noscript>'
         "<title>loopx-chat: first screen</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>loopx-chat</h1>"
-        f"<p>{len(goals)} goal(s) · Codex home from {escape(codex_home_source)} · "
-        f"version {escape(__version__)}</p></header>{body}</body></html>"
+        f"<p>{count} goal(s) · Codex home from {escape(codex_home_source)} · version "
+        f'{escape(__version__)}</p><p id="live" data-generated="{escape(generated_at)}">'
+        f"updated {escape(generated_at)}</p></header>"
+        f"<main>{render_cards(status, actions)}</main>"
+        f'<script src="{SCRIPT_PATH}"></script></body></html>'
     )
     return html.encode("utf-8")
+
+
+# The page's only script: live cards from the event stream, gate decisions, and telling the
+# service which blockers a browser really rendered (the sixth metric).
+PAGE_SCRIPT = r"""
+"use strict";
+(function () {
+  const token = document.querySelector('meta[name="loopx-csrf"]').content;
+  const live = document.getElementById("live");
+  const main = document.querySelector("main");
+  const headers = {"Content-Type": "application/json", "X-Loopx-CSRF": token};
+  function stamp(text) { live.classList.remove("lost"); live.textContent = "updated " + text; }
+  function reportShown() {
+    const shown = {};
+    main.querySelectorAll("section.card[data-blockers]").forEach(function (card) {
+      const refs = card.dataset.blockers.split(" ").filter(Boolean);
+      if (refs.length) { shown[card.dataset.goal] = refs; }
+    });
+    if (Object.keys(shown).length) {
+      fetch("/api/status/rendered", {method: "POST", headers: headers,
+        body: JSON.stringify({shown: shown})}).catch(function () {});
+    }
+  }
+  function show(doc) {
+    main.innerHTML = doc.cards_html;
+    stamp(new Date().toLocaleTimeString());
+    requestAnimationFrame(reportShown);
+  }
+  main.addEventListener("click", function (event) {
+    const button = event.target.closest("button[data-decision]");
+    if (!button) { return; }
+    const gate = button.closest("[data-gate]");
+    const card = button.closest("section.card");
+    const reason = gate.querySelector(".reason").value.trim();
+    button.disabled = true;
+    fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
+          encodeURIComponent(gate.dataset.gate) + "/decision", {
+      method: "POST", headers: headers,
+      body: JSON.stringify({decision: button.dataset.decision, reason: reason || null})
+    }).then(function (r) { return r.json(); }).then(function (doc) {
+      if (doc.ok) { show(doc); } else {
+        button.disabled = false;
+        gate.querySelector(".meta").textContent = "not recorded: " + doc.error;
+      }
+    }).catch(function () { button.disabled = false; });
+  });
+  const events = new EventSource("/api/status/events");
+  events.addEventListener("cards", function (e) { show(JSON.parse(e.data)); });
+  events.onopen = function () { live.classList.remove("lost"); };
+  events.onerror = function () {
+    live.classList.add("lost");
+    live.textContent = "connection lost, retrying";
+  };
+  requestAnimationFrame(reportShown);
+})();
+"""

@@ -1,0 +1,63 @@
+"""Human words for the codes the goal layer uses, in one place for the page and the CLI.
+
+Owns the table from stable codes (quota decisions and reasons, gate states, waiting-on and
+recommended-action codes) to the words a person reads, and the shortening of long ids for
+display. Pure: text in, text out. It never changes a code in a JSON document: `--json` and
+`/status.json` keep the codes, only human output is translated.
+"""
+
+from __future__ import annotations
+
+import re
+
+WORDS: dict[str, str] = {
+    # quota decisions and reasons (scheduler hints)
+    "eligible": "may take its next automatic turn",
+    "operator_gate": "waits for a person's decision",
+    "open_blocking_gate": "an open owner gate blocks it",
+    "throttled": "paused by its budget",
+    "consecutive_failed_turns": "several turns failed in a row",
+    "token_budget_spent": "its token budget is spent",
+    "blocked": "blocked",
+    "raw_material_detected": "raw material was found in its records",
+    "monitor_quiet_skip": "nothing changed since the last look",
+    "no_material_transition": "nothing material changed",
+    "waiting": "has nothing to do yet",
+    "paused": "stopped by its owner",
+    # recommended actions and waiting-on codes
+    "human_decision_pending": "a person's decision is pending",
+    "user_or_controller": "a person",
+    "external_evidence": "evidence from the host",
+    "monitor_signal": "a material change",
+    "repair_state": "repair the goal's records",
+    "continue_agent_work": "the agent continues",
+    # gate states
+    "open_blocking_gate_pending": "waiting for a decision",
+}
+
+_CODE = re.compile(r"\b(" + "|".join(sorted(map(re.escape, WORDS), key=len, reverse=True)) + r")\b")
+# Our own ids (gate-…, handoff-…, proposal-…, quota-…) and 32-hex turn/thread ids.
+LONG_ID = re.compile(
+    r"\b(?:(?:gate|handoff|proposal|quota|outcome)-[0-9a-f]{12}|[0-9a-f]{32}"
+    r"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\b"
+)
+
+
+def humanize(text: str) -> str:
+    """Every known code in `text` replaced by its words."""
+    return _CODE.sub(lambda m: WORDS[m.group(1)], text)
+
+
+def short_id(value: str) -> str:
+    """The first 8 characters that tell ids apart (after a `gate-`-style prefix)."""
+    prefix, dash, rest = value.partition("-")
+    if dash and prefix.isalpha() and len(rest) >= 12:
+        return f"{prefix}-{rest[:8]}"
+    return value[:8]
+
+
+def quota_words(decision: str, reason: str) -> str:
+    """`eligible` + `eligible` reads "may take its next automatic turn", not the code twice."""
+    said = humanize(decision)
+    because = humanize(reason)
+    return said if reason in ("", decision) or because == said else f"{said} ({because})"
