@@ -161,19 +161,6 @@ def renders_errors(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class NoTracebackGroup(click.Group):
-    """The top-level group: the last boundary for a failure outside any command's own."""
-
-    def invoke(self, ctx: click.Context) -> Any:
-        as_json = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
-        try:
-            return super().invoke(ctx)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except Exception as exc:
-            sys.exit(render_failure(exc, as_json))
-
-
 class _NoteHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         click.echo(f"note: {record.getMessage()}", err=True)

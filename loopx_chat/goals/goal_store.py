@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.jsonl import append_record, read_records
@@ -140,6 +138,8 @@ class GoalStore:
     @contextmanager
     def _locked(self, goal_id: str) -> Iterator[Path]:
         folder = self.goal_dir(goal_id)
+        from filelock import FileLock  # imported on first write: 35 ms a command start
+
         lock = FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE)
         with state_write(folder / ".lock"):
             ensure_private_dir(folder, within=self.root)

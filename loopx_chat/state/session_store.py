@@ -19,10 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-import platformdirs
-from filelock import FileLock
+from typing import TYPE_CHECKING, Any
 
 from loopx_chat.errors import StateError
 from loopx_chat.state.private_files import (
@@ -41,6 +38,9 @@ from loopx_chat.state.session_records import (
     validate_session_id,
 )
 
+if TYPE_CHECKING:
+    from filelock import FileLock
+
 STATE_DIR_ENV = "LOOPX_CHAT_STATE_DIR"
 APP_NAME = "loopx-chat"
 SESSION_FILE = "session.json"
@@ -53,6 +53,8 @@ def default_state_dir(environ: Mapping[str, str]) -> Path:
     if value:
         return Path(value).expanduser().resolve(strict=False)
     # Resolved once here: no symlink is ever followed below the root (private_files).
+    import platformdirs  # only when no state dir was named: 11 ms a command start
+
     return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)).resolve(strict=False)
 
 
@@ -136,6 +138,8 @@ class SessionStore:
                     ensure_private_dir(folder, within=self.root)
                 # One instance per session: FileLock counts re-entries on the same instance,
                 # so nested lock() calls in one thread do not deadlock.
+                from filelock import FileLock  # on first write: 35 ms at start
+
                 file_lock = FileLock(
                     str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE, thread_local=False
                 )
