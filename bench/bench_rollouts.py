@@ -10,7 +10,9 @@ CODEX_HOME of rollout files into a temp dir, then in the same run:
   * an incremental rescan after appending one turn to 20 files, by the same scanner (its index
     cached in memory) and by a fresh scanner (index loaded from disk), as % of the full scan
     (target <= 2 %);
-  * peak RSS (VmHWM, or ru_maxrss off Linux) of a child process doing one full scan.
+  * peak RSS (VmHWM, or ru_maxrss off Linux) of a child process doing one full scan;
+  * `loopx-chat codex facts --json` cold and warm vs npm `ccusage` on the same home, with a
+    per-thread token cross-check (`bench/ccusage_rows.py`; `--no-ccusage` skips them).
 
 The record mix follows codex 0.171 rollouts: a session_meta with a 12 KB instruction blob, and
 per turn task_started, world_state, turn_context, the user message, item_completed events,
@@ -37,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.codex.rollouts import RolloutScanner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ccusage_rows import ccusage_rows
 
 _CHUNK = 1 << 20
 _FILES_PER_MB = 4
@@ -383,7 +388,9 @@ def child_scan(home: str, index: str) -> None:
     )
 
 
-def measure(size_mb: int, files: int, repeat: int, tmp: Path) -> dict[str, Any]:
+def measure(
+    size_mb: int, files: int, repeat: int, tmp: Path, *, with_ccusage: bool = True
+) -> dict[str, Any]:
     home = tmp / f"home-{size_mb}-{files}"
     writer = Writer()
     started = time.perf_counter()
@@ -452,6 +459,7 @@ def measure(size_mb: int, files: int, repeat: int, tmp: Path) -> dict[str, Any]:
         f"peak RSS of a full scan in a fresh process: {child['peak_kib'] / 1024:.1f} MiB "
         f"(after imports {child['peak_kib_before'] / 1024:.1f} MiB)"
     )
+    versus = ccusage_rows(home, tmp, append_round, repeat) if with_ccusage else None
     shutil.rmtree(home)
     shutil.rmtree(index.parent)
     (tmp / "child-index.json").unlink(missing_ok=True)
@@ -466,6 +474,7 @@ def measure(size_mb: int, files: int, repeat: int, tmp: Path) -> dict[str, Any]:
         "cold_pct": 100 * cold_s / scan_s,
         "rss_mib": child["peak_kib"] / 1024,
         "rss_base_mib": child["peak_kib_before"] / 1024,
+        "ccusage": versus,
     }
 
 
@@ -476,6 +485,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
         "--files-per-mb", type=int, default=_FILES_PER_MB, help="rollouts per MB of home"
+    )
+    parser.add_argument(
+        "--no-ccusage", action="store_true", help="skip the rows against npm ccusage"
     )
     parser.add_argument("--child-scan", nargs=2, metavar=("HOME", "INDEX"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -499,7 +511,10 @@ def main() -> None:
         if fitting != homes:
             skipped = sorted({size for size, _ in homes} - {size for size, _ in fitting})
             print(f"only {free_mb} MB free in {tmp}: skipping sizes {skipped}")
-        rows = [measure(size, files, args.repeat, tmp) for size, files in fitting]
+        rows = [
+            measure(size, files, args.repeat, tmp, with_ccusage=not args.no_ccusage)
+            for size, files in fitting
+        ]
     print(
         "\n| home | files | read MB/s | scan MB/s | scan/read | line loop MB/s | rescan % "
         "(same / fresh scanner) | peak RSS |"
@@ -512,6 +527,16 @@ def main() -> None:
             f"| {row['warm_pct']:.2f} / "
             f"{row['cold_pct']:.2f} | {row['rss_mib']:.1f} MiB |"
         )
+    versus = [row for row in rows if row["ccusage"]]
+    if versus:
+        print("\n| home | facts cold vs ccusage (CPU) | facts warm vs ccusage | totals agree |")
+        print("|---|---|---|---|")
+        for row in versus:
+            c = row["ccusage"]
+            print(
+                f"| {row['mb']:.0f} MB | {c['cold_ratio']:.2f}x ({c['cold_ms']:.0f} / "
+                f"{c['ccusage_ms']:.0f} ms) | {c['warm_ratio']:.2f}x | {c['agree']} |"
+            )
     print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs; generated data deleted")
 
 
