@@ -5,16 +5,21 @@ These need the codex that `make test` installs; under CI they fail (never skip) 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from loopx_chat.codex.app_server import AppServerProcess, RpcError, child_environment
+from loopx_chat.codex.binary import find_codex
+from loopx_chat.codex.errors_map import is_legacy_catalog_error
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
@@ -74,19 +79,23 @@ def test_turn_lands_under_the_bound_home_never_the_ambient_one(
     assert "hello real codex" not in state_text and "mock reply" not in state_text
 
 
+def _raw_app_server(
+    codex_bin: str, home: Path, tmp_path: Path, env: dict[str, str]
+) -> AppServerProcess:
+    """An app-server of the pinned binary on `home`, spoken to directly (no controller)."""
+    return AppServerProcess.spawn(
+        executable=find_codex(codex_bin, env).path,
+        codex_home=home,
+        work_dir=tmp_path,
+        environ=env,
+        stderr_log=tmp_path / "raw-app-server.log",
+    )
+
+
 def test_initialize_reports_the_pinned_home(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    from loopx_chat.codex.app_server import AppServerProcess
-    from loopx_chat.codex.binary import find_codex
-
-    proc = AppServerProcess.spawn(
-        executable=find_codex(codex_bin, base_env).path,
-        codex_home=bound_home,
-        work_dir=tmp_path,
-        environ=base_env,
-        stderr_log=tmp_path / "stderr.log",
-    )
+    proc = _raw_app_server(codex_bin, bound_home, tmp_path, base_env)
     try:
         result = proc.request(
             "initialize", {"clientInfo": {"name": "loopx_chat", "version": "t"}}, 30
@@ -255,3 +264,55 @@ def test_sigkill_of_app_server_mid_turn_recovers_on_next_submit(
     assert recovered.turn.status == "completed"
     assert recovered.session.upstream_thread_id == record.upstream_thread_id
     assert recovered.session.turn_count == 3
+
+
+def _old_catalog_from_debug_models(codex_bin: str, env: dict[str, str], scratch: Path) -> bytes:
+    """`codex debug models` of the pinned binary with what older catalogs lacked removed."""
+    scratch.mkdir()
+    done = subprocess.run(
+        [str(find_codex(codex_bin, env).path), "debug", "models"],
+        env=child_environment(env, scratch),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    catalog = json.loads(done.stdout)
+    assert catalog["models"], "the pinned codex printed no built-in models"
+    for model in catalog["models"]:
+        model.pop("base_instructions", None)
+        model.pop("model_messages", None)
+    return json.dumps(catalog).encode()
+
+
+def _temp_catalogs() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "loopx-chat-model-catalog-*")))
+
+
+def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    catalog_file = bound_home / "model_catalog.json"  # the one config.toml names
+    catalog_file.write_bytes(_old_catalog_from_debug_models(codex_bin, base_env, tmp_path / "s"))
+    before = catalog_file.read_bytes()
+    temps_before = _temp_catalogs()
+    # The real binary refuses this catalog, in words our table knows.
+    probe = _raw_app_server(codex_bin, bound_home, tmp_path, base_env)
+    try:
+        probe.request("initialize", {"clientInfo": {"name": "t", "version": "t"}}, 30)
+        with pytest.raises(RpcError) as refused:
+            probe.request("thread/start", {"cwd": str(tmp_path)}, 30)
+    finally:
+        probe.close()
+    assert is_legacy_catalog_error(refused.value.message, "thread/start")
+
+    with make_controller(tmp_path / "state", bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        result = c.submit_turn(record.session_id, "hello with an old catalog")
+    assert result.turn.status == "completed", result.turn
+    assert mock.requests, "the retried app-server never reached the model"
+    assert catalog_file.read_bytes() == before
+    assert _temp_catalogs() == temps_before

@@ -252,7 +252,7 @@ class CodexThread:
                 params["developerInstructions"] = developer_instructions
 
         def rejected(exc: RpcError) -> Exception:
-            if not is_legacy_catalog_error(exc.message):
+            if not is_legacy_catalog_error(exc.message, method):
                 return classify_rpc_error(method, exc.message)
             if retry_allowed:
                 return _LegacyCatalog()
