@@ -22,7 +22,7 @@ from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.errors_map import is_legacy_catalog_error
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller, run_in_thread, wait_for
@@ -316,3 +316,71 @@ def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
     assert mock.requests, "the retried app-server never reached the model"
     assert catalog_file.read_bytes() == before
     assert _temp_catalogs() == temps_before
+
+
+def _facts_tokens(state: Path, codex_bin: str, env: dict[str, str], thread_id: str) -> dict:
+    """The thread's token totals as `loopx-chat codex facts` reads them from the rollout."""
+    done = _cli(state, codex_bin, ["codex", "facts", "--json"], env)
+    assert done.returncode == 0, done.stderr
+    tokens = json.loads(done.stdout)["threads"][thread_id]["tokens"]
+    return tokens or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+def test_each_turns_tokens_match_the_rollout_for_completed_failed_and_interrupted_turns(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    store = SessionStore(state)
+
+    def interrupted(c: ChatController, session_id: str) -> TurnResult:
+        asked = len(mock.requests)  # interrupted once the model was asked, not before
+        thread, box = run_in_thread(lambda: c.submit_turn(session_id, "mock:hang"))
+        wait_for(lambda: store.load(session_id).active_turn_id is not None)
+        wait_for(lambda: len(mock.requests) > asked)
+        c.interrupt_turn(session_id)
+        thread.join(timeout=60)
+        result = box.get("result")
+        assert isinstance(result, TurnResult), box
+        return result
+
+    charged: list[tuple[str, dict[str, int]]] = []
+    from_rollout: list[dict[str, int]] = []
+    previous = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+    def check(result: TurnResult, thread_id: str) -> None:
+        nonlocal previous
+        now = _facts_tokens(state, codex_bin, env, thread_id)
+        keys = ("input_tokens", "output_tokens", "total_tokens")
+        charged.append((result.turn.status, {k: getattr(result.turn.tokens, k) for k in keys}))
+        from_rollout.append({k: now[k] - previous[k] for k in keys})
+        previous = now
+
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        sid, tid = record.session_id, record.upstream_thread_id or ""
+        check(c.submit_turn(sid, "first"), tid)
+        check(c.submit_turn(sid, "mock:fail"), tid)
+        check(interrupted(c, sid), tid)
+        check(c.submit_turn(sid, "second"), tid)
+    # A fresh controller resumes the thread (codex reports the old total on resume).
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        check(interrupted(c, sid), tid)
+        check(c.submit_turn(sid, "third"), tid)
+
+    assert [status for status, _ in charged] == [
+        "completed",
+        "failed",
+        "interrupted",
+        "completed",
+        "interrupted",
+        "completed",
+    ]
+    assert [tokens for _, tokens in charged] == from_rollout
+    assert charged[0][1]["total_tokens"] > 0 and charged[3][1]["total_tokens"] > 0
+    # Interrupted and failed turns that never got an answer cost nothing.
+    assert charged[1][1]["total_tokens"] == charged[2][1]["total_tokens"] == 0
