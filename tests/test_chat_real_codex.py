@@ -33,7 +33,7 @@ def _rollouts(home: Path) -> list[Path]:
 
 
 def _cli(
-    state: Path, codex_bin: str, args: list[str], env: dict[str, str]
+    state: Path, codex_bin: str, args: list[str], env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`loopx-chat` in a fresh process, as a user would run it."""
     return subprocess.run(
@@ -48,6 +48,7 @@ def _cli(
             *args,
         ],
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
@@ -384,3 +385,34 @@ def test_each_turns_tokens_match_the_rollout_for_completed_failed_and_interrupte
     assert charged[0][1]["total_tokens"] > 0 and charged[3][1]["total_tokens"] > 0
     # Interrupted and failed turns that never got an answer cost nothing.
     assert charged[1][1]["total_tokens"] == charged[2][1]["total_tokens"] == 0
+
+
+def test_a_one_mib_message_from_stdin_and_from_a_file(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    # Far over what one argv string may hold (MAX_ARG_STRLEN is 128 KiB on Linux).
+    line = "the quick brown fox jumps over the lazy dog. "
+    piped = (line * (((1 << 20) // len(line)) + 1))[: 1 << 20]
+    created = _cli(state, codex_bin, ["chat", "new", "--goal", "g", "--json", "-"], env, piped)
+    assert created.returncode == 0, created.stderr
+    doc = json.loads(created.stdout)
+    assert doc["turn"]["status"] == "completed"
+    assert _user_texts(mock)[-1] == piped
+    from_file = tmp_path / "message.txt"
+    written = "ünïcode " + piped[: (1 << 20) - 20]
+    from_file.write_text(written, encoding="utf-8")
+    sent = _cli(
+        state,
+        codex_bin,
+        ["chat", "send", doc["session_id"], "--json", "--file", str(from_file)],
+        env,
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["turn"]["status"] == "completed"
+    assert _user_texts(mock)[-1] == written
