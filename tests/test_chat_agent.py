@@ -577,3 +577,33 @@ def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the
         settled = c.interrupt_turn(record.session_id)
     assert (settled.turn_id, settled.status) == (orphan.turn_id, "interrupted")
     assert not (tmp_path / "state" / "sessions" / record.session_id / "interrupt.request").exists()
+
+
+def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    import resource
+
+    from loopx_chat.codex.app_server import MAX_LINE_BYTES
+
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with controller(tmp_path, home, fake_codex, "endless_line") as c:
+        with pytest.raises(CodexError) as at_start:
+            c.open_session("g", tmp_path)
+    assert at_start.value.error_code == "app_server_protocol"
+    assert at_start.value.gate is not None
+    (first,) = fake_codex.app_servers()
+    wait_for(lambda: not _alive(first["pid"]))
+    with controller(tmp_path, home, fake_codex, "endless_line_mid_turn") as c:
+        record = c.open_session("g", tmp_path)
+        pid = c.warm_pids()[record.session_id]
+        result = c.submit_turn(record.session_id, "hi")
+        assert c.warm_pids() == {}  # the broken app-server is let go
+        wait_for(lambda: not _alive(pid))
+    assert (result.turn.status, result.turn.error_code) == ("interrupted", "app_server_protocol")
+    assert result.session.active_turn_id is None
+    # Bounded: at most a few copies of one capped line, never the endless stream.
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert peak_after - peak_before < 4 * MAX_LINE_BYTES
+    log = SessionStore(tmp_path / "state").session_dir(record.session_id) / "app-server.stderr.log"
+    assert f"longer than {MAX_LINE_BYTES} bytes" in log.read_text()

@@ -98,7 +98,20 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
     return proc
 
 
+PROTOCOL_GATE = Gate(
+    summary="The Codex app-server broke the JSON-RPC protocol and was stopped.",
+    next_action="Check that --codex-bin / LOOPX_CHAT_CODEX_BIN is a real codex (not a wrapper "
+    "that prints to stdout), then retry; the session resumes in a fresh app-server.",
+)
+
+
 def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
+    if proc.protocol_fault is not None:
+        return CodexError(
+            f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
+            error_code="app_server_protocol",
+            gate=PROTOCOL_GATE,
+        )
     code = proc.wait_exit(2.0)
     return CodexError(
         f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
@@ -351,7 +364,8 @@ class CodexThread:
                 note = self.proc.next_notification(timeout=0.1)
             except ProcessGone:
                 self.active_turn_id = None
-                return TurnOutcome(turn_id, "interrupted", "app_server_exited", usage.charged())
+                code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
+                return TurnOutcome(turn_id, "interrupted", code, usage.charged())
             if note is None:
                 continue
             last_event = time.monotonic()

@@ -484,7 +484,7 @@ class ChatController:
             except CodexError as exc:
                 outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
-                if exc.error_code in ("app_server_exited", "thread_busy"):
+                if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
                     self._warm.drop(session_id)
                 raise
             # Kept in memory until the turn ends: one state write less on the hot path.
@@ -511,7 +511,7 @@ class ChatController:
             with warm.steer_lock:
                 warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
-        if outcome.error_code == "app_server_exited":
+        if outcome.error_code in ("app_server_exited", "app_server_protocol"):
             self._warm.drop(session_id)
         else:
             self._warm.schedule_idle_close(session_id, warm)

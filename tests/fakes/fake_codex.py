@@ -56,6 +56,8 @@ SCENARIOS = frozenset(
         "approval",
         "exit_early",
         "debug_models_fail",
+        "endless_line",
+        "endless_line_mid_turn",
     }
 )
 
@@ -348,7 +350,18 @@ class FakeAppServer:
 
     # ---------------------------------------------------------------- methods
 
+    def endless_line(self) -> NoReturn:
+        """A peer that never ends its line: bytes without a newline until the reader hangs up."""
+        chunk = b"x" * (1 << 20)
+        try:
+            while True:
+                self.out.write(chunk)
+        except (BrokenPipeError, OSError):
+            os._exit(0)
+
     def initialize(self, request_id: RequestId, params: dict[str, Any]) -> None:
+        if self.scenario == "endless_line":
+            self.endless_line()
         if self.initialized:
             raise RpcError("Already initialized")
         client = params.get("clientInfo")
@@ -446,6 +459,8 @@ class FakeAppServer:
         )
         if self.scenario == "hang_turn":
             return  # stays active until turn/interrupt
+        if self.scenario == "endless_line_mid_turn":
+            self.endless_line()
         if self.scenario == "crash_mid_turn":
             item_id = self.start_agent_message(thread_id, turn_id)
             self.delta(thread_id, turn_id, item_id, REPLY_DELTAS[0])
