@@ -607,3 +607,30 @@ def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
     assert peak_after - peak_before < 4 * MAX_LINE_BYTES
     log = SessionStore(tmp_path / "state").session_dir(record.session_id) / "app-server.stderr.log"
     assert f"longer than {MAX_LINE_BYTES} bytes" in log.read_text()
+
+
+def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with controller(tmp_path, home, fake_codex) as c:
+        record = c.open_session("g", work)
+        c.submit_turn(record.session_id, "hi")
+    work.rmdir()
+    state = SessionStore(tmp_path / "state")
+    spawned = len(fake_codex.app_servers())
+    before = {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()}
+    with controller(tmp_path, home, fake_codex) as c:
+        for action in (
+            lambda: c.submit_turn(record.session_id, "again"),
+            lambda: c.resume_session(record.session_id),
+            lambda: c.history(record.session_id),
+        ):
+            with pytest.raises(CodexError) as missing:
+                action()
+            assert missing.value.error_code == "work_dir_missing"
+            assert missing.value.gate is not None
+            assert "chat new --cwd" in missing.value.gate.next_action
+    assert len(fake_codex.app_servers()) == spawned
+    assert {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()} == before
