@@ -26,6 +26,7 @@ from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex, run_in_thread, wait_for
+from tests.fakes.replay import recorded_reply
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def test_garbage_stdout_lines_are_skipped(
         assert warm is not None
         skipped = warm.thread.proc.stats.skipped_lines
     assert result.turn.status == "completed"
-    assert "".join(deltas) == "fake reply"
+    assert "".join(deltas) == recorded_reply()
     assert skipped >= 4  # including the response whose id is a list
     log = (
         SessionStore(tmp_path / "state").session_dir(record.session_id)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex
+from tests.fakes.replay import recorded_reply, recorded_turn_tokens
 
 
 def _invoke(tmp_path: Path, fake: FakeCodex, home: Path, args: list[str], scenario: str = "ok"):  # type: ignore[no-untyped-def]
@@ -32,8 +33,8 @@ def test_chat_new_json_is_one_document(tmp_path: Path, fake_codex: FakeCodex) ->
     doc = json.loads(result.stdout)
     assert doc["ok"] is True and doc["session_id"] and doc["thread_id"]
     assert doc["turn"]["status"] == "completed"
-    assert doc["turn"]["total_tokens"] == 12
-    assert "fake reply" not in result.stdout  # JSON mode does not echo agent text
+    assert doc["turn"]["total_tokens"] == recorded_turn_tokens()
+    assert recorded_reply() not in result.stdout  # JSON mode does not echo agent text
 
 
 def test_chat_send_streams_text_and_retry_is_not_rerun(
@@ -46,7 +47,7 @@ def test_chat_send_streams_text_and_retry_is_not_rerun(
     send = ["chat", "send", sid, "--client-turn-id", "retry-1", "again"]
     first = _invoke(tmp_path, fake_codex, home, send)
     assert first.exit_code == 0, first.output
-    assert first.stdout.strip() == "fake reply"
+    assert first.stdout.strip() == recorded_reply().strip()
     assert "completed" in first.stderr
     second = _invoke(tmp_path, fake_codex, home, send)
     assert second.exit_code == 0
