@@ -69,9 +69,17 @@ def test_recorded_transcripts_match_the_pinned_codex(tmp_path: Path, codex_bin: 
     assert recorded == sorted(p.name for p in fixtures.glob("*.json")), (
         "the scenarios differ; rerun tools/record-codex-transcripts and review the diff"
     )
-    drifted = [name for name in recorded if _shape(tmp_path / name) != _shape(fixtures / name)]
-    assert drifted == [], (
-        f"codex {pinned_version()} no longer says what {drifted} recorded; rerun "
+    drifted: dict[str, list[str]] = {}
+    for name in recorded:
+        (now_client, now_server), (was_client, was_server) = (
+            _shape(tmp_path / name),
+            _shape(fixtures / name),
+        )
+        if (now_client, now_server) != (was_client, was_server):
+            changed = (now_server - was_server) + (was_server - now_server)
+            drifted[name] = [m[:300] for m in changed] or ["(the client side differs)"]
+    assert drifted == {}, (
+        f"codex {pinned_version()} no longer says what these recordings hold; rerun "
         "tools/record-codex-transcripts, review the diff and fix what depends on it"
     )
 
@@ -91,3 +99,21 @@ def test_every_text_the_controller_branches_on_was_recorded_from_the_pinned_code
         if not any(t.matches(t.methods[0] if t.methods else "", e) for e in errors)
     ]
     assert unseen == []
+
+
+def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_still_retries() -> (
+    None
+):
+    from loopx_chat.codex.errors_map import is_legacy_catalog_error, upstream_meaning
+
+    for entry in UPSTREAM_TEXTS:
+        method = entry.methods[0] if entry.methods else "thread/start"
+        assert upstream_meaning(method, entry.example) == entry.meaning, entry.example
+    older = [
+        t
+        for t in UPSTREAM_TEXTS
+        if t.meaning == "legacy_catalog" and t.observed_on != pinned_version()
+    ]
+    assert older and all(is_legacy_catalog_error(t.example) for t in older)
+    # Any other configuration error is not a catalog one (no retry).
+    assert not is_legacy_catalog_error("failed to load configuration: x.toml:1:1: bad")

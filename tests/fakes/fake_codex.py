@@ -370,9 +370,9 @@ class FakeAppServer:
         log_event({"turn_start": True, "steer": active is not None})
         if active is not None:
             # Recorded: a turn/start during an active turn steers it (same turn id).
-            self.play("interrupt", "turn/start", message, nth=1)
+            self.play("steer", "turn/start", message, nth=1)
         elif self.scenario == "hang_turn":
-            self.play("interrupt", "turn/start", message)  # stays active until interrupted
+            self.play("steer", "turn/start", message)  # stays active until interrupted
         elif self.scenario == "endless_line_mid_turn":
             self.play("turn", "turn/start", message, stop_after=_method_is("turn/started"))
             self.endless_line()
