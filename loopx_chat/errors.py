@@ -96,6 +96,7 @@ ERROR_CODES: frozenset[str] = frozenset(
         "request_timeout",
         "agent_unsupported",
         "codex_home_missing",
+        "work_dir_missing",
         "host_unreadable",
         "home_exclusive_hold",
         "home_in_use",

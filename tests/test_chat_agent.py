@@ -26,6 +26,7 @@ from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex, run_in_thread, wait_for
+from tests.fakes.replay import recorded_reply
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def test_garbage_stdout_lines_are_skipped(
         assert warm is not None
         skipped = warm.thread.proc.stats.skipped_lines
     assert result.turn.status == "completed"
-    assert "".join(deltas) == "fake reply"
+    assert "".join(deltas) == recorded_reply()
     assert skipped >= 4  # including the response whose id is a list
     log = (
         SessionStore(tmp_path / "state").session_dir(record.session_id)
@@ -577,3 +578,60 @@ def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the
         settled = c.interrupt_turn(record.session_id)
     assert (settled.turn_id, settled.status) == (orphan.turn_id, "interrupted")
     assert not (tmp_path / "state" / "sessions" / record.session_id / "interrupt.request").exists()
+
+
+def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    import resource
+
+    from loopx_chat.codex.app_server import MAX_LINE_BYTES
+
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    with controller(tmp_path, home, fake_codex, "endless_line") as c:
+        with pytest.raises(CodexError) as at_start:
+            c.open_session("g", tmp_path)
+    assert at_start.value.error_code == "app_server_protocol"
+    assert at_start.value.gate is not None
+    (first,) = fake_codex.app_servers()
+    wait_for(lambda: not _alive(first["pid"]))
+    with controller(tmp_path, home, fake_codex, "endless_line_mid_turn") as c:
+        record = c.open_session("g", tmp_path)
+        pid = c.warm_pids()[record.session_id]
+        result = c.submit_turn(record.session_id, "hi")
+        assert c.warm_pids() == {}  # the broken app-server is let go
+        wait_for(lambda: not _alive(pid))
+    assert (result.turn.status, result.turn.error_code) == ("interrupted", "app_server_protocol")
+    assert result.session.active_turn_id is None
+    # Bounded: at most a few copies of one capped line, never the endless stream.
+    peak_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    assert peak_after - peak_before < 4 * MAX_LINE_BYTES
+    log = SessionStore(tmp_path / "state").session_dir(record.session_id) / "app-server.stderr.log"
+    assert f"longer than {MAX_LINE_BYTES} bytes" in log.read_text()
+
+
+def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
+    tmp_path: Path, home: Path, fake_codex: FakeCodex
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with controller(tmp_path, home, fake_codex) as c:
+        record = c.open_session("g", work)
+        c.submit_turn(record.session_id, "hi")
+    work.rmdir()
+    state = SessionStore(tmp_path / "state")
+    spawned = len(fake_codex.app_servers())
+    before = {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()}
+    with controller(tmp_path, home, fake_codex) as c:
+        for action in (
+            lambda: c.submit_turn(record.session_id, "again"),
+            lambda: c.resume_session(record.session_id),
+            lambda: c.history(record.session_id),
+        ):
+            with pytest.raises(CodexError) as missing:
+                action()
+            assert missing.value.error_code == "work_dir_missing"
+            assert missing.value.gate is not None
+            assert "chat new --cwd" in missing.value.gate.next_action
+    assert len(fake_codex.app_servers()) == spawned
+    assert {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()} == before

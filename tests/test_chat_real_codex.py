@@ -5,19 +5,24 @@ These need the codex that `make test` installs; under CI they fail (never skip) 
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
+from loopx_chat.codex.app_server import AppServerProcess, RpcError, child_environment
+from loopx_chat.codex.binary import find_codex
+from loopx_chat.codex.errors_map import is_legacy_catalog_error
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.thread import Timeouts
-from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller, run_in_thread, wait_for
@@ -28,7 +33,7 @@ def _rollouts(home: Path) -> list[Path]:
 
 
 def _cli(
-    state: Path, codex_bin: str, args: list[str], env: dict[str, str]
+    state: Path, codex_bin: str, args: list[str], env: dict[str, str], stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`loopx-chat` in a fresh process, as a user would run it."""
     return subprocess.run(
@@ -43,6 +48,7 @@ def _cli(
             *args,
         ],
         env=env,
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=120,
@@ -74,19 +80,23 @@ def test_turn_lands_under_the_bound_home_never_the_ambient_one(
     assert "hello real codex" not in state_text and "mock reply" not in state_text
 
 
+def _raw_app_server(
+    codex_bin: str, home: Path, tmp_path: Path, env: dict[str, str]
+) -> AppServerProcess:
+    """An app-server of the pinned binary on `home`, spoken to directly (no controller)."""
+    return AppServerProcess.spawn(
+        executable=find_codex(codex_bin, env).path,
+        codex_home=home,
+        work_dir=tmp_path,
+        environ=env,
+        stderr_log=tmp_path / "raw-app-server.log",
+    )
+
+
 def test_initialize_reports_the_pinned_home(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    from loopx_chat.codex.app_server import AppServerProcess
-    from loopx_chat.codex.binary import find_codex
-
-    proc = AppServerProcess.spawn(
-        executable=find_codex(codex_bin, base_env).path,
-        codex_home=bound_home,
-        work_dir=tmp_path,
-        environ=base_env,
-        stderr_log=tmp_path / "stderr.log",
-    )
+    proc = _raw_app_server(codex_bin, bound_home, tmp_path, base_env)
     try:
         result = proc.request(
             "initialize", {"clientInfo": {"name": "loopx_chat", "version": "t"}}, 30
@@ -255,3 +265,154 @@ def test_sigkill_of_app_server_mid_turn_recovers_on_next_submit(
     assert recovered.turn.status == "completed"
     assert recovered.session.upstream_thread_id == record.upstream_thread_id
     assert recovered.session.turn_count == 3
+
+
+def _old_catalog_from_debug_models(codex_bin: str, env: dict[str, str], scratch: Path) -> bytes:
+    """`codex debug models` of the pinned binary with what older catalogs lacked removed."""
+    scratch.mkdir()
+    done = subprocess.run(
+        [str(find_codex(codex_bin, env).path), "debug", "models"],
+        env=child_environment(env, scratch),
+        capture_output=True,
+        timeout=60,
+        check=True,
+    )
+    catalog = json.loads(done.stdout)
+    assert catalog["models"], "the pinned codex printed no built-in models"
+    for model in catalog["models"]:
+        model.pop("base_instructions", None)
+        model.pop("model_messages", None)
+    return json.dumps(catalog).encode()
+
+
+def _temp_catalogs() -> set[str]:
+    return set(glob.glob(os.path.join(tempfile.gettempdir(), "loopx-chat-model-catalog-*")))
+
+
+def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    catalog_file = bound_home / "model_catalog.json"  # the one config.toml names
+    catalog_file.write_bytes(_old_catalog_from_debug_models(codex_bin, base_env, tmp_path / "s"))
+    before = catalog_file.read_bytes()
+    temps_before = _temp_catalogs()
+    # The real binary refuses this catalog, in words our table knows.
+    probe = _raw_app_server(codex_bin, bound_home, tmp_path, base_env)
+    try:
+        probe.request("initialize", {"clientInfo": {"name": "t", "version": "t"}}, 30)
+        with pytest.raises(RpcError) as refused:
+            probe.request("thread/start", {"cwd": str(tmp_path)}, 30)
+    finally:
+        probe.close()
+    assert is_legacy_catalog_error(refused.value.message, "thread/start")
+
+    with make_controller(tmp_path / "state", bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        result = c.submit_turn(record.session_id, "hello with an old catalog")
+    assert result.turn.status == "completed", result.turn
+    assert mock.requests, "the retried app-server never reached the model"
+    assert catalog_file.read_bytes() == before
+    assert _temp_catalogs() == temps_before
+
+
+def _facts_tokens(state: Path, codex_bin: str, env: dict[str, str], thread_id: str) -> dict:
+    """The thread's token totals as `loopx-chat codex facts` reads them from the rollout."""
+    done = _cli(state, codex_bin, ["codex", "facts", "--json"], env)
+    assert done.returncode == 0, done.stderr
+    tokens = json.loads(done.stdout)["threads"][thread_id]["tokens"]
+    return tokens or {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+
+def test_each_turns_tokens_match_the_rollout_for_completed_failed_and_interrupted_turns(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    store = SessionStore(state)
+
+    def interrupted(c: ChatController, session_id: str) -> TurnResult:
+        asked = len(mock.requests)  # interrupted once the model was asked, not before
+        thread, box = run_in_thread(lambda: c.submit_turn(session_id, "mock:hang"))
+        wait_for(lambda: store.load(session_id).active_turn_id is not None)
+        wait_for(lambda: len(mock.requests) > asked)
+        c.interrupt_turn(session_id)
+        thread.join(timeout=60)
+        result = box.get("result")
+        assert isinstance(result, TurnResult), box
+        return result
+
+    charged: list[tuple[str, dict[str, int]]] = []
+    from_rollout: list[dict[str, int]] = []
+    previous = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+
+    def check(result: TurnResult, thread_id: str) -> None:
+        nonlocal previous
+        now = _facts_tokens(state, codex_bin, env, thread_id)
+        keys = ("input_tokens", "output_tokens", "total_tokens")
+        charged.append((result.turn.status, {k: getattr(result.turn.tokens, k) for k in keys}))
+        from_rollout.append({k: now[k] - previous[k] for k in keys})
+        previous = now
+
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        record = c.open_session("g", tmp_path)
+        sid, tid = record.session_id, record.upstream_thread_id or ""
+        check(c.submit_turn(sid, "first"), tid)
+        check(c.submit_turn(sid, "mock:fail"), tid)
+        check(interrupted(c, sid), tid)
+        check(c.submit_turn(sid, "second"), tid)
+    # A fresh controller resumes the thread (codex reports the old total on resume).
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        check(interrupted(c, sid), tid)
+        check(c.submit_turn(sid, "third"), tid)
+
+    assert [status for status, _ in charged] == [
+        "completed",
+        "failed",
+        "interrupted",
+        "completed",
+        "interrupted",
+        "completed",
+    ]
+    assert [tokens for _, tokens in charged] == from_rollout
+    assert charged[0][1]["total_tokens"] > 0 and charged[3][1]["total_tokens"] > 0
+    # Interrupted and failed turns that never got an answer cost nothing.
+    assert charged[1][1]["total_tokens"] == charged[2][1]["total_tokens"] == 0
+
+
+def test_a_one_mib_message_from_stdin_and_from_a_file(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    # Far over what one argv string may hold (MAX_ARG_STRLEN is 128 KiB on Linux).
+    line = "the quick brown fox jumps over the lazy dog. "
+    piped = (line * (((1 << 20) // len(line)) + 1))[: 1 << 20]
+    created = _cli(state, codex_bin, ["chat", "new", "--goal", "g", "--json", "-"], env, piped)
+    assert created.returncode == 0, created.stderr
+    doc = json.loads(created.stdout)
+    assert doc["turn"]["status"] == "completed"
+    assert _user_texts(mock)[-1] == piped
+    from_file = tmp_path / "message.txt"
+    written = "ünïcode " + piped[: (1 << 20) - 20]
+    from_file.write_text(written, encoding="utf-8")
+    sent = _cli(
+        state,
+        codex_bin,
+        ["chat", "send", doc["session_id"], "--json", "--file", str(from_file)],
+        env,
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert json.loads(sent.stdout)["turn"]["status"] == "completed"
+    assert _user_texts(mock)[-1] == written

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex
+from tests.fakes.replay import recorded_reply, recorded_turn_tokens
 
 
 def _invoke(tmp_path: Path, fake: FakeCodex, home: Path, args: list[str], scenario: str = "ok"):  # type: ignore[no-untyped-def]
@@ -32,8 +33,8 @@ def test_chat_new_json_is_one_document(tmp_path: Path, fake_codex: FakeCodex) ->
     doc = json.loads(result.stdout)
     assert doc["ok"] is True and doc["session_id"] and doc["thread_id"]
     assert doc["turn"]["status"] == "completed"
-    assert doc["turn"]["total_tokens"] == 12
-    assert "fake reply" not in result.stdout  # JSON mode does not echo agent text
+    assert doc["turn"]["total_tokens"] == recorded_turn_tokens()
+    assert recorded_reply() not in result.stdout  # JSON mode does not echo agent text
 
 
 def test_chat_send_streams_text_and_retry_is_not_rerun(
@@ -46,7 +47,7 @@ def test_chat_send_streams_text_and_retry_is_not_rerun(
     send = ["chat", "send", sid, "--client-turn-id", "retry-1", "again"]
     first = _invoke(tmp_path, fake_codex, home, send)
     assert first.exit_code == 0, first.output
-    assert first.stdout.strip() == "fake reply"
+    assert first.stdout.strip() == recorded_reply().strip()
     assert "completed" in first.stderr
     second = _invoke(tmp_path, fake_codex, home, send)
     assert second.exit_code == 0
@@ -134,3 +135,56 @@ def test_sigterm_mid_turn_records_interrupted_and_leaves_no_app_server(
     assert session.active_turn_id is None and session.status == "ready"
     _gone, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+def _state_files(state: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} if state.exists() else {}
+
+
+def test_an_empty_or_unreadable_message_runs_nothing(tmp_path: Path, fake_codex: FakeCodex) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    created = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--json", "hi"])
+    sid = json.loads(created.stdout)["session_id"]
+    spawned = len(fake_codex.app_servers())
+    before = _state_files(tmp_path / "state")
+    latin1 = tmp_path / "latin1.txt"
+    latin1.write_bytes("caf\xe9".encode("latin-1"))
+    blank = tmp_path / "blank.txt"
+    blank.write_text(" \n\t\n")
+    cases: list[tuple[list[str], str | None]] = []
+    for verb in (["chat", "new", "--goal", "g2"], ["chat", "send", sid]):
+        cases += [
+            ([*verb, ""], None),
+            ([*verb, "   \n\t"], None),
+            ([*verb, "-"], "  \n"),
+            ([*verb, "--file", str(blank)], None),
+            ([*verb, "--file", str(latin1)], None),
+            ([*verb, "--file", str(tmp_path / "missing.txt")], None),
+            ([*verb, "--file", str(blank), "also text"], None),
+            (verb, None),
+        ]
+    for args, stdin in cases:
+        env = {"LOOPX_CHAT_CODEX_HOME": str(home), **fake_codex.env()}
+        base = ["--state-dir", str(tmp_path / "state"), "--codex-bin", str(fake_codex.bin)]
+        result = CliRunner().invoke(main, [*base, *args, "--json"], env=env, input=stdin)
+        assert result.exit_code == 1, (args, result.output)
+        assert json.loads(result.stdout)["error_code"] == "usage_error", args
+        assert "Traceback" not in result.output
+    assert len(fake_codex.app_servers()) == spawned  # nothing was started for any of them
+    assert _state_files(tmp_path / "state") == before
+
+
+def test_a_message_over_the_stated_limit_is_refused(tmp_path: Path, fake_codex: FakeCodex) -> None:
+    from loopx_chat.cli.chat_cmd import MESSAGE_LIMIT_BYTES
+
+    home = tmp_path / "home"
+    home.mkdir()
+    big = tmp_path / "big.txt"
+    big.write_bytes(b"x" * (MESSAGE_LIMIT_BYTES + 1))
+    result = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--file", str(big)])
+    assert result.exit_code == 1
+    assert "usage_error" in result.stderr and f"{MESSAGE_LIMIT_BYTES >> 20} MiB" in result.stderr
+    assert fake_codex.app_servers() == []
+    help_text = CliRunner().invoke(main, ["chat", "send", "--help"]).output
+    assert f"at most {MESSAGE_LIMIT_BYTES >> 20} MiB" in " ".join(help_text.split())

@@ -6,15 +6,87 @@ Human mode streams the agent's text to stdout as it arrives, with status lines o
 
 from __future__ import annotations
 
+import functools
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
+from loopx_chat.errors import UsageError
 from loopx_chat.state.session_records import TurnRecord
+
+# A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
+# --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
+MESSAGE_LIMIT_BYTES = 8 << 20
+
+
+def _read_limited(read: Callable[[int], bytes], source: str) -> str:
+    data = read(MESSAGE_LIMIT_BYTES + 1)
+    if len(data) > MESSAGE_LIMIT_BYTES:
+        raise UsageError(
+            f"the message from {source} is larger than {MESSAGE_LIMIT_BYTES >> 20} MiB; "
+            "send a shorter one",
+            error_code="usage_error",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"the message from {source} is not UTF-8 text; convert it and send it again",
+            error_code="usage_error",
+        ) from None
+
+
+def message_text(message: str | None, file: Path | None) -> str:
+    """The turn's text from MESSAGE, `-` (stdin) or --file; refused when empty or too big."""
+    if (message is None) == (file is None):
+        raise UsageError(
+            "give the message as MESSAGE, as `-` to read stdin, or with --file PATH (one of them)",
+            error_code="usage_error",
+        )
+    if file is not None:
+        try:
+            with file.open("rb") as handle:
+                text = _read_limited(handle.read, "--file")
+        except OSError as exc:
+            raise UsageError(
+                f"cannot read --file {file}: {exc.strerror or type(exc).__name__}",
+                error_code="usage_error",
+            ) from None
+    elif message == "-":
+        text = _read_limited(sys.stdin.buffer.read, "stdin")
+    else:
+        text = message or ""
+    if not text.strip():
+        # A billed turn with nothing to say is never what was meant.
+        raise UsageError(
+            "the message is empty; nothing was sent. Give the text to send",
+            error_code="usage_error",
+        )
+    return text
+
+
+def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`[MESSAGE]` and `--file PATH`, turned into one `message: str` before the command runs."""
+
+    @click.option(
+        "--file",
+        "message_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        default=None,
+        help=f"Read the message from this UTF-8 file (at most {MESSAGE_LIMIT_BYTES >> 20} MiB).",
+    )
+    @click.argument("message", required=False)
+    @functools.wraps(func)
+    def wrapper(*args: Any, message: str | None, message_file: Path | None, **kwargs: Any) -> Any:
+        return func(*args, message=(message, message_file), **kwargs)
+
+    return wrapper
 
 
 def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
@@ -90,7 +162,7 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
 @click.option("--cwd", "work_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
 @click.option("--client-turn-id", default=None)
 @json_option
-@click.argument("message")
+@message_input
 @click.pass_context
 @renders_errors
 def chat_new(
@@ -99,10 +171,15 @@ def chat_new(
     work_dir: Path | None,
     client_turn_id: str | None,
     as_json: bool,
-    message: str,
+    message: tuple[str | None, Path | None],
 ) -> None:
-    """Open a session for GOAL and run its first turn with MESSAGE."""
+    """Open a session for GOAL and run its first turn with MESSAGE.
+
+    MESSAGE is the text itself, or `-` to read it from stdin; --file PATH reads it from a
+    UTF-8 file instead (at most 8 MiB either way, and not empty).
+    """
     cli: CliContext = ctx.obj
+    text = message_text(*message)  # before anything is opened or spawned
     with command_controller(ctx) as controller:
         record = controller.open_session(goal_id, work_dir or cli.cwd)
         if not as_json:
@@ -110,22 +187,31 @@ def chat_new(
                 f"[loopx-chat] session {record.session_id} on thread {record.upstream_thread_id}",
                 err=True,
             )
-        _submit(controller, record.session_id, message, client_turn_id, as_json)
+        _submit(controller, record.session_id, text, client_turn_id, as_json)
 
 
 @chat.command("send")
 @click.argument("session_id")
 @click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
 @json_option
-@click.argument("message")
+@message_input
 @click.pass_context
 @renders_errors
 def chat_send(
-    ctx: click.Context, session_id: str, client_turn_id: str | None, as_json: bool, message: str
+    ctx: click.Context,
+    session_id: str,
+    client_turn_id: str | None,
+    as_json: bool,
+    message: tuple[str | None, Path | None],
 ) -> None:
-    """Submit MESSAGE as the next turn of SESSION_ID (resuming its thread if needed)."""
+    """Submit MESSAGE as the next turn of SESSION_ID (resuming its thread if needed).
+
+    MESSAGE is the text itself, or `-` to read it from stdin; --file PATH reads it from a
+    UTF-8 file instead (at most 8 MiB either way, and not empty).
+    """
+    text = message_text(*message)  # before anything is resumed or spawned
     with command_controller(ctx) as controller:
-        _submit(controller, session_id, message, client_turn_id, as_json)
+        _submit(controller, session_id, text, client_turn_id, as_json)
 
 
 @chat.command("resume")

@@ -7,7 +7,8 @@ SIGTERM, then SIGKILL of the whole group).
 
 It never mutates the parent environment, never interprets turn content, and never writes
 stdout payloads anywhere: a line that is not JSON is counted and noted in the log by size
-only, then skipped.
+only, then skipped. It never holds more than `MAX_LINE_BYTES` of one stdout line: a longer
+line is a protocol violation that ends the app-server (`protocol_fault`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ from loopx_chat.errors import CodexError, Gate
 from loopx_chat.state.private_files import open_private_append, state_write
 
 STDERR_LOG_CAP_BYTES = 1 << 20
+# The longest stdout line we read. Far above any message codex 0.171.0 sends for a turn (our
+# own messages are at most 8 MiB); a peer past it (one that never sends a newline) is ended
+# rather than allowed to grow this process until MemoryError.
+MAX_LINE_BYTES = 64 << 20
 
 START_GATE = Gate(
     summary="Codex app-server could not start for loopx-chat.",
@@ -149,6 +154,8 @@ class AppServerProcess:
         self._pending_lock = threading.Lock()
         self.notifications: queue.Queue[Notification | None] = queue.Queue()
         self.closed = threading.Event()
+        # Set (before `closed`) when the app-server broke the protocol and we ended it.
+        self.protocol_fault: str | None = None
         if proc.stdin is not None:
             os.set_blocking(proc.stdin.fileno(), False)  # see `_send`
         self._reader = threading.Thread(target=self._read_stdout, daemon=True)
@@ -284,7 +291,10 @@ class AppServerProcess:
         stream = self.proc.stdout
         assert stream is not None
         try:
-            for raw in stream:
+            while raw := stream.readline(MAX_LINE_BYTES + 1):
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    self._end_for_protocol(f"a stdout line longer than {MAX_LINE_BYTES} bytes")
+                    break
                 self._dispatch(raw)
         except (OSError, ValueError):
             pass
@@ -296,6 +306,11 @@ class AppServerProcess:
                 with contextlib.suppress(queue.Full):
                     slot.put_nowait({"_gone": True})
             self.notifications.put(None)
+
+    def _end_for_protocol(self, what: str) -> None:
+        self.protocol_fault = what
+        self._log.note(f"ended the app-server: {what}")
+        self._signal_group(signal.SIGKILL)
 
     def _dispatch(self, raw: bytes) -> None:
         try:

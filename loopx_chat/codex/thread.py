@@ -98,7 +98,20 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
     return proc
 
 
+PROTOCOL_GATE = Gate(
+    summary="The Codex app-server broke the JSON-RPC protocol and was stopped.",
+    next_action="Check that --codex-bin / LOOPX_CHAT_CODEX_BIN is a real codex (not a wrapper "
+    "that prints to stdout), then retry; the session resumes in a fresh app-server.",
+)
+
+
 def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
+    if proc.protocol_fault is not None:
+        return CodexError(
+            f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
+            error_code="app_server_protocol",
+            gate=PROTOCOL_GATE,
+        )
     code = proc.wait_exit(2.0)
     return CodexError(
         f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
@@ -121,6 +134,9 @@ class CodexThread:
         self.timeouts = timeouts
         self.log_path = log_path
         self.active_turn_id: str | None = None
+        # The thread's cumulative usage as codex last reported it (a resume reports it too):
+        # a turn is charged the growth of this total, never another turn's `last` figure.
+        self.usage_total: TokenCounts | None = None
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
@@ -252,7 +268,7 @@ class CodexThread:
                 params["developerInstructions"] = developer_instructions
 
         def rejected(exc: RpcError) -> Exception:
-            if not is_legacy_catalog_error(exc.message):
+            if not is_legacy_catalog_error(exc.message, method):
                 return classify_rpc_error(method, exc.message)
             if retry_allowed:
                 return _LegacyCatalog()
@@ -315,8 +331,13 @@ class CodexThread:
         on_delta: Callable[[str], None] | None = None,
         should_interrupt: Callable[[], bool] = lambda: False,
     ) -> TurnOutcome:
-        """Consume notifications until `turn_id` completes, a timeout fires or the process dies."""
-        tokens = TokenCounts()
+        """Consume notifications until `turn_id` completes, a timeout fires or the process dies.
+
+        The turn's tokens are the thread total at its end minus the total before it: codex
+        repeats the previous total (and the previous turn's `last`) for a turn that is
+        interrupted or fails before the model answers, and that must cost nothing.
+        """
+        usage = _TurnUsage(self.usage_total)
         started = last_event = time.monotonic()
         interrupt_sent_for: str | None = None
         settle_deadline: float | None = None
@@ -337,43 +358,49 @@ class CodexThread:
             elif settle_deadline is not None and now > settle_deadline:
                 # The server never confirmed the interrupt: treat the turn as over.
                 return self._finish(
-                    turn_id, "interrupted", _timeout_code(interrupt_sent_for), tokens
+                    turn_id, "interrupted", _timeout_code(interrupt_sent_for), usage
                 )
             try:
                 note = self.proc.next_notification(timeout=0.1)
             except ProcessGone:
                 self.active_turn_id = None
-                return TurnOutcome(turn_id, "interrupted", "app_server_exited", tokens)
+                code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
+                return TurnOutcome(turn_id, "interrupted", code, usage.charged())
             if note is None:
                 continue
             last_event = time.monotonic()
             params = note.params
+            if note.method == "thread/tokenUsage/updated" and params.get("threadId") in (
+                None,
+                self.thread_id,
+            ):
+                usage.see(_usage_total(params.get("tokenUsage")), params.get("turnId") == turn_id)
+                self.usage_total = usage.latest
+                continue
             if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
                 continue
             if note.method == "item/agentMessage/delta":
                 delta = params.get("delta")
                 if on_delta is not None and isinstance(delta, str):
                     on_delta(delta)
-            elif note.method == "thread/tokenUsage/updated":
-                tokens = _add_tokens(tokens, params.get("tokenUsage"))
             elif note.method == "turn/completed":
                 turn = params.get("turn")
                 if not isinstance(turn, dict) or turn.get("id") != turn_id:
                     continue
                 status = turn.get("status")
                 if status == "completed":
-                    return self._finish(turn_id, "completed", None, tokens)
+                    return self._finish(turn_id, "completed", None, usage)
                 if status == "interrupted":
                     code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, "interrupted", code, tokens)
-                return self._finish(turn_id, "failed", "turn_failed", tokens)
+                    return self._finish(turn_id, "interrupted", code, usage)
+                return self._finish(turn_id, "failed", "turn_failed", usage)
 
     def _finish(
-        self, turn_id: str, status: str, code: str | None, tokens: TokenCounts
+        self, turn_id: str, status: str, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
         if self.active_turn_id == turn_id:
             self.active_turn_id = None
-        return TurnOutcome(turn_id, status, code, tokens)
+        return TurnOutcome(turn_id, status, code, usage.charged())
 
     def abandon_turn(self, turn_id: str) -> None:
         """Interrupt a turn nobody will wait for, and stop counting it as the active one."""
@@ -470,20 +497,49 @@ def _timeout_code(reason: str | None) -> str | None:
     return reason if reason in ("idle_timeout", "hard_timeout") else None
 
 
-def _add_tokens(total: TokenCounts, usage: object) -> TokenCounts:
-    last = usage.get("last") if isinstance(usage, dict) else None
-    if not isinstance(last, dict):
-        return total
+def _usage_total(usage: object) -> TokenCounts | None:
+    """The cumulative `total` of a `thread/tokenUsage/updated` payload, or None."""
+    total = usage.get("total") if isinstance(usage, dict) else None
+    if not isinstance(total, dict):
+        return None
 
     def num(key: str) -> int:
-        value = last.get(key)
-        return value if isinstance(value, int) else 0
+        value = total.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
     return TokenCounts(
-        input_tokens=total.input_tokens + num("inputTokens"),
-        output_tokens=total.output_tokens + num("outputTokens"),
-        total_tokens=total.total_tokens + num("totalTokens"),
+        input_tokens=num("inputTokens"),
+        output_tokens=num("outputTokens"),
+        total_tokens=num("totalTokens"),
     )
+
+
+class _TurnUsage:
+    """One turn's tokens: the thread total it ended on minus the total it started from."""
+
+    def __init__(self, before: TokenCounts | None) -> None:
+        self.before = before or TokenCounts()
+        self.latest: TokenCounts | None = before
+        self.end: TokenCounts | None = None
+
+    def see(self, total: TokenCounts | None, ours: bool) -> None:
+        if total is None:
+            return
+        self.latest = total
+        if ours:
+            self.end = total
+        elif self.end is None:
+            # A report for an earlier turn (a resume repeats the thread's total): the baseline.
+            self.before = total
+
+    def charged(self) -> TokenCounts:
+        if self.end is None:
+            return TokenCounts()
+        return TokenCounts(
+            input_tokens=max(0, self.end.input_tokens - self.before.input_tokens),
+            output_tokens=max(0, self.end.output_tokens - self.before.output_tokens),
+            total_tokens=max(0, self.end.total_tokens - self.before.total_tokens),
+        )
 
 
 def _render_turn(turn: Mapping[str, Any]) -> dict[str, Any]:

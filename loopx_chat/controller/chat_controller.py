@@ -76,6 +76,12 @@ MISSING_HOME_GATE = Gate(
     "an existing Codex home.",
 )
 
+WORK_DIR_GATE = Gate(
+    summary="This session's work folder no longer exists.",
+    next_action="Restore the folder (or recreate it at the same path) and send again, or start "
+    "a new session in another folder with `loopx-chat chat new --cwd DIR`.",
+)
+
 
 @dataclass(frozen=True)
 class ControllerConfig:
@@ -226,6 +232,13 @@ class ChatController:
     def _spawn(self, session_id: str, work_dir: Path, open_host: Callable[[HostLaunch], _H]) -> _H:
         """Start an app-server of the bound home for `session_id` and register it."""
         self._ensure_home_exists()
+        if not work_dir.is_dir():
+            # Before any spawn: codex would fail to start in it, which reads like a broken install.
+            raise CodexError(
+                f"the session's work folder {work_dir} does not exist any more",
+                error_code="work_dir_missing",
+                gate=WORK_DIR_GATE,
+            )
         executable = self._binary_path()
         # Only now, with a home and a codex to run, does this controller do real work.
         self.record_start()
@@ -372,7 +385,12 @@ class ChatController:
         )
 
     def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
-        if exc.error_code in ("thread_busy", "host_tool_unavailable", "codex_home_missing"):
+        if exc.error_code in (
+            "thread_busy",
+            "host_tool_unavailable",
+            "codex_home_missing",
+            "work_dir_missing",
+        ):
             return  # nothing about the session itself changed
         if exc.error_code == "resume_failed":
             self.store.update(
@@ -484,7 +502,7 @@ class ChatController:
             except CodexError as exc:
                 outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
-                if exc.error_code in ("app_server_exited", "thread_busy"):
+                if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
                     self._warm.drop(session_id)
                 raise
             # Kept in memory until the turn ends: one state write less on the hot path.
@@ -511,7 +529,7 @@ class ChatController:
             with warm.steer_lock:
                 warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
-        if outcome.error_code == "app_server_exited":
+        if outcome.error_code in ("app_server_exited", "app_server_protocol"):
             self._warm.drop(session_id)
         else:
             self._warm.schedule_idle_close(session_id, warm)

@@ -1,40 +1,38 @@
 #!/usr/bin/env python3
-"""Test-only fake of the `codex` binary, for faults the real codex 0.171.0 cannot show on demand.
+"""Test-only fake of the `codex` binary, for faults the real codex cannot show on demand.
 
 What this script owns:
-  * ``codex app-server [-c k=v ...] [--listen stdio://]``: newline-delimited JSON-RPC on stdio,
-    framed exactly like the real server (no "jsonrpc" key; ``{"id":N,"result":...}``,
-    ``{"id":N,"error":{"code":-32600,"message":...}}``, ``{"method":...,"params":...}``), with the
-    methods a chat controller uses: initialize, thread/start, thread/resume, thread/read,
-    turn/start, turn/interrupt.
-  * ``codex debug models``: a tiny JSON model catalog.
+  * ``codex app-server [-c k=v ...] [--listen stdio://]``: newline-delimited JSON-RPC on stdio
+    that replays transcripts recorded from the pinned real codex
+    (tests/fixtures/codex-transcripts/<version>/, written by tools/record-codex-transcripts), in
+    the order the client asks for them.
+  * ``codex debug models``: the built-in catalog entry the real binary printed when recorded.
   * Fault injection, chosen by env ``FAKE_CODEX_SCENARIO`` (default ``ok``; see `SCENARIOS`), plus
-    ``FAKE_CODEX_DEBUG_MODELS=fail|badjson`` for ``debug models``.
+    ``FAKE_CODEX_DEBUG_MODELS=fail|badjson`` for ``debug models``: the faults (a deaf process,
+    garbage or an endless line on stdout, a crash at a precise moment, a slow start) are code;
+    every message codex would send comes from a recording.
   * An invocation log: every run appends ``{"argv","codex_home","cwd","pid"}`` as one JSON line to
     the file named by env ``FAKE_CODEX_LOG``, and later lines for approval decisions and
     ``debug models`` runs, so a test can assert how the controller spawned and answered it.
 
 What it must never do:
   * talk to the network, start real tools or touch files other than the FAKE_CODEX_LOG file;
-  * be shipped in the package or used outside tests: the real binary is the reference, this only
-    reproduces message shapes and error texts recorded from it (codex-app-server.md §1-§3, §7).
+  * write message text of its own: behaviour that depends on what codex says is tested on the
+    real binary (tests/README.md); this replays it only around injected faults.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import secrets
 import sys
 import time
-import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-VERSION = "0.171.0"
-FAKE_MODEL = "mock-model"
-INVALID_REQUEST = -32600
+from replay import Replayer, load, pinned_version  # beside this script
 
 SCENARIOS = frozenset(
     {
@@ -56,35 +54,14 @@ SCENARIOS = frozenset(
         "approval",
         "exit_early",
         "debug_models_fail",
+        "endless_line",
+        "endless_line_mid_turn",
     }
 )
 
-# Error texts as the real binary prints them; controllers classify errors by message prefix.
-CATALOG_LEGACY_ERROR = (
-    "failed to load configuration: failed to parse model_catalog_json path `/x/catalog.json` "
-    "as JSON: missing field `base_instructions` at line 1 column 2"
-)
-CONFIG_INVALID_ERROR = (
-    "failed to load configuration: /x/config.toml:27:6: key with no value, expected `=`"
-)
-THREAD_START_ERROR = "thread/start exploded: unrelated failure"
-EXIT_EARLY_ERROR = 'Error: CODEX_HOME points to "/x", but that path does not exist'
-INVALID_CONFIG_WARNING = "Invalid configuration; using defaults."
 NO_SUCH_THREAD = "no-such-thread"
 MISMATCHED_HOME = "/somewhere/else"
 CRASH_EXIT_CODE = 137
-
-DEBUG_MODELS_CATALOG: dict[str, Any] = {
-    "models": [{"slug": "fake-model", "display_name": "Fake", "base_instructions": "You are fake."}]
-}
-
-TOKEN_USAGE: dict[str, int] = {
-    "totalTokens": 12,
-    "inputTokens": 10,
-    "outputTokens": 2,
-    "cachedInputTokens": 0,
-    "reasoningOutputTokens": 0,
-}
 
 # Lines the `garbage` scenario writes before every message: a real server never does this, but a
 # stray log line on stdout (e.g. from a wrapper) must not break the client's reader.
@@ -95,20 +72,7 @@ GARBAGE_LINES = (
     b'{"id":[1],"result":{}}\n',  # an unhashable id must not take the reader down
 )
 
-REPLY_DELTAS = ("fake ", "reply")
-
-KNOWN_METHODS = (
-    "initialize",
-    "thread/start",
-    "thread/resume",
-    "thread/read",
-    "turn/start",
-    "turn/interrupt",
-)
-
-# JSON-RPC ids are echoed back as given; the real server accepts ints and strings.
-RequestId = int | str
-
+# Argument errors are clap's wording, for argv this fake does not understand (a test bug).
 USAGE = "Usage: codex app-server [OPTIONS] [COMMAND]"
 
 
@@ -126,23 +90,6 @@ def log_event(entry: dict[str, Any]) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
-
-
-def codex_home() -> str:
-    """CODEX_HOME as given; the real binary falls back to ~/.codex when it is unset."""
-    home = os.environ.get("CODEX_HOME")
-    return home if home is not None else str(Path.home() / ".codex")
-
-
-def uuid7() -> str:
-    """A UUIDv7 string, like the real server's thread and turn ids (time-ordered)."""
-    millis = time.time_ns() // 1_000_000
-    value = (millis & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= secrets.randbits(12) << 64
-    value |= 0b10 << 62
-    value |= secrets.randbits(62)
-    return str(uuid.UUID(int=value))
 
 
 def die(message: str, code: int) -> NoReturn:
@@ -236,8 +183,8 @@ def catalog_override_is_usable(overrides: list[str]) -> bool:
 # ---------------------------------------------------------------------------- app-server
 
 
-class RpcError(Exception):
-    """A request that must be answered with a JSON-RPC error carrying this message."""
+def _method_is(method: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda message: message.get("method") == method
 
 
 @dataclass
@@ -248,7 +195,10 @@ class PendingApproval:
 
 
 class FakeAppServer:
-    """The JSON-RPC loop; single-threaded because every scenario is driven by client input."""
+    """Replays recorded exchanges in the order the client asks; faults are the only code here.
+
+    Single-threaded because every scenario is driven by client input.
+    """
 
     def __init__(self, scenario: str, overrides: list[str]) -> None:
         self.scenario = scenario
@@ -256,17 +206,17 @@ class FakeAppServer:
         self.threads: set[str] = set()
         self.active_turns: dict[str, str] = {}  # thread id -> turn id
         self.pending_approval: PendingApproval | None = None
-        self.next_server_request_id = 0  # the real server numbers its own requests from 0
         self.out = sys.stdout.buffer
+        self.replay = Replayer()
+        # Which recorded scenario answers thread/start and thread/resume, when not a plain one.
         self.config_error: str | None = None
-        # catalog_legacy is curable by passing a usable catalog with -c; the *_always ones are not.
         legacy_catalog = scenario in ("catalog_legacy_always", "catalog_legacy_always_debug_fail")
         if scenario == "catalog_legacy":
             legacy_catalog = not catalog_override_is_usable(overrides)
         if legacy_catalog:
-            self.config_error = CATALOG_LEGACY_ERROR
+            self.config_error = "old_catalog"
         elif scenario == "config_invalid":
-            self.config_error = CONFIG_INVALID_ERROR
+            self.config_error = "config_invalid"
 
     # ----------------------------------------------------------------- output
 
@@ -284,14 +234,39 @@ class FakeAppServer:
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
 
-    def notify(self, method: str, params: dict[str, Any]) -> None:
-        self.send({"method": method, "params": params, "emittedAtMs": int(time.time() * 1000)})
+    def play(
+        self,
+        recorded: str,
+        kind: str,
+        live: dict[str, Any],
+        nth: int = 0,
+        *,
+        stop_after: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> list[dict[str, Any]]:
+        """Send one recorded exchange; track threads and turns it starts and ends."""
+        messages = self.replay.exchange(recorded, kind, live, nth)
+        for message in messages:
+            self.track(message)
+            self.send(message)
+            if stop_after is not None and stop_after(message):
+                break
+        return messages
 
-    def respond(self, request_id: RequestId, result: dict[str, Any]) -> None:
-        self.send({"id": request_id, "result": result})
-
-    def fail(self, request_id: RequestId, message: str) -> None:
-        self.send({"id": request_id, "error": {"code": INVALID_REQUEST, "message": message}})
+    def track(self, message: dict[str, Any]) -> None:
+        params = message.get("params") or {}
+        result = message.get("result") or {}
+        thread = result.get("thread") if isinstance(result, dict) else None
+        if isinstance(thread, dict) and isinstance(thread.get("id"), str):
+            self.threads.add(thread["id"])
+        method = message.get("method")
+        if method == "turn/started":
+            self.active_turns[params["threadId"]] = params["turn"]["id"]
+        elif method == "turn/completed":
+            self.active_turns.pop(params.get("threadId"), None)
+        elif method is not None and "id" in message:  # a server request: wait for the answer
+            self.pending_approval = PendingApproval(
+                message["id"], params.get("threadId", ""), params.get("turnId", "")
+            )
 
     # ------------------------------------------------------------------- loop
 
@@ -319,13 +294,12 @@ class FakeAppServer:
             # No usable id: a client notification such as `initialized`, which needs no answer.
             return
         if isinstance(method, str):
-            self.handle_request(request_id, method, message.get("params"))
+            self.handle_request(message, method)
         elif "result" in message or "error" in message:
             self.handle_client_response(message)
 
-    def handle_request(self, request_id: RequestId, method: str, raw_params: object) -> None:
-        params = raw_params if isinstance(raw_params, dict) else {}
-        handlers = {
+    def handle_request(self, message: dict[str, Any], method: str) -> None:
+        handlers: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
             "initialize": self.initialize,
             "thread/start": self.thread_start,
             "thread/resume": self.thread_resume,
@@ -333,228 +307,102 @@ class FakeAppServer:
             "turn/start": self.turn_start,
             "turn/interrupt": self.turn_interrupt,
         }
+        if method != "initialize" and not self.initialized:
+            self.play("errors", "thread/start", message)  # recorded: "Not initialized"
+            return
         handler = handlers.get(method)
-        try:
-            if handler is None:
-                expected = ", ".join(f"`{m}`" for m in KNOWN_METHODS)
-                raise RpcError(
-                    f"Invalid request: unknown variant `{method}`, expected one of {expected}"
-                )
-            if method != "initialize" and not self.initialized:
-                raise RpcError("Not initialized")
-            handler(request_id, params)
-        except RpcError as failure:
-            self.fail(request_id, str(failure))
+        if handler is None:
+            self.play("errors", "no/such/method", message)  # recorded: unknown variant
+            return
+        params = message.get("params")
+        handler(message, params if isinstance(params, dict) else {})
 
     # ---------------------------------------------------------------- methods
 
-    def initialize(self, request_id: RequestId, params: dict[str, Any]) -> None:
+    def initialize(self, message: dict[str, Any], params: dict[str, Any]) -> None:
         if self.initialized:
-            raise RpcError("Already initialized")
-        client = params.get("clientInfo")
-        if not isinstance(client, dict):
-            raise RpcError("Invalid request: missing field `clientInfo`")
+            self.play("errors", "initialize", message, nth=1)  # recorded: "Already initialized"
+            return
+        if self.scenario == "endless_line":
+            self.endless_line()
         if self.scenario == "slow_initialize":
             time.sleep(3)
         self.initialized = True
-        name = str(client.get("name") or "client")
-        home = MISMATCHED_HOME if self.scenario == "home_mismatch" else codex_home()
-        self.respond(
-            request_id,
-            {
-                "userAgent": f"{name}/{VERSION} (fake; x86_64) unknown ({name}; 0.0.0)",
-                "codexHome": home,
-                "platformFamily": "unix",
-                "platformOs": "linux",
-            },
-        )
+        recorded = self.config_error or "turn"
+        messages = self.replay.exchange(recorded, "initialize", message)
+        for reply in messages:
+            if self.scenario == "home_mismatch" and isinstance(reply.get("result"), dict):
+                reply["result"]["codexHome"] = MISMATCHED_HOME
+            self.send(reply)
+
+    def thread_start(self, message: dict[str, Any], params: dict[str, Any]) -> None:
         if self.config_error is not None:
-            # The real server starts fine on a bad config and only warns; thread/start then fails.
-            self.notify("configWarning", {"summary": INVALID_CONFIG_WARNING, "details": None})
+            self.play(self.config_error, "thread/start", message)
+        elif self.scenario == "thread_start_error":
+            self.play("errors", "thread/start", message, nth=1)  # an unrelated real refusal
+        else:
+            self.play("turn", "thread/start", message)
 
-    def thread_payload(self, thread_id: str, params: dict[str, Any]) -> dict[str, Any]:
-        cwd = params.get("cwd") if isinstance(params.get("cwd"), str) else os.getcwd()
-        return {
-            "thread": {
-                "id": thread_id,
-                "path": None,
-                "status": {"type": "idle"},
-                "cwd": cwd,
-                "model": FAKE_MODEL,
-                "cliVersion": VERSION,
-                "turns": [],
-            },
-            "model": FAKE_MODEL,
-            "modelProvider": "mock",
-            "cwd": cwd,
-            "approvalPolicy": "never",
-            "sandbox": {"type": "readOnly"},
-        }
-
-    def thread_start(self, request_id: RequestId, params: dict[str, Any]) -> None:
-        if self.config_error is not None:
-            raise RpcError(self.config_error)
-        if self.scenario == "thread_start_error":
-            raise RpcError(THREAD_START_ERROR)
-        thread_id = uuid7()
-        self.threads.add(thread_id)
-        payload = self.thread_payload(thread_id, params)
-        self.respond(request_id, payload)
-        self.notify("thread/started", {"thread": payload["thread"]})
-
-    def thread_resume(self, request_id: RequestId, params: dict[str, Any]) -> None:
+    def thread_resume(self, message: dict[str, Any], params: dict[str, Any]) -> None:
         thread_id = params.get("threadId")
-        if not isinstance(thread_id, str):
-            raise RpcError("Invalid request: missing field `threadId`")
         if self.config_error is not None:
-            raise RpcError(self.config_error)
-        if thread_id == NO_SUCH_THREAD:
-            raise RpcError(f"no rollout found for thread id {thread_id}")
-        if self.scenario == "active_writer":
-            raise RpcError(f"thread {thread_id} already has an active writer")
-        self.threads.add(thread_id)
-        # No thread/started here: the real server sends it only for new threads.
-        self.respond(request_id, self.thread_payload(thread_id, params))
+            self.play(self.config_error, "thread/start", message)
+        elif thread_id == NO_SUCH_THREAD:
+            self.play("errors", "thread/resume", message)  # recorded: no rollout found
+        elif self.scenario == "active_writer":
+            self.play("busy_thread", "thread/resume", message)
+        else:
+            self.play("resume", "thread/resume", message)
 
-    def thread_read(self, request_id: RequestId, params: dict[str, Any]) -> None:
-        thread_id = params.get("threadId")
-        if not isinstance(thread_id, str):
-            raise RpcError("Invalid request: missing field `threadId`")
-        if self.scenario == "hang_read" and thread_id not in self.threads:
+    def thread_read(self, message: dict[str, Any], params: dict[str, Any]) -> None:
+        if self.scenario == "hang_read" and params.get("threadId") not in self.threads:
             return  # a read from disk that never answers
-        self.respond(request_id, {"thread": {"id": thread_id, "turns": []}})
+        self.play("resume", "thread/read", message)
 
-    def turn_start(self, request_id: RequestId, params: dict[str, Any]) -> None:
+    def turn_start(self, message: dict[str, Any], params: dict[str, Any]) -> None:
         thread_id = params.get("threadId")
-        if not isinstance(thread_id, str):
-            raise RpcError("Invalid request: missing field `threadId`")
         if thread_id not in self.threads:
-            raise RpcError(f"thread not found: {thread_id}")
+            self.play("busy_thread", "turn/start", message)  # recorded: thread not found
+            return
         if self.scenario == "hang_turn_start":
             return  # never answers turn/start
-        active = self.active_turns.get(thread_id)
+        active = self.active_turns.get(str(thread_id))
         log_event({"turn_start": True, "steer": active is not None})
         if active is not None:
-            # A turn/start during an active turn steers it: same turn id, no new turn events.
-            self.respond(request_id, {"turn": self.turn_object(active, "inProgress")})
-            return
-        turn_id = uuid7()
-        self.active_turns[thread_id] = turn_id
-        self.respond(request_id, {"turn": self.turn_object(turn_id, "inProgress")})
-        self.notify(
-            "turn/started", {"threadId": thread_id, "turn": self.turn_object(turn_id, "inProgress")}
-        )
-        if self.scenario == "hang_turn":
-            return  # stays active until turn/interrupt
-        if self.scenario == "crash_mid_turn":
-            item_id = self.start_agent_message(thread_id, turn_id)
-            self.delta(thread_id, turn_id, item_id, REPLY_DELTAS[0])
+            # Recorded: a turn/start during an active turn steers it (same turn id).
+            self.play("steer", "turn/start", message, nth=1)
+        elif self.scenario == "hang_turn":
+            self.play("steer", "turn/start", message)  # stays active until interrupted
+        elif self.scenario == "endless_line_mid_turn":
+            self.play("turn", "turn/start", message, stop_after=_method_is("turn/started"))
+            self.endless_line()
+        elif self.scenario == "crash_mid_turn":
+            self.play(
+                "turn", "turn/start", message, stop_after=_method_is("item/agentMessage/delta")
+            )
             # Like a SIGKILLed native binary: no cleanup, no further output.
             os._exit(CRASH_EXIT_CODE)
-        if self.scenario == "approval":
-            self.request_approval(thread_id, turn_id)
-            return  # the turn resumes when the client answers
-        self.finish_turn(thread_id, turn_id)
+        elif self.scenario == "approval":
+            self.play("approval", "turn/start", message)  # resumes when the client answers
+        else:
+            self.play("turn", "turn/start", message)
 
-    def turn_interrupt(self, request_id: RequestId, params: dict[str, Any]) -> None:
-        thread_id = params.get("threadId")
-        if not isinstance(thread_id, str):
-            raise RpcError("Invalid request: missing field `threadId`")
-        active = self.active_turns.get(thread_id)
+    def turn_interrupt(self, message: dict[str, Any], params: dict[str, Any]) -> None:
+        active = self.active_turns.get(str(params.get("threadId")))
         if active is None:
-            raise RpcError("no active turn to interrupt")
-        wanted = params.get("turnId")
-        if isinstance(wanted, str) and wanted != active:
-            raise RpcError(f"expected active turn id {wanted} but found {active}")
-        self.respond(request_id, {})
-        pending = self.pending_approval
-        if pending is not None and pending.turn_id == active:
-            self.pending_approval = None
-            self.notify(
-                "serverRequest/resolved", {"threadId": thread_id, "requestId": pending.request_id}
-            )
-        del self.active_turns[thread_id]
-        self.notify(
-            "turn/completed",
-            {"threadId": thread_id, "turn": self.turn_object(active, "interrupted", items=[])},
-        )
+            self.play("interrupt", "turn/interrupt", message, nth=1)  # no active turn
+            return
+        self.pending_approval = None
+        self.play("interrupt", "turn/interrupt", message)
 
-    # ------------------------------------------------------------------ turns
-
-    @staticmethod
-    def turn_object(
-        turn_id: str, status: str, items: list[dict[str, Any]] | None = None
-    ) -> dict[str, Any]:
-        return {"id": turn_id, "status": status, "items": items or [], "error": None}
-
-    def start_agent_message(self, thread_id: str, turn_id: str) -> str:
-        item_id = f"msg_{uuid.uuid4().hex[:24]}"
-        self.notify(
-            "item/started",
-            {
-                "threadId": thread_id,
-                "turnId": turn_id,
-                "item": {"type": "agentMessage", "id": item_id, "text": ""},
-            },
-        )
-        return item_id
-
-    def delta(self, thread_id: str, turn_id: str, item_id: str, text: str) -> None:
-        self.notify(
-            "item/agentMessage/delta",
-            {"threadId": thread_id, "turnId": turn_id, "itemId": item_id, "delta": text},
-        )
-
-    def finish_turn(self, thread_id: str, turn_id: str) -> None:
-        """The rest of a normal turn: the reply streamed in two deltas, usage, completion."""
-        item_id = self.start_agent_message(thread_id, turn_id)
-        for text in REPLY_DELTAS:
-            self.delta(thread_id, turn_id, item_id, text)
-        message = {"type": "agentMessage", "id": item_id, "text": "".join(REPLY_DELTAS)}
-        self.notify("item/completed", {"threadId": thread_id, "turnId": turn_id, "item": message})
-        self.notify(
-            "thread/tokenUsage/updated",
-            {
-                "threadId": thread_id,
-                "turnId": turn_id,
-                "tokenUsage": {"total": dict(TOKEN_USAGE), "last": dict(TOKEN_USAGE)},
-            },
-        )
-        self.active_turns.pop(thread_id, None)
-        self.notify(
-            "turn/completed",
-            {"threadId": thread_id, "turn": self.turn_object(turn_id, "completed", [message])},
-        )
-
-    def request_approval(self, thread_id: str, turn_id: str) -> None:
-        request_id = self.next_server_request_id
-        self.next_server_request_id += 1
-        self.pending_approval = PendingApproval(request_id, thread_id, turn_id)
-        self.send(
-            {
-                "id": request_id,
-                "method": "item/commandExecution/requestApproval",
-                "params": {
-                    "kind": "command",
-                    "threadId": thread_id,
-                    "turnId": turn_id,
-                    "itemId": f"call_{uuid.uuid4().hex[:24]}",
-                    "command": "/bin/bash -lc 'touch fake-approval'",
-                    "cwd": os.getcwd(),
-                    "commandActions": [{"type": "unknown", "command": "touch fake-approval"}],
-                    "proposedExecpolicyAmendment": ["touch", "fake-approval"],
-                    "availableDecisions": [
-                        "accept",
-                        {
-                            "acceptWithExecpolicyAmendment": {
-                                "execpolicy_amendment": ["touch", "fake-approval"]
-                            }
-                        },
-                        "cancel",
-                    ],
-                },
-            }
-        )
+    def endless_line(self) -> NoReturn:
+        """A peer that never ends its line: bytes without a newline until the reader hangs up."""
+        chunk = b"x" * (1 << 20)
+        try:
+            while True:
+                self.out.write(chunk)
+        except (BrokenPipeError, OSError):
+            os._exit(0)
 
     def handle_client_response(self, message: dict[str, Any]) -> None:
         pending = self.pending_approval
@@ -566,12 +414,8 @@ class FakeAppServer:
             log_event({"approval_decision": result.get("decision")})
         else:
             log_event({"approval_decision": None, "approval_error": message.get("error")})
-        self.notify(
-            "serverRequest/resolved",
-            {"threadId": pending.thread_id, "requestId": pending.request_id},
-        )
         if self.active_turns.get(pending.thread_id) == pending.turn_id:
-            self.finish_turn(pending.thread_id, pending.turn_id)
+            self.play("approval", "response", message)
 
 
 # --------------------------------------------------------------------------------- main
@@ -581,12 +425,19 @@ def debug_models(scenario: str) -> int:
     log_event({"debug_models": True, "codex_home": os.environ.get("CODEX_HOME")})
     mode = os.environ.get("FAKE_CODEX_DEBUG_MODELS", "")
     if scenario in ("debug_models_fail", "catalog_legacy_always_debug_fail") or mode == "fail":
-        die("Error: failed to load the model catalog (fake failure)", 2)
+        sys.exit(2)  # the exit code is what the controller reads; no text needed
     if mode == "badjson":
         sys.stdout.write("not json\n")
         return 0
-    sys.stdout.write(json.dumps(DEBUG_MODELS_CATALOG) + "\n")
+    (printed,) = load("debug_models")
+    sys.stdout.write(json.dumps(printed["message"]) + "\n")
     return 0
+
+
+def exit_early() -> NoReturn:
+    (recorded,) = load("exit_early")
+    home = os.environ.get("CODEX_HOME", "")
+    die(recorded["message"]["stderr"].replace("<home>", home), recorded["message"]["exit_code"])
 
 
 def main(argv: list[str]) -> int:
@@ -603,10 +454,10 @@ def main(argv: list[str]) -> int:
         # Exit code 3 is used by nothing the real binary does, so a typo in a test is obvious.
         die(f"fake codex: unknown FAKE_CODEX_SCENARIO {scenario!r}", 3)
     if scenario == "exit_early":
-        die(EXIT_EARLY_ERROR, 1)
+        exit_early()
     invocation = parse_argv(argv)
     if invocation.show_version:
-        sys.stdout.write(f"codex-cli {VERSION}\n")
+        sys.stdout.write(f"codex-cli {pinned_version()}\n")
         return 0
     if invocation.command == ["debug", "models"]:
         return debug_models(scenario)

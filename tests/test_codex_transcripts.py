@@ -1,0 +1,119 @@
+"""The fake cannot drift: the recorded transcripts still match the pinned real codex.
+
+Reruns tools/record-codex-transcripts against the pinned binary and compares with the
+fixtures the fake replays. Needs the pinned codex; under CI it fails, never skips, without it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.codex.errors_map import UPSTREAM_TEXTS
+from tests.fakes.replay import FIXTURES, load, pinned_version
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORDER = ROOT / "tools" / "record-codex-transcripts"
+# Token counts follow the prompt's size, which includes this machine's temp path length.
+_TOKEN_KEYS = frozenset(
+    {
+        "totalTokens",
+        "inputTokens",
+        "outputTokens",
+        "cachedInputTokens",
+        "cacheWriteInputTokens",
+        "reasoningOutputTokens",
+        "contentTokenCount",
+    }
+)
+
+
+def _masked(value: Any, key: str | None = None) -> Any:
+    if key in _TOKEN_KEYS and isinstance(value, int):
+        return "<tokens>"
+    if isinstance(value, dict):
+        return {k: _masked(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_masked(v) for v in value]
+    return value
+
+
+def _shape(path: Path) -> tuple[list[str], Counter[str]]:
+    """Client messages in order, and server messages as a multiset (codex's async tasks may
+    interleave differently from run to run; what they say may not change)."""
+    entries = json.loads(path.read_text())["transcript"]
+    client = [
+        json.dumps(_masked(e["message"]), sort_keys=True) for e in entries if e["from"] == "client"
+    ]
+    server = Counter(
+        json.dumps(_masked(e["message"]), sort_keys=True) for e in entries if e["from"] != "client"
+    )
+    return client, server
+
+
+def test_recorded_transcripts_match_the_pinned_codex(tmp_path: Path, codex_bin: str) -> None:
+    fixtures = FIXTURES / pinned_version()
+    done = subprocess.run(
+        [sys.executable, str(RECORDER), "--codex-bin", codex_bin, "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    recorded = sorted(p.name for p in tmp_path.glob("*.json"))
+    assert recorded == sorted(p.name for p in fixtures.glob("*.json")), (
+        "the scenarios differ; rerun tools/record-codex-transcripts and review the diff"
+    )
+    drifted: dict[str, list[str]] = {}
+    for name in recorded:
+        (now_client, now_server), (was_client, was_server) = (
+            _shape(tmp_path / name),
+            _shape(fixtures / name),
+        )
+        if (now_client, now_server) != (was_client, was_server):
+            changed = (now_server - was_server) + (was_server - now_server)
+            drifted[name] = [m[:300] for m in changed] or ["(the client side differs)"]
+    assert drifted == {}, (
+        f"codex {pinned_version()} no longer says what these recordings hold; rerun "
+        "tools/record-codex-transcripts, review the diff and fix what depends on it"
+    )
+
+
+def test_every_text_the_controller_branches_on_was_recorded_from_the_pinned_codex() -> None:
+    errors = [
+        str(e["message"]["error"]["message"]).lower()
+        for scenario in ("errors", "busy_thread", "old_catalog", "config_invalid")
+        for e in load(scenario)
+        if isinstance(e["message"].get("error"), dict)
+    ]
+    current = [t for t in UPSTREAM_TEXTS if t.observed_on == pinned_version()]
+    assert current, "errors_map lists no text observed on the pinned codex"
+    unseen = [
+        t.example
+        for t in current
+        if not any(t.matches(t.methods[0] if t.methods else "", e) for e in errors)
+    ]
+    assert unseen == []
+
+
+def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_still_retries() -> (
+    None
+):
+    from loopx_chat.codex.errors_map import is_legacy_catalog_error, upstream_meaning
+
+    for entry in UPSTREAM_TEXTS:
+        method = entry.methods[0] if entry.methods else "thread/start"
+        assert upstream_meaning(method, entry.example) == entry.meaning, entry.example
+    older = [
+        t
+        for t in UPSTREAM_TEXTS
+        if t.meaning == "legacy_catalog" and t.observed_on != pinned_version()
+    ]
+    assert older and all(is_legacy_catalog_error(t.example) for t in older)
+    # Any other configuration error is not a catalog one (no retry).
+    assert not is_legacy_catalog_error("failed to load configuration: x.toml:1:1: bad")
