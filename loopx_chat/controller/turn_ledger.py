@@ -78,9 +78,15 @@ class TurnLedger:
             updated_at=now,
             client_turn_id=client_turn_id,
         )
+        # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
+        # cut that drops them the host's rollout still shows the turn (staleness says so).
         with self.store.lock(session_id):
-            self.store.save_turn(turn)
-            self.store.update(session_id, status="busy", active_turn_id=turn.turn_id)
+            self.store.save_turn(turn, durable=False)
+            self.store.mutate(
+                session_id,
+                lambda r: r.with_changes({"status": "busy", "active_turn_id": turn.turn_id}),
+                durable=False,
+            )
         return turn
 
     def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
@@ -95,6 +101,9 @@ class TurnLedger:
             updated_at=now,
         )
         with self.store.lock(turn.session_id):
+            # The outcome is the record that must survive a power cut: the one fsync of a
+            # turn. The session's counters follow it and `settle_orphan` repairs a session
+            # that still says busy for a turn whose record is final.
             self.store.save_turn(final)
             session = self.store.mutate(
                 turn.session_id,
@@ -107,6 +116,7 @@ class TurnLedger:
                         "last_activity_at": now,
                     }
                 ),
+                durable=False,
             )
         self.control.record(
             "turn_finished",

@@ -198,16 +198,24 @@ class SessionStore:
         return self.mutate(session_id, lambda record: record.with_changes(changes))
 
     def mutate(
-        self, session_id: str, change: Callable[[SessionRecord], SessionRecord]
+        self,
+        session_id: str,
+        change: Callable[[SessionRecord], SessionRecord],
+        *,
+        durable: bool = True,
     ) -> SessionRecord:
-        """Read-modify-write under the session lock; `change` may raise to abort."""
+        """Read-modify-write under the session lock; `change` may raise to abort.
+
+        `durable=False` skips the fsync: a SIGKILL still leaves the old or the new bytes (the
+        rename is atomic and the page cache outlives the process); only a power cut may
+        bring back the previous file. See docs/performance.md for which writes may."""
         with self.lock(session_id):
             current = self.load(session_id)
             updated = change(current)
             if updated == current and updated.extra == current.extra:
                 return current
             updated = updated.with_changes({"updated_at": self.now()})
-            self._write(self.session_path(session_id), updated.to_dict())
+            self._write(self.session_path(session_id), updated.to_dict(), durable=durable)
             return updated
 
     def list(self) -> SessionListing:
@@ -234,12 +242,12 @@ class SessionStore:
     def turn_path(self, session_id: str, turn_id: str) -> Path:
         return self.session_dir(session_id) / "turns" / f"{validate_session_id(turn_id)}.json"
 
-    def save_turn(self, turn: TurnRecord) -> TurnRecord:
-        """Write a turn record; callers hold the session lock."""
+    def save_turn(self, turn: TurnRecord, *, durable: bool = True) -> TurnRecord:
+        """Write a turn record; callers hold the session lock. `durable` as in `mutate`."""
         path = self.turn_path(turn.session_id, turn.turn_id)
         with state_write(path.parent):
             ensure_private_dir(path.parent, within=self.root)
-        self._write(path, turn.to_dict())
+        self._write(path, turn.to_dict(), durable=durable)
         return turn
 
     def load_turn(self, session_id: str, turn_id: str) -> TurnRecord:
@@ -280,7 +288,7 @@ class SessionStore:
         return None
 
     # -- io ----------------------------------------------------------------------------
-    def _write(self, path: Path, data: Mapping[str, Any]) -> None:
+    def _write(self, path: Path, data: Mapping[str, Any], *, durable: bool = True) -> None:
         with state_write(path):
             ensure_private_dir(path.parent, within=self.root)
-            atomic_write_bytes(path, _encode(data), mode=PRIVATE_FILE_MODE)
+            atomic_write_bytes(path, _encode(data), mode=PRIVATE_FILE_MODE, durable=durable)
