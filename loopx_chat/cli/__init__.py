@@ -26,7 +26,10 @@ from loopx_chat.cli.writeback_cmd import writeback
 from loopx_chat.state.session_store import default_state_dir
 
 
-@click.group(cls=NoTracebackGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=NoTracebackGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),

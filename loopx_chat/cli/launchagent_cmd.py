@@ -58,7 +58,12 @@ def launchagent() -> None:
     help="Bind to this Codex home (default: $LOOPX_CHAT_CODEX_HOME, else keep the installed "
     "binding, else $CODEX_HOME, else ~/.codex).",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=None)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port the service listens on (default: keep the installed one, else 8767).",
+)
 @json_option
 @click.pass_obj
 @renders_errors
