@@ -46,6 +46,10 @@ from loopx_chat.state.session_store import default_state_dir
 def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
     """Local control plane beside the Codex agent host."""
     environ = dict(os.environ)
+    if environ.get("NO_COLOR"):
+        # https://no-color.org: any non-empty value. click then strips every style, as it
+        # already does when stdout is not a terminal.
+        ctx.color = False
     show_state_notices()
     ctx.obj = CliContext(
         environ=environ,
