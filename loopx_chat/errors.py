@@ -106,6 +106,7 @@ ERROR_CODES: frozenset[str] = frozenset(
         "invalid_goal_id",
         "unsafe_text",
         "gate_not_found",
+        "goal_not_found",
         "gate_already_resolved",
         "input_invalid",
         "raw_material_refused",

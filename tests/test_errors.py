@@ -20,3 +20,11 @@ def test_every_raised_code_is_registered() -> None:
 
 def test_codes_are_snake_case() -> None:
     assert all(re.fullmatch(r"[a-z][a-z0-9_]*", code) for code in ERROR_CODES)
+
+
+def test_every_code_is_in_the_reference() -> None:
+    """The error-code list a user reads (docs/reference.md, linked from the README)."""
+    text = (PACKAGE.parent / "docs" / "reference.md").read_text()
+    section = text.split("### Error codes", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([a-z][a-z0-9_]*)`", section))
+    assert ERROR_CODES - documented == set()

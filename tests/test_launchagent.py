@@ -34,6 +34,7 @@ from loopx_chat.launchagent.plist import (
     parse_plist,
     render_plist,
 )
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = "/Users/me"
@@ -673,3 +674,85 @@ def test_a_bootout_that_never_completes_leaves_the_previous_plist_on_disk(
     assert failed.value.error_code == "launchctl_failed"
     # launchd still runs the old job, and the file says so: a retry reloads for real.
     assert installer.paths.plist.read_bytes() == old
+
+
+def _serve(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """The real `loopx-chat serve` on a free loopback port, answering once this returns."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "loopx_chat"),
+            *("--state-dir", str(tmp_path / "served-state"), "serve", "--port", str(port)),
+        ],
+        env={**os.environ, "LOOPX_CHAT_CODEX_HOME": str(tmp_path / "served-home")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+    def answering() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+        except OSError:
+            assert proc.poll() is None, "serve exited before it listened"
+            return False
+        return True
+
+    try:
+        wait_for(answering)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, port
+
+
+def test_status_exit_codes_a_script_can_use(tmp_path: Path) -> None:
+    import json
+
+    log = tmp_path / "launchctl.log"
+
+    def status() -> tuple[int, dict[str, Any]]:
+        done = _la(tmp_path, "status", FAKE_LAUNCHCTL_LOG=str(log))
+        assert "Traceback" not in done.stderr
+        return done.returncode, json.loads(done.stdout)
+
+    code, doc = status()
+    assert (code, doc["state"]) == (4, "not_installed")
+    # Stopping what is not installed is an error that touches nothing in launchd.
+    log.write_text("")
+    stopped = _la(tmp_path, "stop", FAKE_LAUNCHCTL_LOG=str(log))
+    assert stopped.returncode == 1
+    assert json.loads(stopped.stdout)["error_code"] == "not_installed"
+    verbs = [json.loads(line)["argv"][0] for line in log.read_text().splitlines()]
+    assert "bootout" not in verbs, verbs
+
+    proc, port = _serve(tmp_path)
+    try:
+        assert _la(tmp_path, "install", "--port", str(port)).returncode == 0
+        code, doc = status()
+        assert (code, doc["state"], doc["service"]["answering"]) == (0, "running", True)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    code, doc = status()  # launchd says running, but nobody answers on the port
+    assert (code, doc["state"], doc["service"]["answering"]) == (3, "running", False)
+    assert _la(tmp_path, "stop").returncode == 0
+    code, doc = status()
+    assert (code, doc["state"]) == (3, "installed_not_loaded")
+    assert _la(tmp_path, "uninstall").returncode == 0
+    assert status()[0] == 4
+
+
+def test_status_exit_codes_are_in_the_help_and_the_readme() -> None:
+    from click.testing import CliRunner
+
+    from loopx_chat.cli import main
+
+    shown = CliRunner().invoke(main, ["launchagent", "status", "--help"]).stdout
+    docs = "".join(p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+    for code, words in ((0, "running and answering"), (3, "not loaded"), (4, "not installed")):
+        assert f"{code}  " in shown and words in shown
+        assert f"`{code}` {words}" in docs, (code, words)

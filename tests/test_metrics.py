@@ -99,6 +99,7 @@ def test_scripted_scenario_gives_every_numerator(tmp_path: Path, fake_codex: Fak
     # The log is compact: ids, codes and timestamps only.
     text = (tmp_path / "state" / "events" / "control.jsonl").read_text()
     assert "CANARY" not in text
+    _cli(tmp_path, "goal", "set", "other-goal", "--objective", "another goal")
     other = _cli(tmp_path, "metrics", "--goal", "other-goal")
     assert other["interrupted_task_recovery"]["denominator"] == 0
 

@@ -15,7 +15,10 @@ from loopx_chat import __version__
 from loopx_chat.cli.lazy import LazyGroup
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
 @click.option(
     "--state-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -35,6 +38,10 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
     from loopx_chat.state.session_store import default_state_dir
 
     environ = dict(os.environ)
+    if environ.get("NO_COLOR"):
+        # https://no-color.org: any non-empty value. click then strips every style, as it
+        # already does when stdout is not a terminal.
+        ctx.color = False
     show_state_notices()
     ctx.obj = CliContext(
         environ=environ,

@@ -16,6 +16,7 @@ import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
+from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import UsageError
 from loopx_chat.state.session_records import TurnRecord
@@ -144,9 +145,24 @@ def _submit(
 
 
 @click.group()
-@click.option("--sandbox", type=click.Choice(["read-only", "workspace-write"]), default="read-only")
-@click.option("--idle-timeout", type=float, default=180.0, help="Seconds without any event.")
-@click.option("--turn-timeout", type=float, default=900.0, help="Hard limit per turn, seconds.")
+@click.option(
+    "--sandbox",
+    type=click.Choice(["read-only", "workspace-write"]),
+    default="read-only",
+    help="What the agent may touch: read only, or write inside the work dir.",
+)
+@click.option(
+    "--idle-timeout",
+    type=POSITIVE_SECONDS,
+    default=180,
+    help="Seconds a turn may go without any event before it is stopped.",
+)
+@click.option(
+    "--turn-timeout",
+    type=POSITIVE_SECONDS,
+    default=900,
+    help="Seconds a turn may run in all before it is stopped.",
+)
 @click.pass_context
 def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
@@ -159,8 +175,14 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
 
 @chat.command("new")
 @click.option("--goal", "goal_id", required=True, help="Goal id the session works for.")
-@click.option("--cwd", "work_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("--client-turn-id", default=None)
+@click.option(
+    "--cwd",
+    "work_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Work dir of the session (default: the current folder).",
+)
+@click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
 @json_option
 @message_input
 @click.pass_context

@@ -53,13 +53,20 @@ def emit_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
 
 
-def emit_ok(doc: dict[str, Any], as_json: bool, lines: Iterable[str]) -> None:
-    """A command's result: `{"ok": true, **doc}` with --json, else the human lines."""
+def emit_ok(
+    doc: dict[str, Any], as_json: bool, lines: Iterable[str], *, empty: str | None = None
+) -> None:
+    """A command's result: `{"ok": true, **doc}` with --json, else the human lines (or, when
+    there are none, `empty`: the one sentence saying the list is empty)."""
     if as_json:
         emit_json({"ok": True, **doc})
         return
+    printed = False
     for line in lines:
         click.echo(line)
+        printed = True
+    if not printed and empty:
+        click.echo(empty)
 
 
 def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:
@@ -85,7 +92,14 @@ def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> o
 
 
 def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")(func)
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print one JSON document instead of text."
+    )(func)
+
+
+def nothing_found(things: str, goal_id: str | None = None) -> str:
+    """The one way an empty list is said: `no gates for goal G`, `no sessions`."""
+    return f"no {things}" + (f" for goal {goal_id}" if goal_id else "")
 
 
 def as_known_error(exc: BaseException) -> LoopxChatError | None:

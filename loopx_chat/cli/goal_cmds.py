@@ -11,12 +11,14 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    nothing_found,
     read_json_input,
     renders_errors,
 )
+from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.errors import StateError, UsageError
-from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
+from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
 from loopx_chat.goals.words import humanize, quota_words
@@ -33,7 +35,9 @@ def _goals(cli: CliContext) -> GoalStore:
 
 
 @click.command("project")
-@click.option("--input", "source", required=True, help="JSON file or -.")
+@click.option(
+    "--input", "source", required=True, help="JSON file of compact facts, or - for stdin."
+)
 @click.option("--goal", "goal_id", default=None, help="Goal id (default: the input's goal_id).")
 @click.option("--compact", is_flag=True, help="Print the compact, public-safe form.")
 @click.pass_obj
@@ -54,14 +58,14 @@ def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) ->
 
 
 @click.command("status")
-@click.option("--goal", "goal_id", default=None)
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
 @renders_errors
 def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
-        validate_goal_id(goal_id)
+        known_goal(cli, goal_id)
     binding = cli.binding()
     scan, scan_error = scan_host(scanner_for(cli.state_dir, binding.path))
     doc = collect_status(
@@ -81,7 +85,7 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         emit_json(doc)
         return
     if not doc["attention_queue"]:
-        click.echo("no goals yet")
+        click.echo(nothing_found("goals"))
     for goal in doc["attention_queue"]:
         answers = goal["answers"]
         click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
@@ -114,9 +118,9 @@ def gate() -> None:
 
 
 @gate.command("request")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--question", required=True)
-@click.option("--actor", type=click.Choice(GATE_ACTORS), default="operator")
+@click.option("--goal", "goal_id", required=True, help="Goal the gate blocks (created if new).")
+@click.option("--question", required=True, help="What the person must decide, in short words.")
+@actor_option("operator", "Who must decide (a person; the agent cannot decide a gate)")
 @click.option("--advisory", is_flag=True, help="Record it without blocking the agent.")
 @json_option
 @click.pass_obj
@@ -133,9 +137,9 @@ def gate_request(
 
 @gate.command("resolve")
 @click.argument("gate_id")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--decision", type=click.Choice(DECISIONS), required=True)
-@click.option("--reason", default=None)
+@click.option("--goal", "goal_id", required=True, help="Goal the gate belongs to.")
+@click.option("--decision", type=click.Choice(DECISIONS), required=True, help="The decision.")
+@click.option("--reason", default=None, help="Why, in short words (kept on record).")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -143,12 +147,12 @@ def gate_resolve(
     cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
 ) -> None:
     """Approve or reject GATE_ID."""
-    resolved = _goals(cli).resolve_gate(validate_goal_id(goal_id), gate_id, decision, reason)
+    resolved = _goals(cli).resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
     _emit_gate(resolved.to_dict(), as_json)
 
 
 @gate.command("list")
-@click.option("--goal", "goal_id", default=None)
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -156,7 +160,7 @@ def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """List gates (all goals, or one)."""
     store = _goals(cli)
     if goal_id:
-        gates = [g.to_dict() for g in store.gates(validate_goal_id(goal_id))]
+        gates = [g.to_dict() for g in store.gates(known_goal(cli, goal_id))]
         problems: list[dict[str, Any]] = []
     else:
         gates, problems = [], []
@@ -175,6 +179,7 @@ def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             ),
             *(f"goal={p['goal_id']}  error [{p['error_code']}]: {p['error']}" for p in problems),
         ],
+        empty=nothing_found("gates", goal_id),
     )
 
 
@@ -189,10 +194,12 @@ def handoff() -> None:
 
 
 @handoff.command("record")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--next-action", required=True)
-@click.option("--stop-condition", required=True)
-@click.option("--evidence", "evidence", multiple=True, help="An id pointing at evidence.")
+@click.option("--goal", "goal_id", required=True, help="Goal the handoff is for (created if new).")
+@click.option("--next-action", required=True, help="What the agent may do next, in short words.")
+@click.option("--stop-condition", required=True, help="When the agent must stop and report.")
+@click.option(
+    "--evidence", "evidence", multiple=True, help="An id pointing at evidence (repeatable)."
+)
 @json_option
 @click.pass_obj
 @renders_errors
@@ -213,19 +220,19 @@ def handoff_record(
 
 
 @handoff.command("list")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal whose handoffs to list.")
 @json_option
 @click.pass_obj
 @renders_errors
 def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     """List the handoff packets of GOAL."""
-    packets = [h.to_dict() for h in _goals(cli).handoffs(validate_goal_id(goal_id))]
+    packets = [h.to_dict() for h in _goals(cli).handoffs(known_goal(cli, goal_id))]
     lines = (f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}" for h in packets)
-    emit_ok({"handoffs": packets}, as_json, lines)
+    emit_ok({"handoffs": packets}, as_json, lines, empty=nothing_found("handoffs", goal_id))
 
 
 @click.command("metrics")
-@click.option("--goal", "goal_id", default=None)
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -233,7 +240,7 @@ def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """The six goal-control metrics, each with its numerator and denominator."""
     store = _goals(cli)
     if goal_id:
-        validate_goal_id(goal_id)
+        known_goal(cli, goal_id)
     gate_status = {g.gate_id: g.status for gid in store.goal_ids() for g in store.gates(gid)}
     doc = {"ok": True, **compute_metrics(store.control.events(), gate_status, goal_id)}
     if as_json:

@@ -91,7 +91,13 @@ def home_users_cmd(cli: CliContext, as_json: bool) -> None:
 @home.command(
     "exclusive", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False}
 )
-@click.option("--wait", type=float, default=10.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "--wait",
+    type=click.FloatRange(min=0),
+    default=10.0,
+    show_default=True,
+    help="Seconds to wait for the home's other users to go.",
+)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
 @renders_errors

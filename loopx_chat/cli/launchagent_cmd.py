@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from loopx_chat.launchagent.installer import (
     LaunchAgentInstaller,
     Report,
     describe,
+    status_exit_code,
 )
 from loopx_chat.launchagent.launchctl import Launchctl, subprocess_runner
 
@@ -58,7 +60,12 @@ def launchagent() -> None:
     help="Bind to this Codex home (default: $LOOPX_CHAT_CODEX_HOME, else keep the installed "
     "binding, else $CODEX_HOME, else ~/.codex).",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=None)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port the service listens on (default: keep the installed one, else 8767).",
+)
 @json_option
 @click.pass_obj
 @renders_errors
@@ -82,6 +89,22 @@ launchagent.add_command(_simple("stop", "Unload the agent (the plist stays).", l
 launchagent.add_command(
     _simple("restart", "Rewrite the plist (binding kept) and restart.", lambda i: i.restart())
 )
-launchagent.add_command(
-    _simple("status", "Installed? loaded? running? bound to which home?", lambda i: i.status())
-)
+
+
+@launchagent.command("status")
+@json_option
+@click.pass_obj
+@renders_errors
+def status(cli: CliContext, as_json: bool) -> None:
+    """Installed? loaded? running and answering? bound to which home?
+
+    \b
+    Exit codes a script can use:
+      0  running and answering on its port
+      3  installed but not loaded, not running, or not answering
+      4  not installed
+      1  the status could not be read (an error, e.g. a malformed plist)
+    """
+    report = _installer(cli).status()
+    _render(report, as_json)
+    sys.exit(status_exit_code(report))

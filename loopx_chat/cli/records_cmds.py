@@ -11,12 +11,14 @@ from loopx_chat.cli.context import (
     emit_json,
     emit_ok,
     json_option,
+    nothing_found,
     read_json_input,
     renders_errors,
 )
+from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
-from loopx_chat.goals.goal_state import ACTORS, REWARD_LABELS, GoalRecords
+from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.goals.quota import current_quota, record_quota
 from loopx_chat.goals.status import goal_status
@@ -33,18 +35,25 @@ def goal() -> None:
 
 @goal.command("set")
 @click.argument("goal_id")
-@click.option("--objective", default=None)
-@click.option("--non-goal", "non_goals", multiple=True)
-@click.option("--authority", "authority_sources", multiple=True, help="e.g. owner, a doc id")
+@click.option("--objective", default=None, help="What the goal is for, in short words.")
+@click.option("--non-goal", "non_goals", multiple=True, help="Something out of scope (repeatable).")
+@click.option(
+    "--authority",
+    "authority_sources",
+    multiple=True,
+    help="Who or what may direct the goal, e.g. owner or a doc id (repeatable).",
+)
 @click.option("--boundary", default=None, help="What the agent may and may not touch.")
-@click.option("--token-budget", type=click.IntRange(min=1), default=None)
+@click.option(
+    "--token-budget", type=click.IntRange(min=1), default=None, help="Tokens the goal may spend."
+)
 @click.option(
     "--from-json",
     "from_json",
     default=None,
-    help="Fields as a JSON object (same names); raw-material keys are refused.",
+    help="Fields as a JSON object (same names) from a file or -; raw-material keys are refused.",
 )
-@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@actor_option("owner", "Who sets it")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -84,7 +93,7 @@ def goal_set(
 
 @goal.command("show")
 @click.argument("goal_id")
-@click.option("--history", is_flag=True)
+@click.option("--history", is_flag=True, help="Also show every earlier value.")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -127,11 +136,16 @@ def goal_list(cli: CliContext, as_json: bool) -> None:
         *(f"{s.goal_id}: {s.objective}" for s in states),
         *(f"{p['goal_id']}: error [{p['error_code']}]: {p['error']}" for p in problems),
     ]
-    emit_ok({"goals": [s.to_dict() for s in states], "problems": problems}, as_json, lines)
+    emit_ok(
+        {"goals": [s.to_dict() for s in states], "problems": problems},
+        as_json,
+        lines,
+        empty=nothing_found("goals with a goal_state"),
+    )
 
 
 @click.command("quota")
-@click.option("--goal", "goal_id", default=None)
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -139,7 +153,7 @@ def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """Should each goal spend its next automatic turn? A scheduler hint; it starts nothing."""
     store, records = cli.store(), _records(cli)
     sessions = store.list().sessions
-    ids = [validate_goal_id(goal_id)] if goal_id else known_goal_ids(sessions, records.goals)
+    ids = [known_goal(cli, goal_id)] if goal_id else known_goal_ids(sessions, records.goals)
     decisions = []
     codex_home = str(cli.binding().path)  # resolved once, not once per goal
     for gid in ids:
@@ -159,7 +173,7 @@ def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     for d in decisions:
         window = f" window={d['window']}" if d["window"] else ""
         click.echo(f"{d['goal_id']}: {d['decision']} ({d['reason_code']}){window}")
-    click.echo(f"({decisions[0]['note'] if decisions else 'no goals'})")
+    click.echo(f"({decisions[0]['note']})" if decisions else nothing_found("goals"))
 
 
 @click.group()
@@ -168,11 +182,11 @@ def reward() -> None:
 
 
 @reward.command("record")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal the run worked for.")
 @click.option("--turn", "run_ref", required=True, help="The judged run: a turn id.")
-@click.option("--label", type=click.Choice(REWARD_LABELS), required=True)
-@click.option("--reason", required=True)
-@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@click.option("--label", type=click.Choice(REWARD_LABELS), required=True, help="The judgment.")
+@click.option("--reason", required=True, help="Why, in short words.")
+@actor_option("owner", "Whose judgment it is")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -187,17 +201,18 @@ def reward_record(
 
 
 @reward.command("list")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal whose judgments to list.")
 @json_option
 @click.pass_obj
 @renders_errors
 def reward_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
-    entries = _records(cli).rewards(validate_goal_id(goal_id))
+    """List the judgments recorded for GOAL's runs, oldest first."""
+    entries = _records(cli).rewards(known_goal(cli, goal_id))
     lines = (
         f"{e['reward_id']}  {e['created_at']}  {e['label']:5}  {e['run_ref']}: {e['reason']}"
         for e in entries
     )
-    emit_ok({"rewards": entries}, as_json, lines)
+    emit_ok({"rewards": entries}, as_json, lines, empty=nothing_found("rewards", goal_id))
 
 
 @click.group()
@@ -206,11 +221,11 @@ def dream() -> None:
 
 
 @dream.command("record")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--title", required=True)
-@click.option("--rationale", required=True)
-@click.option("--next-action", required=True)
-@click.option("--actor", type=click.Choice(ACTORS), default="agent")
+@click.option("--goal", "goal_id", required=True, help="Goal the idea is for (created if new).")
+@click.option("--title", required=True, help="The idea, in a few words.")
+@click.option("--rationale", required=True, help="Why it might be worth exploring.")
+@click.option("--next-action", required=True, help="What the agent would do if promoted.")
+@actor_option("agent", "Who proposes it")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -223,6 +238,7 @@ def dream_record(
     actor: str,
     as_json: bool,
 ) -> None:
+    """Record an advisory idea for GOAL; it causes nothing until `dream promote`."""
     entry = _records(cli).record_proposal(
         validate_goal_id(goal_id),
         title=title,
@@ -234,21 +250,22 @@ def dream_record(
 
 
 @dream.command("list")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal whose proposals to list.")
 @json_option
 @click.pass_obj
 @renders_errors
 def dream_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
-    entries = _records(cli).proposals(validate_goal_id(goal_id))
+    """List GOAL's proposals with their status (advisory, promoted, dismissed)."""
+    entries = _records(cli).proposals(known_goal(cli, goal_id))
     lines = (f"{e['proposal_id']}  {e['status']:9}  {e['title']}" for e in entries)
-    emit_ok({"proposals": entries}, as_json, lines)
+    emit_ok({"proposals": entries}, as_json, lines, empty=nothing_found("proposals", goal_id))
 
 
 @dream.command("promote")
 @click.argument("proposal_id")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--stop-condition", required=True)
-@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@click.option("--goal", "goal_id", required=True, help="Goal the proposal belongs to.")
+@click.option("--stop-condition", required=True, help="When the agent must stop and report.")
+@actor_option("owner", "Who promotes it")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -268,13 +285,14 @@ def dream_promote(
 
 @dream.command("dismiss")
 @click.argument("proposal_id")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--actor", type=click.Choice(ACTORS), default="owner")
+@click.option("--goal", "goal_id", required=True, help="Goal the proposal belongs to.")
+@actor_option("owner", "Who dismisses it")
 @json_option
 @click.pass_obj
 @renders_errors
 def dream_dismiss(
     cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool
 ) -> None:
+    """Close PROPOSAL_ID without acting on it (it stays on record)."""
     entry = _records(cli).dismiss(validate_goal_id(goal_id), proposal_id, actor=actor)
     emit_ok({"proposal": entry}, as_json, [f"{proposal_id} dismissed"])

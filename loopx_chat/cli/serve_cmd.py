@@ -16,7 +16,13 @@ from loopx_chat.service.server import LoopbackServer, serve_forever
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8767, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8767,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
 @click.pass_obj
 @renders_errors
 def serve(cli: CliContext, host: str, port: int) -> None:

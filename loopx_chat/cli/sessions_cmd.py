@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_json,
+    json_option,
+    nothing_found,
+    renders_errors,
+)
 from loopx_chat.state.session_records import validate_session_id
 
 
@@ -30,7 +36,7 @@ def list_sessions(cli: CliContext, as_json: bool) -> None:
         )
         return
     if not listing.sessions and not listing.problems:
-        click.echo(f"no sessions in {cli.state_dir}")
+        click.echo(nothing_found("sessions"))
         return
     for s in listing.sessions:
         thread = s.upstream_thread_id or "-"

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_json,
+    json_option,
+    nothing_found,
+    renders_errors,
+)
 from loopx_chat.cli.controller_scope import command_controller
+from loopx_chat.cli.options import known_goal
 from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.state.jsonl import read_records
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _show(doc: dict[str, Any], as_json: bool) -> None:
@@ -31,6 +41,19 @@ def _show(doc: dict[str, Any], as_json: bool) -> None:
             click.echo(f"{side}: {doc[side]}")
 
 
+def _source_options(func: F) -> F:
+    """`--goal` and `--session`: where the gate or handoff to write comes from and goes."""
+    func = click.option(
+        "--session",
+        "session_id",
+        default=None,
+        help="Session whose thread to write (default: the goal's latest session).",
+    )(func)
+    return click.option(
+        "--goal", "goal_id", required=True, help="Goal the gate or handoff belongs to."
+    )(func)
+
+
 @click.group()
 def writeback() -> None:
     """Write compact loopx decisions (gates, handoffs) back to the Codex thread goal."""
@@ -38,8 +61,7 @@ def writeback() -> None:
 
 @writeback.command("preview")
 @click.argument("source_id")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--session", "session_id", default=None, help="Default: the goal's latest session.")
+@_source_options
 @json_option
 @click.pass_context
 @renders_errors
@@ -58,8 +80,7 @@ def preview(
 
 @writeback.command("apply")
 @click.argument("source_id")
-@click.option("--goal", "goal_id", required=True)
-@click.option("--session", "session_id", default=None)
+@_source_options
 @json_option
 @click.pass_context
 @renders_errors
@@ -79,7 +100,7 @@ def apply(
 
 @writeback.command("revert")
 @click.argument("idempotency_key")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal the write belongs to.")
 @json_option
 @click.pass_context
 @renders_errors
@@ -96,7 +117,7 @@ def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool
 
 
 @writeback.command("list")
-@click.option("--goal", "goal_id", required=True)
+@click.option("--goal", "goal_id", required=True, help="Goal whose writebacks to list.")
 @json_option
 @click.pass_context
 @renders_errors
@@ -104,11 +125,13 @@ def list_cmd(ctx: click.Context, goal_id: str, as_json: bool) -> None:
     """The goal's writeback results, oldest first."""
     cli: CliContext = ctx.obj
     entries = read_records(
-        GoalStore(cli.state_dir).goal_dir(validate_goal_id(goal_id)) / "writebacks.jsonl"
+        GoalStore(cli.state_dir).goal_dir(known_goal(cli, goal_id)) / "writebacks.jsonl"
     )
     if as_json:
         emit_json({"ok": True, "writebacks": entries})
         return
+    if not entries:
+        click.echo(nothing_found("writebacks", goal_id))
     for e in entries:
         click.echo(
             f"{e.get('at')}  {e.get('status'):8}  {e.get('write_class')}  "

@@ -155,7 +155,8 @@ class GoalStore:
     ) -> Gate:
         if actor not in GATE_ACTORS:
             raise UsageError(
-                f"actor must be one of {', '.join(GATE_ACTORS)}", error_code="usage_error"
+                f"a gate waits on a person: actor must be one of {', '.join(GATE_ACTORS)}",
+                error_code="usage_error",
             )
         text = public_text(question, "question")
         gate_id = "gate-" + uuid.uuid4().hex[:12]
@@ -180,6 +181,9 @@ class GoalStore:
     def resolve_gate(self, goal_id: str, gate_id: str, decision: str, reason: str | None) -> Gate:
         if decision not in DECISIONS:
             raise UsageError("decision must be approve or reject", error_code="usage_error")
+        # Look before taking the lock: the lock makes the goal's folder, and a mistyped goal
+        # or gate must leave nothing behind. Checked again under the lock.
+        self.gate(goal_id, gate_id)
         with self._locked(goal_id) as folder:
             current = self.gate(goal_id, gate_id)
             if current.status != "pending":

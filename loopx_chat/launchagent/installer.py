@@ -504,6 +504,14 @@ class LaunchAgentInstaller:
 
     def stop(self) -> Report:
         current = self.read_existing()  # a bad plist is refused before launchd is touched
+        if current is None and not self.launchctl.state(self.paths.label).loaded:
+            raise LaunchAgentError(
+                "the LaunchAgent is not installed",
+                error_code="not_installed",
+                gate=Gate(
+                    summary="Nothing to stop.", next_action="Run `loopx-chat launchagent install`."
+                ),
+            )
         self.launchctl.bootout(self.paths.label, str(self.paths.plist) if current else None)
         report = self.status(action="stop")
         report.notes.append("stopped until the next `start`, `install` or login")
@@ -558,6 +566,20 @@ class LaunchAgentInstaller:
                     f"{bound}: run `loopx-chat launchagent restart`"
                 )
         return report
+
+
+# `launchagent status` exit codes, for scripts (documented in README and --help).
+STATUS_EXIT = {"serving": 0, "not_serving": 3, "not_installed": 4}
+
+
+def status_exit_code(report: Report) -> int:
+    """0: running and answering; 3: installed but not loaded, not running or not answering;
+    4: not installed (no plist, even if launchd still holds a job by that label)."""
+    if report.state in ("not_installed", "loaded_without_plist"):
+        return STATUS_EXIT["not_installed"]
+    if report.state == "running" and report.service.get("answering"):
+        return STATUS_EXIT["serving"]
+    return STATUS_EXIT["not_serving"]
 
 
 def describe(report: Report) -> list[str]:

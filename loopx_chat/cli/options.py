@@ -1,0 +1,52 @@
+"""Options and argument checks shared by several commands, so each reads the same everywhere.
+
+`--actor` is one option with one set of values; `--goal` on a command that reads is checked
+against the goals that exist, so a typo is `goal_not_found` rather than an empty answer (and
+never a folder). Nothing here writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from loopx_chat.cli.context import CliContext
+from loopx_chat.errors import Gate, StateError
+from loopx_chat.goals.goal_facts import known_goal_ids
+from loopx_chat.goals.goal_state import ACTORS
+from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Seconds a timeout may take: zero or less would end every turn before it starts.
+POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
+
+
+def actor_option(default: str, role: str) -> Callable[[F], F]:
+    """`--actor`: the same values on every command; `role` says what it means here."""
+    return click.option(
+        "--actor",
+        type=click.Choice(ACTORS),
+        default=default,
+        help=f"{role}.",
+    )
+
+
+def known_goal(cli: CliContext, goal_id: str) -> str:
+    """GOAL_ID when some session or goal record names it; else `goal_not_found`."""
+    gid = validate_goal_id(goal_id)
+    known = known_goal_ids(cli.store().list().sessions, GoalStore(cli.state_dir))
+    if gid in known:
+        return gid
+    shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+    raise StateError(
+        f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
+        error_code="goal_not_found",
+        gate=Gate(
+            summary="No session or goal record names this goal.",
+            next_action="Check the spelling with `loopx-chat status`, or start the goal with "
+            f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",
+        ),
+    )
