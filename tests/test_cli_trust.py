@@ -242,7 +242,11 @@ def _walk(
 ) -> list[tuple[tuple[str, ...], click.Command]]:
     found = [(path, command)]
     if isinstance(command, click.Group):
-        for name, sub in sorted(command.commands.items()):
+        # list/get_command, not `.commands`: the top-level group loads its commands on use
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, name
             found += _walk(sub, (*path, name))
     return found
 
