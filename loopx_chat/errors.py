@@ -114,6 +114,11 @@ ERROR_CODES: frozenset[str] = frozenset(
         "writeback_refused",
         "writeback_no_source",
         "writeback_not_applied",
+        "writeback_conflict",
+        "session_goal_mismatch",
+        "goal_not_found",
+        "turn_not_found",
+        "acceptance_required",
         # launchagent
         "platform_unsupported",
         "plist_malformed",

@@ -59,7 +59,15 @@ def emit_ok(doc: dict[str, Any], as_json: bool, lines: Iterable[str]) -> None:
         emit_json({"ok": True, **doc})
         return
     for line in lines:
-        click.echo(line)
+        click.echo(escape_controls(line))
+
+
+def escape_controls(text: str) -> str:
+    """Control characters in a record (an older version's, or a host's) print escaped, so
+    no record can move the cursor or recolour a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
 def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:

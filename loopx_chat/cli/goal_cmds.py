@@ -16,6 +16,7 @@ from loopx_chat.cli.context import (
 )
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status
@@ -87,6 +88,12 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         state = goal.get("goal_state") or {}
         if state.get("objective"):
             click.echo(f"  objective:               {state['objective']}")
+        for criterion in state.get("acceptance") or ():
+            click.echo(f"  acceptance:              {criterion}")
+        if state.get("stop_condition"):
+            click.echo(f"  stop when:               {state['stop_condition']}")
+        if goal.get("stopped"):
+            click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
         if state.get("boundary"):
             click.echo(f"  boundary:                {state['boundary']}")
         click.echo(f"  waiting on:              {answers['waiting_on']}")
@@ -218,9 +225,26 @@ def handoff_record(
 @click.pass_obj
 @renders_errors
 def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
-    """List the handoff packets of GOAL."""
-    packets = [h.to_dict() for h in _goals(cli).handoffs(validate_goal_id(goal_id))]
-    lines = (f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}" for h in packets)
+    """List the handoff packets of GOAL: pending, or consumed (by which turn)."""
+    handoffs = _goals(cli).handoffs(validate_goal_id(goal_id))
+    consumers = handoff_consumers(handoffs, goal_turns(cli.store(), goal_id))
+    packets = []
+    for h in handoffs:
+        turn = consumers[h.handoff_id]
+        packets.append(
+            {
+                **h.to_dict(),
+                "state": "consumed" if turn else "pending",
+                "consumed_by_turn": turn.turn_id if turn else None,
+                "consumed_in_session": turn.session_id if turn else None,
+            }
+        )
+    lines = (
+        f"{h['handoff_id']}  {h['created_at']}  "
+        + (f"consumed by {h['consumed_by_turn']}" if h["consumed_by_turn"] else "pending")
+        + f"  {h['next_action']}"
+        for h in packets
+    )
     emit_ok({"handoffs": packets}, as_json, lines)
 
 

@@ -37,18 +37,28 @@ _WAITING_WORDS = {
 }
 
 
-def four_answers(first_screen: dict[str, Any], waiting_on: str) -> dict[str, str]:
-    """The spec's first demo, in plain words."""
+def four_answers(
+    first_screen: dict[str, Any], waiting_on: str, quota: dict[str, Any]
+) -> dict[str, str]:
+    """The spec's first demo, in plain words. "Can the agent continue" is the quota decision
+    in words, so the first screen and the scheduler hint never tell two stories."""
     waiting = _WAITING_WORDS.get(waiting_on, waiting_on)
     actor = first_screen.get("waiting_on")
     if waiting_on == "user_or_controller" and actor:
         waiting = f"the {actor}: an owner gate needs a decision"
-    if first_screen.get("agent_can_continue"):
+    decision, reason = quota["decision"], quota["reason_code"]
+    if decision == "eligible":
         can = "yes: " + str(first_screen.get("first_agent_todo") or "continue")
-    elif first_screen.get("user_action_required"):
+    elif reason == "turn_running":
+        can = "no new turn: a turn is running now; let it finish"
+    elif decision in ("paused", "throttled"):
+        can = f"no: {decision}; clears when {quota['clears_when']}"
+    elif decision == "operator_gate":
         can = "no: blocked by an open owner gate"
+    elif reason == "no_agent_todo":
+        can = "no: nothing to do yet; " + str(quota["clears_when"])
     else:
-        can = "no: " + str(first_screen.get("recommended_action") or "nothing to do yet")
+        can = "no: " + str(first_screen.get("recommended_action") or reason)
     gate_state = first_screen.get("gate_state") or "none"
     if first_screen.get("user_action_required"):
         required = (
@@ -71,6 +81,7 @@ def four_answers(first_screen: dict[str, Any], waiting_on: str) -> dict[str, str
 
 
 def goal_status(facts: GoalFacts) -> dict[str, Any]:
+    """The goal's attention row: projection, quota decided on it, and the four answers."""
     projection = build_session_runtime_readonly_projection(**facts.builder_kwargs())
     attention = session_runtime_projection_attention(
         {"session_runtime_readonly_projection": projection}
@@ -78,13 +89,16 @@ def goal_status(facts: GoalFacts) -> dict[str, Any]:
     assert attention is not None  # the builder always emits a v0 projection
     compact = attention["session_runtime_projection"]
     first_screen = compact.get("first_screen", {})
+    quota = current_quota(facts, compact)
     return {
         "goal_id": facts.goal_id,
         "status": attention["status"],
         "severity": attention["severity"],
         "waiting_on": attention["waiting_on"],
         "recommended_action": attention["recommended_action"],
-        "answers": four_answers(first_screen, attention["waiting_on"]),
+        "stopped": facts.stopped,
+        "answers": four_answers(first_screen, attention["waiting_on"], quota),
+        "quota": quota,
         "projection": compact,
     }
 
@@ -120,17 +134,17 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def goal_record_summary(
-    facts: GoalFacts, projection: dict[str, Any], records: GoalRecords
-) -> dict[str, Any]:
-    """goal_state, quota, human rewards and advisory proposals, as the first screen shows them."""
+def goal_record_summary(facts: GoalFacts, records: GoalRecords) -> dict[str, Any]:
+    """goal_state, human rewards and advisory proposals, as the first screen shows them."""
     state = records.goal_state(facts.goal_id)
-    rewards = records.rewards(facts.goal_id)
+    rewards = records.current_rewards(facts.goal_id)
     proposals = records.proposals(facts.goal_id)
     return {
         "goal_state": (
             {
                 "objective": state.objective,
+                "acceptance": list(state.acceptance),
+                "stop_condition": state.stop_condition,
                 "boundary": state.boundary,
                 "non_goals": list(state.non_goals),
                 "authority_sources": list(state.authority_sources),
@@ -138,7 +152,6 @@ def goal_record_summary(
             if state
             else None
         ),
-        "quota": current_quota(facts, projection, records, state),
         "human_rewards": {
             label: sum(r["label"] == label for r in rewards) for label in REWARD_LABELS
         },
@@ -153,7 +166,8 @@ def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> li
     if first_screen.get("user_action_required"):
         for gate in facts.gates:
             if gate.get("status") in ("pending", "blocked") and gate.get("blocking", True):
-                refs.append(str(gate.get("gate_id")))
+                if gate.get("gate_id") not in facts.control_gate_ids:
+                    refs.append(str(gate.get("gate_id")))
                 break
     if first_screen.get("latest_blocker"):
         failing = [o for o in facts.outcomes if o.get("blocker")]
@@ -202,7 +216,7 @@ def collect_status(
                 g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
             )
             result = goal_status(facts)
-            result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
+            result.update(goal_record_summary(facts, GoalRecords(goals)))
         except StateError as exc:
             # One goal's unreadable record never hides the others.
             results.append(goal_problem(g, exc))
