@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -19,7 +20,7 @@ from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
 from loopx_chat.goals.goal_store import DECISIONS, GATE_ACTORS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
-from loopx_chat.goals.status import collect_status
+from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
     compact_session_runtime_readonly_projection,
@@ -55,10 +56,17 @@ def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) ->
 
 @click.command("status")
 @click.option("--goal", "goal_id", default=None)
+@click.option(
+    "--viewer",
+    type=click.Choice(["owner", "script"]),
+    default=None,
+    help="Who reads this. Default: owner on a terminal without --json, else script. Only "
+    "an owner's read counts as the owner having seen a blocker (a metric).",
+)
 @json_option
 @click.pass_obj
 @renders_errors
-def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
         validate_goal_id(goal_id)
@@ -72,6 +80,10 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         surface="cli",
         host=scan.threads if scan else None,
     )
+    if viewer == "owner":
+        record_owner_view(_goals(cli), doc, "cli_owner")
+    elif viewer is None and not as_json and sys.stdout.isatty():
+        record_owner_view(_goals(cli), doc, "cli_tty")
     doc["host_scan"] = (
         {"threads": len(scan.threads), "bytes_read": scan.bytes_read, "error_code": None}
         if scan
@@ -258,8 +270,7 @@ def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     store = _goals(cli)
     if goal_id:
         validate_goal_id(goal_id)
-    gate_status = {g.gate_id: g.status for gid in store.goal_ids() for g in store.gates(gid)}
-    doc = {"ok": True, **compute_metrics(store.control.events(), gate_status, goal_id)}
+    doc = {"ok": True, **compute_metrics(store.control.events(), goal_id)}
     if as_json:
         emit_json(doc)
         return

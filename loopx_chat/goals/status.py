@@ -176,6 +176,50 @@ def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> li
     return refs
 
 
+def session_start_gates(
+    store: SessionStore, goals: GoalStore, codex_home: str, goal_id: str
+) -> tuple[list[str], list[str]]:
+    """(a person's gates open for the goal, those its first screen shows as holding it)."""
+    facts = facts_from_state(goal_id, store=store, goals=goals, codex_home=codex_home)
+    first = goal_status(facts)["projection"].get("first_screen", {})
+    open_ids = [g.gate_id for g in goals.gates(goal_id) if g.status == "pending" and g.blocking]
+    shown = [
+        str(g["gate_id"])
+        for g in facts.gates
+        if g.get("gate_id") in open_ids and g.get("status") == "pending"
+    ]
+    return open_ids, shown if first.get("user_action_required") else []
+
+
+OWNER_SURFACES = ("cli_tty", "cli_owner", "page", "api_owner")
+
+
+def record_owner_view(goals: GoalStore, doc: dict[str, Any], surface: str) -> None:
+    """An owner's view (the page in a browser, `status` on a terminal, an API call with
+    `?viewer=owner`) saw these blockers: record the first sighting of each. Scripts and
+    `--json` reads never call this, so they never stop the time-to-owner clock."""
+    if surface not in OWNER_SURFACES:
+        raise ValueError(f"not an owner surface: {surface}")
+    refs = [
+        (row["goal_id"], ref)
+        for row in doc["attention_queue"]
+        for ref in row.get("shown_blocker_refs", ())
+    ]
+    if not refs:
+        return
+    try:
+        seen = goals.control.reported()
+    except StateError as exc:
+        doc["control_log_error"] = exc.error_code  # nothing recorded on an unreadable log
+        return
+    for goal_id, ref in refs:
+        if ref not in seen["blockers"]:
+            goals.control.record(
+                "blocker_displayed", goal_id=goal_id, blocker_ref=ref, surface=surface
+            )
+            seen["blockers"].add(ref)
+
+
 def collect_status(
     store: SessionStore,
     goals: GoalStore,
@@ -185,8 +229,10 @@ def collect_status(
     surface: str | None = None,
     host: Mapping[str, ThreadFacts] | None = None,
 ) -> dict[str, Any]:
-    """The status document; with `surface`, record blockers shown for the first time there.
+    """The status document; with `surface`, record stale projections detected there.
 
+    Each row names the blockers its first screen shows (`shown_blocker_refs`); whether an
+    owner saw them is recorded separately (`record_owner_view`), by the surfaces that know.
     With `host` (thread facts from the rollouts), each goal also says whether its projection
     is stale, how far behind, and why host and goal disagree (`reconcile_reason`).
 
@@ -227,6 +273,9 @@ def collect_status(
             result["reconcile_reason"] = reconcile_reason(
                 behind, result["projection"].get("first_screen", {})
             )
+        result["shown_blocker_refs"] = displayed_blocker_refs(
+            facts, result["projection"].get("first_screen", {})
+        )
         results.append(result)
         if surface is None:
             continue
@@ -242,15 +291,6 @@ def collect_status(
                     position=stale_key,
                 )
                 seen["stale"].add(stale_key)
-        refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
-        seen = _seen(goals) if refs else None
-        if seen is not None:
-            for ref in refs:
-                if ref not in seen["blockers"]:
-                    goals.control.record(
-                        "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
-                    )
-                    seen["blockers"].add(ref)
     doc = status_document(results)
     doc["control_log_error"] = log_error
     return doc

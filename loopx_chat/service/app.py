@@ -26,7 +26,7 @@ from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.goals.status import collect_status
+from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import CSP, render_first_screen
 from loopx_chat.service.security import (
@@ -201,10 +201,10 @@ class ServiceApp:
                 return error_response(403, "forbidden_request", refusal)
         if len(body) > MAX_BODY:
             return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
-        path = path.split("?", 1)[0]
+        path, _, query = path.partition("?")
         try:
             # HEAD is GET without the body (the server drops it).
-            return self._route("GET" if method == "HEAD" else method, path, body)
+            return self._route("GET" if method == "HEAD" else method, path, body, query)
         except LoopxChatError as exc:
             return from_error(exc)
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
@@ -214,9 +214,11 @@ class ServiceApp:
                 # A client reads its own writes: the next status read looks at the disk again.
                 self._status_cache.invalidate()
 
-    def _route(self, method: str, path: str, body: bytes) -> Response:
+    def _route(self, method: str, path: str, body: bytes, query: str = "") -> Response:
         if path == "/" and method == "GET":
             status, _ = self._status_cache.get()
+            # The page in a browser is the owner's view: it stops the time-to-owner clock.
+            record_owner_view(self.goals, status, "page")
             page = render_first_screen(status, self.controller.binding.source)
             return Response(
                 200,
@@ -225,7 +227,10 @@ class ServiceApp:
                 headers=(("Content-Security-Policy", CSP), ("X-Frame-Options", "DENY")),
             )
         if path == "/status.json" and method == "GET":
-            return Response(200, self._status_cache.get()[1])
+            status, body_bytes = self._status_cache.get()
+            if "viewer=owner" in query.split("&"):
+                record_owner_view(self.goals, status, "api_owner")
+            return Response(200, body_bytes)
         if path == "/api/chat/capabilities" and method == "GET":
             return json_response(200, self.capabilities())
         if path == "/api/chat/sessions":
