@@ -323,9 +323,7 @@ class WritebackService:
                 error_code="writeback_conflict",
             )
 
-    def _request_prior(
-        self, goal_id: str, gate_id: str, sid: str
-    ) -> tuple[bool, HostGoal | None]:
+    def _request_prior(self, goal_id: str, gate_id: str, sid: str) -> tuple[bool, HostGoal | None]:
         """(whether the gate's request was written to this thread, the goal before it)."""
         key_prefix = f"{goal_id}:{gate_id}.requested.{sid}:"
         for record in reversed(self.records(goal_id)):
