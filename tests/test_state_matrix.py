@@ -56,6 +56,8 @@ WRITES: dict[str, list[str]] = {
 }  # fmt: skip
 # Listings report an unreadable item as a problem entry and still succeed.
 LISTINGS = {"sessions list", "status", "gate list", "goal list"}
+# Reads only the control-event log, never a goal's or a session's files.
+LOG_ONLY = {"metrics"}
 # Writes that read the goal's records first (to fold them, or to refuse a bad log before
 # appending to it): they fail as the read does. The others are bare appends.
 # reward, dream and quota first check that the goal exists (and reward that its turn does).
@@ -173,7 +175,7 @@ def condition(kind: str, tmp: Path) -> Iterator[tuple[Path, Callable[[str, bool]
 
         def expected(name: str, write: bool) -> str | None:
             if not write:
-                if name in LISTINGS:
+                if name in LISTINGS or name in LOG_ONLY:
                     return None
                 return read_code
             if name in READ_FIRST:
