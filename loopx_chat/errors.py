@@ -116,6 +116,10 @@ ERROR_CODES: frozenset[str] = frozenset(
         "writeback_refused",
         "writeback_no_source",
         "writeback_not_applied",
+        "writeback_conflict",
+        "session_goal_mismatch",
+        "turn_not_found",
+        "acceptance_required",
         # launchagent
         "platform_unsupported",
         "plist_malformed",

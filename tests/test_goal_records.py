@@ -8,14 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from hypothesis import given
-from hypothesis import strategies as st
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.goals.quota import FAILURE_THRESHOLD, QuotaFacts, decide_quota
+from loopx_chat.goals.quota import QuotaFacts, decide_quota
+from tests.goal_helpers import goal_with_turns
 
 
 def records(root: Path) -> GoalRecords:
@@ -35,7 +34,13 @@ def cli(root: Path, *args: str, input: str | None = None) -> dict:  # type: igno
 
 def test_goal_state_history_survives_restart(tmp_path: Path) -> None:
     records(tmp_path).set_goal_state(
-        "g", {"objective": "Ship v1", "boundary": "repo only", "non_goals": ["billing"]}
+        "g",
+        {
+            "objective": "Ship v1",
+            "acceptance": ["the tests pass"],
+            "boundary": "repo only",
+            "non_goals": ["billing"],
+        },
     )
     records(tmp_path).set_goal_state("g", {"objective": "Ship v2"}, actor="operator")
     again = records(tmp_path)  # a new process reads the same records
@@ -70,15 +75,22 @@ def test_raw_material_keys_are_refused_and_nothing_written(tmp_path: Path, raw_k
 
 def test_text_must_be_public_safe(tmp_path: Path) -> None:
     with pytest.raises(LoopxChatError) as info:
-        records(tmp_path).set_goal_state("g", {"objective": "read /Users/me/secrets.txt"})
-    assert info.value.error_code == "unsafe_text"
-    with pytest.raises(LoopxChatError):
-        records(tmp_path).record_reward(
-            "g", run_ref="t1", label="good", reason="token sk-abcdefghijkl"
+        records(tmp_path).set_goal_state(
+            "g", {"objective": "read /Users/me/secrets.txt", "acceptance": ["done"]}
         )
+    assert info.value.error_code == "unsafe_text"
+    assert "(local_path)" in info.value.message and "/Users" not in info.value.message
+    with pytest.raises(LoopxChatError) as info:
+        records(tmp_path).record_proposal(
+            "g", title="t", rationale="key sk-abcdefghijklmnopqrstu", next_action="n"
+        )
+    assert "(secret)" in info.value.message and "sk-" not in info.value.message
+    assert not (tmp_path / "goals" / "g" / "goal_state.jsonl").exists()
+    assert not (tmp_path / "goals" / "g" / "proposals.jsonl").exists()
 
 
 def test_rewards_are_judgments_kept_with_history(tmp_path: Path) -> None:
+    goal_with_turns(tmp_path, "g", "turn-1", "turn-2")
     cli(
         tmp_path,
         "reward",
@@ -118,6 +130,7 @@ def test_rewards_are_judgments_kept_with_history(tmp_path: Path) -> None:
 
 
 def test_proposal_is_never_a_todo_until_promoted(tmp_path: Path) -> None:
+    cli(tmp_path, "goal", "set", "g", "--objective", "fast status", "--acceptance", "under 10 ms")
     proposal = cli(
         tmp_path,
         "dream",
@@ -173,88 +186,67 @@ def test_dismissed_proposal_stays_advisory_history(tmp_path: Path) -> None:
 
 def facts(**kw: object) -> QuotaFacts:
     base: dict[str, object] = dict(
+        stopped=False,
         open_blocking_gate=False,
+        home_mismatch=False,
+        throttle=None,
         raw_material_detected=False,
-        consecutive_failed_turns=0,
-        tokens_used=0,
-        token_budget=None,
-        lane="advancement_task",
+        turn_running=False,
+        agent_can_continue=True,
+        pending_handoffs=("handoff-1",),
         transition_key="k1",
-        last_decision_key=None,
     )
     base.update(kw)
     return QuotaFacts(**base)  # type: ignore[arg-type]
 
 
+THROTTLE = {"kind": "consecutive_failures", "count": 3, "threshold": 3, "clears_when": "x"}
+
+
 @pytest.mark.parametrize(
     ("kw", "decision", "reason"),
     [
+        ({"stopped": True, "open_blocking_gate": True}, "paused", "goal_stopped"),
         (
             {"open_blocking_gate": True, "raw_material_detected": True},
             "operator_gate",
             "open_blocking_gate",
         ),
-        ({"raw_material_detected": True}, "blocked", "raw_material_detected"),
-        ({"consecutive_failed_turns": FAILURE_THRESHOLD}, "throttled", "consecutive_failed_turns"),
-        ({"tokens_used": 500, "token_budget": 500}, "throttled", "token_budget_spent"),
+        ({"home_mismatch": True, "throttle": THROTTLE}, "blocked", "codex_home_mismatch"),
+        ({"throttle": THROTTLE, "raw_material_detected": True}, "throttled",
+         "consecutive_failed_turns"),
         (
-            {"lane": "monitor", "last_decision_key": "k1"},
-            "monitor_quiet_skip",
-            "no_material_transition",
+            {"throttle": {"kind": "token_budget", "used": 5, "budget": 5, "clears_when": "y"}},
+            "throttled",
+            "token_budget_spent",
         ),
-        ({"lane": "monitor", "last_decision_key": "k0"}, "eligible", "eligible"),
-        ({"consecutive_failed_turns": FAILURE_THRESHOLD - 1}, "eligible", "eligible"),
+        ({"raw_material_detected": True}, "blocked", "raw_material_detected"),
+        ({"turn_running": True}, "waiting", "turn_running"),
+        ({"pending_handoffs": ()}, "waiting", "no_agent_todo"),
+        ({"agent_can_continue": False}, "waiting", "no_agent_todo"),
+        ({}, "eligible", "eligible"),
     ],
-)
+)  # fmt: skip
 def test_quota_outcomes(kw: dict[str, object], decision: str, reason: str) -> None:
     out = decide_quota(facts(**kw))
     assert (out["decision"], out["reason_code"]) == (decision, reason)
     assert out["scheduler_hint_only"] is True and out["starts_turns"] is False
     assert out["bills"] is False and "never starts a turn" in out["note"]
+    assert (out["clears_when"] is None) == (decision == "eligible")
     if decision == "throttled":
         assert out["window"]["kind"] in ("consecutive_failures", "token_budget")
 
 
-@given(
-    gate=st.booleans(),
-    raw=st.booleans(),
-    fails=st.integers(0, 10),
-    used=st.integers(0, 10_000),
-    budget=st.none() | st.integers(1, 10_000),
-    lane=st.sampled_from(["monitor", "advancement_task", "blocker", "user_gate"]),
-    last=st.none() | st.sampled_from(["k1", "k2"]),
-)
-def test_quota_is_a_deterministic_function_of_facts(
-    gate: bool, raw: bool, fails: int, used: int, budget: int | None, lane: str, last: str | None
-) -> None:
-    f = facts(
-        open_blocking_gate=gate,
-        raw_material_detected=raw,
-        consecutive_failed_turns=fails,
-        tokens_used=used,
-        token_budget=budget,
-        lane=lane,
-        last_decision_key=last,
-    )
-    first, second = decide_quota(f), decide_quota(f)
-    assert first == second
-    assert first["decision"] in (
-        "eligible",
-        "throttled",
-        "monitor_quiet_skip",
-        "operator_gate",
-        "blocked",
-    )
-    if gate:
-        assert first["decision"] == "operator_gate"
-
-
-def test_quota_cli_records_decisions_and_sees_quiet_monitor(tmp_path: Path) -> None:
-    cli(tmp_path, "goal", "set", "g", "--objective", "watch the build")
+def test_quota_cli_records_decisions_and_agrees_with_status(tmp_path: Path) -> None:
+    cli(tmp_path, "goal", "set", "g", "--objective", "watch the build", "--acceptance", "green")
     first = cli(tmp_path, "quota", "--goal", "g")["decisions"][0]
+    assert (first["decision"], first["reason_code"]) == ("waiting", "no_agent_todo")
+    cli(
+        tmp_path, "handoff", "record", "--goal", "g", "--next-action", "fix the build",
+        "--stop-condition", "green",
+    )  # fmt: skip
     second = cli(tmp_path, "quota", "--goal", "g")["decisions"][0]
-    assert first["decision"] == "eligible"  # no decision on record yet
-    assert second["decision"] == "monitor_quiet_skip"  # nothing material changed since
+    assert second["decision"] == "eligible" and second["todo_refs"]
     cli(tmp_path, "gate", "request", "--goal", "g", "--question", "Proceed?")
     third = cli(tmp_path, "quota", "--goal", "g")["decisions"][0]
     assert third["decision"] == "operator_gate"
@@ -262,16 +254,22 @@ def test_quota_cli_records_decisions_and_sees_quiet_monitor(tmp_path: Path) -> N
     assert len(lines) == 3
     goal = cli(tmp_path, "status", "--goal", "g")["attention_queue"][0]
     assert goal["goal_state"]["objective"] == "watch the build"
+    assert goal["goal_state"]["acceptance"] == ["green"]
+    assert goal["quota"]["decision"] == "operator_gate"
+    assert goal["answers"]["agent_can_continue"].startswith("no: blocked by an open owner gate")
 
 
 @pytest.mark.parametrize(
     "doc",
     [
-        {"objective": "Ship", "non_goals": [1]},
-        {"objective": "Ship", "non_goals": None},
-        {"objective": "Ship", "non_goals": "abc"},
-        {"objective": "Ship", "boundary": 5},
-        {"objective": "Ship", "token_budget": True},
+        {"objective": "Ship", "non_goals": [1], "acceptance": ["a"]},
+        {"objective": "Ship", "non_goals": None, "acceptance": ["a"]},
+        {"objective": "Ship", "non_goals": "abc", "acceptance": ["a"]},
+        {"objective": "Ship", "boundary": 5, "acceptance": ["a"]},
+        {"objective": "Ship", "token_budget": True, "acceptance": ["a"]},
+        {"objective": "Ship", "acceptance": "abc"},
+        {"objective": "Ship", "acceptance": []},
+        {"objective": "Ship"},
     ],
 )
 def test_goal_state_json_of_the_wrong_types_is_refused_cleanly(
@@ -285,5 +283,9 @@ def test_goal_state_json_of_the_wrong_types_is_refused_cleanly(
         env={"LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home")},
     )
     assert result.exit_code == 1
-    assert json.loads(result.stdout)["error_code"] in ("input_invalid", "usage_error")
+    assert json.loads(result.stdout)["error_code"] in (
+        "input_invalid",
+        "usage_error",
+        "acceptance_required",
+    )
     assert not (tmp_path / "goals" / "g" / "goal_state.jsonl").exists()

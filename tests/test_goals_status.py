@@ -76,7 +76,13 @@ def test_gates_persist_with_an_audit_trail(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "text", ["token sk-abcdefghijklmnop", "see /Users/me/notes.txt", "-----BEGIN KEY", "   "]
+    "text",
+    [
+        "token sk-abcdefghijklmnop",
+        "see /Users/me/notes.txt",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        "   ",
+    ],
 )
 def test_unsafe_or_empty_gate_text_is_refused(tmp_path: Path, text: str) -> None:
     with pytest.raises(LoopxChatError) as info:

@@ -404,7 +404,9 @@ def test_status_reads_its_own_writes_at_once(service: Service) -> None:
     # Goal records written by the CLI are in the fingerprint too (not only gates/handoffs),
     # so they are not left to the next host refresh.
     before = state_fingerprint(service.state)
-    GoalRecords(GoalStore(service.state)).set_goal_state("g-now", {"objective": "Ship it"})
+    GoalRecords(GoalStore(service.state)).set_goal_state(
+        "g-now", {"objective": "Ship it", "acceptance": ["it ships"]}
+    )
     assert state_fingerprint(service.state) != before
 
 

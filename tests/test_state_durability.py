@@ -17,6 +17,8 @@ from loopx_chat.cli import main
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.state import jsonl
 from loopx_chat.state.jsonl import append_record, read_records
+from loopx_chat.state.session_records import SessionRecord, TurnRecord
+from loopx_chat.state.session_store import SessionStore
 from tests.state_conditions import free_bytes, small_tmpfs
 
 
@@ -42,7 +44,8 @@ COMMANDS: list[tuple[str, list[str], str]] = [
                 "--reason", "fine work"], "reward_id"),
     ("handoff", ["handoff", "record", "--goal", "g1", "--next-action", "write the tests",
                  "--stop-condition", "tests pass"], "handoff_id"),
-    ("goal", ["goal", "set", "g1", "--objective", "ship the durable append"], "record_id"),
+    ("goal", ["goal", "set", "g1", "--objective", "ship the durable append",
+              "--acceptance", "done"], "record_id"),
     ("gate", ["gate", "request", "--goal", "g1", "--question", "may it merge?"], "gate_id"),
 ]  # fmt: skip
 
@@ -59,6 +62,14 @@ def test_full_disk_rounds_never_lose_a_committed_record(tmp_path: Path) -> None:
     with small_tmpfs(tmp_path / "disk", "192k") as disk:
         root = disk / "state"
         filler = disk / "filler"
+        # The goal's session and the turn the rewards judge (a reward needs an existing turn).
+        store = SessionStore(root)
+        store.create(SessionRecord(session_id="s1", goal_id="g1", created_at="t", updated_at="t"))
+        store.save_turn(
+            TurnRecord(
+                turn_id="t-1", session_id="s1", status="completed", created_at="t", updated_at="t"
+            )
+        )
         committed: dict[str, set[str]] = {name: set() for name, _, _ in COMMANDS}
         failures = 0
         for _round in range(50):

@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.state_conditions import as_nobody_prefix, free_bytes, read_only_bind, small_tmpfs
 
@@ -45,7 +45,7 @@ WRITES: dict[str, list[str]] = {
     "handoff record": [
         "handoff", "record", "--goal", "g", "--next-action", "go", "--stop-condition", "done",
     ],
-    "goal set": ["goal", "set", "g", "--objective", "new objective"],
+    "goal set": ["goal", "set", "g", "--objective", "new objective", "--acceptance", "done"],
     "reward record": [
         "reward", "record", "--goal", "g", "--turn", "t1", "--label", "good", "--reason", "ok",
     ],
@@ -56,10 +56,13 @@ WRITES: dict[str, list[str]] = {
 }  # fmt: skip
 # Listings report an unreadable item as a problem entry and still succeed.
 LISTINGS = {"sessions list", "status", "gate list", "goal list"}
+# Reads only the control-event log, never a goal's or a session's files.
+LOG_ONLY = {"metrics"}
 # Writes that read the goal's records first (to fold them, or to refuse a bad log before
 # appending to it): they fail as the read does. The others are bare appends.
-READ_FIRST = {"gate request", "goal set", "dream record", "quota"}
-READ_BEFORE_LOCK = {"goal set", "quota"}  # of those, the ones that read before any write
+# reward, dream and quota first check that the goal exists (and reward that its turn does).
+READ_FIRST = {"gate request", "goal set", "dream record", "quota", "reward record"}
+READ_BEFORE_LOCK = {"goal set", "quota", "reward record", "dream record"}
 # `status` records which blockers it showed in the metrics log: it only ever grows.
 GROWS = "events/control.jsonl"
 # The two documented caches `status` may (re)write: they hold no record.
@@ -68,12 +71,17 @@ GOAL_FILES = ("gates", "handoffs", "goal_state", "rewards", "proposals")
 
 
 def populate(root: Path) -> None:
+    # The goal and its turn exist first: a reward judges an existing turn of the goal.
+    store = SessionStore(root)
+    store.create(SessionRecord(session_id="s1", goal_id="g", created_at="t", updated_at="t"))
+    store.save_turn(
+        TurnRecord(
+            turn_id="t1", session_id="s1", status="completed", created_at="t", updated_at="t"
+        )
+    )
     for args in WRITES.values():
         result = CliRunner().invoke(main, ["--state-dir", str(root), *args, "--json"])
         assert result.exit_code == 0, result.output
-    SessionStore(root).create(
-        SessionRecord(session_id="s1", goal_id="g", created_at="t", updated_at="t")
-    )
 
 
 def snapshot(*roots: Path) -> dict[str, bytes]:
@@ -167,7 +175,7 @@ def condition(kind: str, tmp: Path) -> Iterator[tuple[Path, Callable[[str, bool]
 
         def expected(name: str, write: bool) -> str | None:
             if not write:
-                if name in LISTINGS:
+                if name in LISTINGS or name in LOG_ONLY:
                     return None
                 return read_code
             if name in READ_FIRST:
@@ -234,6 +242,8 @@ def test_every_write_on_a_full_disk_is_unwritable_and_reads_still_work(tmp_path:
         for name, args in READS.items():
             check(root, name, args, None)
         for name, args in fresh.items():
-            # A new goal's first record needs a page the disk does not have.
-            check(root, name, args, "state_unwritable")
+            # A new goal's first record needs a page the disk does not have; the records
+            # that never create a goal refuse it before they would need one.
+            never_create = name in ("quota", "reward record", "dream record")
+            check(root, name, args, "goal_not_found" if never_create else "state_unwritable")
         unchanged(before, snapshot(root))

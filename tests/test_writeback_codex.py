@@ -136,3 +136,67 @@ def test_writeback_cli(
     assert (
         again.exit_code == 1 and json.loads(again.stdout)["error_code"] == "writeback_not_applied"
     )
+
+
+def test_a_third_party_change_is_a_conflict_and_nothing_changes(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    import pytest
+
+    from loopx_chat.errors import LoopxChatError
+
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g-cf", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+        user = {"objective": "user goal", "status": "paused", "origin": "user"}
+        c.thread_request(sid, "thread/goal/set", user)
+        service = WritebackService(c, goals)
+        packet = goals.record_handoff("g-cf", "merge the fix", "merged", ())
+        applied = service.apply("g-cf", packet.handoff_id)
+        assert host_goal(c, sid) == {"objective": "merge the fix", "status": "paused"}
+        # Someone else edits the goal after our write: revert must not clobber it.
+        third = {"objective": "their goal", "status": "paused", "origin": "user"}
+        c.thread_request(sid, "thread/goal/set", third)
+        log_before = (state / "goals" / "g-cf" / "writebacks.jsonl").read_bytes()
+        with pytest.raises(LoopxChatError) as info:
+            service.revert("g-cf", applied["idempotency_key"])
+        assert info.value.error_code == "writeback_conflict"
+        assert "their goal" in info.value.message and "merge the fix" in info.value.message
+        assert host_goal(c, sid) == {"objective": "their goal", "status": "paused"}
+        gate = goals.request_gate("g-cf", "Ship it?")
+        with pytest.raises(LoopxChatError) as info:
+            service.apply("g-cf", gate.gate_id)
+        assert info.value.error_code == "writeback_conflict"
+        assert host_goal(c, sid) == {"objective": "their goal", "status": "paused"}
+        assert (state / "goals" / "g-cf" / "writebacks.jsonl").read_bytes() == log_before
+
+
+def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    import pytest
+
+    from loopx_chat.errors import LoopxChatError
+
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g-nw", tmp_path).session_id
+        other = c.open_session("g-other", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+        user = {"objective": "user goal", "status": "paused", "origin": "user"}
+        c.thread_request(sid, "thread/goal/set", user)
+        service = WritebackService(c, goals)
+        gate = goals.request_gate("g-nw", "Go?")
+        goals.resolve_gate("g-nw", gate.gate_id, "approve", None)
+        done = service.apply("g-nw", gate.gate_id)
+        assert (done["status"], done["reason_code"]) == ("skipped", "request_not_written")
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "paused"}
+        with pytest.raises(LoopxChatError) as info:  # another goal's thread
+            service.preview("g-nw", gate.gate_id, session_id=other)
+        assert info.value.error_code == "session_goal_mismatch"
+        keys = {service.preview("g-nw", gate.gate_id, session_id=s)["plan"]["writeback"][
+            "idempotency_key"] for s in (sid,)}  # fmt: skip
+        assert all(sid in k for k in keys)

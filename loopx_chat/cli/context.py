@@ -63,10 +63,18 @@ def emit_ok(
         return
     printed = False
     for line in lines:
-        click.echo(line)
+        click.echo(escape_controls(line))
         printed = True
     if not printed and empty:
         click.echo(empty)
+
+
+def escape_controls(text: str) -> str:
+    """Control characters in a record (an older version's, or a host's) print escaped, so
+    no record can move the cursor or recolour a terminal."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
 def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:

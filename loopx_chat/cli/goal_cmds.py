@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -18,9 +19,10 @@ from loopx_chat.cli.context import (
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
-from loopx_chat.goals.status import collect_status
+from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.goals.words import humanize, quota_words
 from loopx_chat.session_runtime import (
     build_session_runtime_readonly_projection,
@@ -59,10 +61,17 @@ def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) ->
 
 @click.command("status")
 @click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
+@click.option(
+    "--viewer",
+    type=click.Choice(["owner", "script"]),
+    default=None,
+    help="Who reads this. Default: owner on a terminal without --json, else script. Only "
+    "an owner's read counts as the owner having seen a blocker (a metric).",
+)
 @json_option
 @click.pass_obj
 @renders_errors
-def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
         known_goal(cli, goal_id)
@@ -76,6 +85,10 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         surface="cli",
         host=scan.threads if scan else None,
     )
+    if viewer == "owner":
+        record_owner_view(_goals(cli), doc, "cli_owner")
+    elif viewer is None and not as_json and sys.stdout.isatty():
+        record_owner_view(_goals(cli), doc, "cli_tty")
     doc["host_scan"] = (
         {"threads": len(scan.threads), "bytes_read": scan.bytes_read, "error_code": None}
         if scan
@@ -92,6 +105,12 @@ def status(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
         state = goal.get("goal_state") or {}
         if state.get("objective"):
             click.echo(f"  objective:               {state['objective']}")
+        for criterion in state.get("acceptance") or ():
+            click.echo(f"  acceptance:              {criterion}")
+        if state.get("stop_condition"):
+            click.echo(f"  stop when:               {state['stop_condition']}")
+        if goal.get("stopped"):
+            click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
         if state.get("boundary"):
             click.echo(f"  boundary:                {state['boundary']}")
         click.echo(f"  waiting on:              {humanize(answers['waiting_on'])}")
@@ -225,9 +244,26 @@ def handoff_record(
 @click.pass_obj
 @renders_errors
 def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
-    """List the handoff packets of GOAL."""
-    packets = [h.to_dict() for h in _goals(cli).handoffs(known_goal(cli, goal_id))]
-    lines = (f"{h['handoff_id']}  {h['created_at']}  {h['next_action']}" for h in packets)
+    """List the handoff packets of GOAL: pending, or consumed (by which turn)."""
+    handoffs = _goals(cli).handoffs(known_goal(cli, goal_id))
+    consumers = handoff_consumers(handoffs, goal_turns(cli.store(), goal_id))
+    packets = []
+    for h in handoffs:
+        turn = consumers[h.handoff_id]
+        packets.append(
+            {
+                **h.to_dict(),
+                "state": "consumed" if turn else "pending",
+                "consumed_by_turn": turn.turn_id if turn else None,
+                "consumed_in_session": turn.session_id if turn else None,
+            }
+        )
+    lines = (
+        f"{h['handoff_id']}  {h['created_at']}  "
+        + (f"consumed by {h['consumed_by_turn']}" if h["consumed_by_turn"] else "pending")
+        + f"  {h['next_action']}"
+        for h in packets
+    )
     emit_ok({"handoffs": packets}, as_json, lines, empty=nothing_found("handoffs", goal_id))
 
 
@@ -241,8 +277,7 @@ def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     store = _goals(cli)
     if goal_id:
         known_goal(cli, goal_id)
-    gate_status = {g.gate_id: g.status for gid in store.goal_ids() for g in store.gates(gid)}
-    doc = {"ok": True, **compute_metrics(store.control.events(), gate_status, goal_id)}
+    doc = {"ok": True, **compute_metrics(store.control.events(), goal_id)}
     if as_json:
         emit_json(doc)
         return

@@ -37,9 +37,12 @@ def actor_option(default: str, role: str) -> Callable[[F], F]:
 def known_goal(cli: CliContext, goal_id: str) -> str:
     """GOAL_ID when some session or goal record names it; else `goal_not_found`."""
     gid = validate_goal_id(goal_id)
-    known = known_goal_ids(cli.store().list().sessions, GoalStore(cli.state_dir))
-    if gid in known:
+    sessions = cli.store().list().sessions
+    goals = GoalStore(cli.state_dir)
+    # A folder left empty by a write that failed names no goal: records do.
+    if any(s.goal_id == gid for s in sessions) or goals.has_records(gid):
         return gid
+    known = known_goal_ids(sessions, goals)
     shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
     raise StateError(
         f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),

@@ -1,4 +1,7 @@
-"""`loopx-chat goal|quota|reward|dream`: the goal's own control records."""
+"""`loopx-chat goal|quota|reward|dream`: the goal's own control records.
+
+Only `goal set` creates a goal; quota, reward and dream refuse a goal no record names
+(`goal_not_found`) rather than creating it."""
 
 from __future__ import annotations
 
@@ -17,15 +20,24 @@ from loopx_chat.cli.context import (
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
-from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
+from loopx_chat.goals.goal_facts import (
+    facts_from_state,
+    goal_turns,
+    known_goal_ids,
+)
 from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
-from loopx_chat.goals.quota import current_quota, record_quota
+from loopx_chat.goals.quota import record_quota
 from loopx_chat.goals.status import goal_status
 
 
 def _records(cli: CliContext) -> GoalRecords:
     return GoalRecords(GoalStore(cli.state_dir))
+
+
+def _known(cli: CliContext, goal_id: str) -> tuple[GoalRecords, str]:
+    """The goal's records, after checking some record already names the goal."""
+    return _records(cli), known_goal(cli, goal_id)
 
 
 @click.group()
@@ -36,6 +48,13 @@ def goal() -> None:
 @goal.command("set")
 @click.argument("goal_id")
 @click.option("--objective", default=None, help="What the goal is for, in short words.")
+@click.option(
+    "--acceptance",
+    "acceptance",
+    multiple=True,
+    help="A criterion that says the goal is met (at least one; repeat for more).",
+)
+@click.option("--stop-condition", default=None, help="When the agent must stop and ask.")
 @click.option("--non-goal", "non_goals", multiple=True, help="Something out of scope (repeatable).")
 @click.option(
     "--authority",
@@ -61,6 +80,8 @@ def goal_set(
     cli: CliContext,
     goal_id: str,
     objective: str | None,
+    acceptance: tuple[str, ...],
+    stop_condition: str | None,
     non_goals: tuple[str, ...],
     authority_sources: tuple[str, ...],
     boundary: str | None,
@@ -78,11 +99,14 @@ def goal_set(
         fields.update(loaded)
     for key, value in (
         ("objective", objective),
+        ("stop_condition", stop_condition),
         ("boundary", boundary),
         ("token_budget", token_budget),
     ):
         if value is not None:
             fields[key] = value
+    if acceptance:
+        fields["acceptance"] = list(acceptance)
     if non_goals:
         fields["non_goals"] = list(non_goals)
     if authority_sources:
@@ -110,6 +134,9 @@ def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> No
         emit_json({"ok": True, **doc})
         return
     click.echo(f"objective:  {state.objective}")
+    for criterion in state.acceptance:
+        click.echo(f"acceptance: {criterion}")
+    click.echo(f"stop when:  {state.stop_condition or '-'}")
     click.echo(f"boundary:   {state.boundary or '-'}")
     click.echo(f"non-goals:  {', '.join(state.non_goals) or '-'}")
     click.echo(f"authority:  {', '.join(state.authority_sources) or '-'}")
@@ -144,13 +171,42 @@ def goal_list(cli: CliContext, as_json: bool) -> None:
     )
 
 
+@goal.command("stop")
+@click.argument("goal_id")
+@click.option("--reason", default=None, help="Why, in a few public words (shown on status).")
+@actor_option("owner", "Who stops it")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_stop(cli: CliContext, goal_id: str, reason: str | None, actor: str, as_json: bool) -> None:
+    """Stop GOAL_ID: no automatic turn until `goal resume` (quota says `paused`)."""
+    records, gid = _known(cli, goal_id)
+    entry = records.set_stopped(gid, True, reason=reason, actor=actor)
+    emit_ok({"lifecycle": entry}, as_json, [f"{gid}: stopped (resume with `goal resume {gid}`)"])
+
+
+@goal.command("resume")
+@click.argument("goal_id")
+@actor_option("owner", "Who resumes it")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_resume(cli: CliContext, goal_id: str, actor: str, as_json: bool) -> None:
+    """Resume a stopped GOAL_ID."""
+    records, gid = _known(cli, goal_id)
+    entry = records.set_stopped(gid, False, actor=actor)
+    emit_ok({"lifecycle": entry}, as_json, [f"{gid}: resumed"])
+
+
 @click.command("quota")
 @click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
 @renders_errors
 def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
-    """Should each goal spend its next automatic turn? A scheduler hint; it starts nothing."""
+    """Should each goal spend its next automatic turn? A scheduler hint; it starts nothing.
+
+    The same answer as status's "agent can continue now"."""
     store, records = cli.store(), _records(cli)
     sessions = store.list().sessions
     ids = [known_goal(cli, goal_id)] if goal_id else known_goal_ids(sessions, records.goals)
@@ -164,15 +220,13 @@ def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             codex_home=codex_home,
             all_sessions=sessions,
         )
-        projection = goal_status(facts)["projection"]
-        decision = current_quota(facts, projection, records, records.goal_state(gid))
-        decisions.append(record_quota(gid, decision, records))
+        decisions.append(record_quota(gid, goal_status(facts)["quota"], records))
     if as_json:
         emit_json({"ok": True, "decisions": decisions})
         return
     for d in decisions:
-        window = f" window={d['window']}" if d["window"] else ""
-        click.echo(f"{d['goal_id']}: {d['decision']} ({d['reason_code']}){window}")
+        clears = f"; clears when {d['clears_when']}" if d["decision"] != "eligible" else ""
+        click.echo(f"{d['goal_id']}: {d['decision']} ({d['reason_code']}{clears})")
     click.echo(f"({decisions[0]['note']})" if decisions else nothing_found("goals"))
 
 
@@ -193,11 +247,14 @@ def reward() -> None:
 def reward_record(
     cli: CliContext, goal_id: str, run_ref: str, label: str, reason: str, actor: str, as_json: bool
 ) -> None:
-    """Record a person's judgment of a run."""
-    entry = _records(cli).record_reward(
-        validate_goal_id(goal_id), run_ref=run_ref, label=label, reason=reason, actor=actor
+    """Record a person's judgment of a turn of GOAL; a second one for the turn replaces it."""
+    records, gid = _known(cli, goal_id)
+    turns = {t.turn_id for t in goal_turns(cli.store(), gid)}
+    entry = records.record_reward(
+        gid, run_ref=run_ref, label=label, reason=reason, actor=actor, goal_turns=turns
     )
-    emit_ok({"reward": entry}, as_json, [f"{entry['reward_id']}: {label} for {run_ref}"])
+    replaced = f" (replaces {entry['replaces']})" if entry["replaces"] else ""
+    emit_ok({"reward": entry}, as_json, [f"{entry['reward_id']}: {label} for {run_ref}{replaced}"])
 
 
 @reward.command("list")
@@ -206,10 +263,14 @@ def reward_record(
 @click.pass_obj
 @renders_errors
 def reward_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
-    """List the judgments recorded for GOAL's runs, oldest first."""
-    entries = _records(cli).rewards(known_goal(cli, goal_id))
+    """The rewards of GOAL: one per judged turn, and every earlier one as history."""
+    records = _records(cli)
+    history = records.rewards(known_goal(cli, goal_id))
+    current = {e["reward_id"] for e in records.current_rewards(goal_id)}
+    entries = [{**e, "current": e["reward_id"] in current} for e in history]
     lines = (
         f"{e['reward_id']}  {e['created_at']}  {e['label']:5}  {e['run_ref']}: {e['reason']}"
+        + ("" if e["current"] else "  (replaced)")
         for e in entries
     )
     emit_ok({"rewards": entries}, as_json, lines, empty=nothing_found("rewards", goal_id))
@@ -238,9 +299,9 @@ def dream_record(
     actor: str,
     as_json: bool,
 ) -> None:
-    """Record an advisory idea for GOAL; it causes nothing until `dream promote`."""
-    entry = _records(cli).record_proposal(
-        validate_goal_id(goal_id),
+    records, gid = _known(cli, goal_id)
+    entry = records.record_proposal(
+        gid,
         title=title,
         rationale=rationale,
         next_action=next_action,
@@ -283,16 +344,22 @@ def dream_promote(
     )
 
 
-@dream.command("dismiss")
-@click.argument("proposal_id")
-@click.option("--goal", "goal_id", required=True, help="Goal the proposal belongs to.")
-@actor_option("owner", "Who dismisses it")
-@json_option
-@click.pass_obj
-@renders_errors
-def dream_dismiss(
-    cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool
-) -> None:
-    """Close PROPOSAL_ID without acting on it (it stays on record)."""
-    entry = _records(cli).dismiss(validate_goal_id(goal_id), proposal_id, actor=actor)
-    emit_ok({"proposal": entry}, as_json, [f"{proposal_id} dismissed"])
+def _closing_command(name: str, event: str, doc: str) -> None:
+    """`dream dismiss` and `dream close`: the same checked, locked write, another event."""
+
+    @dream.command(name, help=doc)
+    @click.argument("proposal_id")
+    @click.option("--goal", "goal_id", required=True, help="Goal the proposal belongs to.")
+    @actor_option("owner", "Who closes it")
+    @json_option
+    @click.pass_obj
+    @renders_errors
+    def command(cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool) -> None:
+        entry = _records(cli).dismiss(
+            validate_goal_id(goal_id), proposal_id, actor=actor, event=event
+        )
+        emit_ok({"proposal": entry}, as_json, [f"{proposal_id} {event}"])
+
+
+_closing_command("dismiss", "dismissed", "Dismiss PROPOSAL_ID: it stays as advisory history.")
+_closing_command("close", "closed", "Close PROPOSAL_ID without acting on it (done or overtaken).")

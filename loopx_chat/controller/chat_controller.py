@@ -47,6 +47,7 @@ from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.goals.status import session_start_gates
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -315,7 +316,25 @@ class ChatController:
             raise
         self._warm.add(session_id, thread, lock)
         self._warm.idle_soon(session_id)
+        self._record_session_opened(record)
         return record
+
+    def _record_session_opened(self, record: SessionRecord) -> None:
+        """Which owner gates were open when this new session began, and which its first
+        screen showed (the gates-preserved metric's denominator and numerator)."""
+        try:
+            open_ids, shown_ids = session_start_gates(
+                self.store, GoalStore(self.store.root), str(self.binding.path), record.goal_id
+            )
+        except LoopxChatError:
+            return  # an unreadable goal is reported by status, not by a metrics event
+        self.control.record(
+            "session_opened",
+            goal_id=record.goal_id,
+            session_id=record.session_id,
+            open_gate_ids=open_ids,
+            shown_gate_ids=shown_ids,
+        )
 
     def _latest_session(self, goal_id: str) -> SessionRecord | None:
         candidates = [
@@ -336,7 +355,7 @@ class ChatController:
             self._ensure_warm(record)
             return self.store.load(session_id)
 
-    def _ensure_warm(self, record: SessionRecord) -> Warm:
+    def _ensure_warm(self, record: SessionRecord, client_turn_id: str | None = None) -> Warm:
         warm = self._warm.alive(record.session_id)
         if warm is not None:
             return warm
@@ -349,7 +368,7 @@ class ChatController:
         try:
             lock.acquire()
         except CodexError:
-            self._record_busy(record)
+            self._record_busy(record, client_turn_id)
             raise
         try:
             work = Path(record.work_dir) if record.work_dir else self.binding.path
@@ -359,7 +378,7 @@ class ChatController:
         except CodexError as exc:
             lock.release()
             if exc.error_code == "thread_busy":
-                self._record_busy(record)
+                self._record_busy(record, client_turn_id)
             self._record_resume_failure(record, exc)
             raise
         except BaseException:
@@ -376,12 +395,20 @@ class ChatController:
             self.store.update(record.session_id, **changes)
         return warm
 
-    def _record_busy(self, record: SessionRecord) -> None:
+    def _record_busy(self, record: SessionRecord, client_turn_id: str | None = None) -> None:
+        """A refused writer. It avoided duplicate compute only when it retried the very turn
+        that runs (the same client_turn_id); a different request refused is not counted."""
+        same = False
+        if client_turn_id is not None and record.active_turn_id:
+            with contextlib.suppress(LoopxChatError):
+                running = self.store.load_turn(record.session_id, record.active_turn_id)
+                same = running.client_turn_id == client_turn_id
         self.control.record(
             "thread_busy_refused",
             goal_id=record.goal_id,
             session_id=record.session_id,
             thread_id=record.upstream_thread_id,
+            same_work=same,
         )
 
     def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
@@ -441,7 +468,7 @@ class ChatController:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
                 if existing is not None:
                     return self.turns.replayed(record, existing)
-            warm = self._ensure_warm(record)
+            warm = self._ensure_warm(record, client_turn_id)
             _check_may_start(may_start)
             return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
 

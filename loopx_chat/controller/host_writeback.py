@@ -1,7 +1,10 @@
 """Controlled writeback (Phase 2) of compact loopx decisions onto the Codex thread goal.
 
 Owns the flow build → validate → dry-run preview → apply → compact result, idempotency by
-`<goal>:<run>:<write_class>`, reversibility (every applied write keeps the host's prior goal
+`<goal>:<run>.<session>:<write_class>` (the same decision on another thread is another write),
+conflict safety (apply and revert first compare the host goal with what we last wrote on
+that thread; if someone else changed it since, `writeback_conflict` and nothing changes),
+reversibility (every applied write keeps the host's prior goal
 so `revert` restores it exactly), and the goal's writeback log
 `<state>/goals/<goal>/writebacks.jsonl` (append-only, compact: ids, codes, the prior and new
 host goal). The pure contract lives in `session_runtime.writeback`; the host calls go through
@@ -22,7 +25,7 @@ from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_target import CodexGoalTarget, HostGoal
-from loopx_chat.errors import LoopxChatError
+from loopx_chat.errors import LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.session_runtime.writeback import (
     EntryFacts,
@@ -98,6 +101,13 @@ class WritebackService:
 
     def _session_for(self, goal_id: str, session_id: str | None) -> str | None:
         if session_id:
+            owner = self.controller.store.load(session_id).goal_id
+            if owner != goal_id:
+                raise UsageError(
+                    f"session {session_id} belongs to goal {owner}, not {goal_id}: a writeback "
+                    "only touches a thread of its own goal; nothing was read or written",
+                    error_code="session_goal_mismatch",
+                )
             return session_id
         bound = str(self.controller.codex_home)
         candidates = [
@@ -126,8 +136,8 @@ class WritebackService:
             agent_id="codex",
             runtime_id="codex_app_server",
             session_id=sid or "none",
-            source_run_id=source.run_id,
-            source_todo_id=source.run_id,
+            source_run_id=f"{source.run_id}.{sid or 'none'}",
+            source_todo_id=f"{source.run_id}.{sid or 'none'}",
             source_event_class=source.event_class,
             write_class=source.write_class,
             payload=source.payload,
@@ -207,14 +217,25 @@ class WritebackService:
         assert sid is not None
         try:
             prior = self.target.read(sid)
+            self._check_unchanged(goal_id, sid, prior)
             desired = self._desired(goal_id, source, prior)
             if desired is None:
-                before = self._request_prior(goal_id, str(source.payload.get("decision_id")))
+                written, before = self._request_prior(
+                    goal_id, str(source.payload.get("decision_id")), sid
+                )
+                if not written:
+                    # Nothing of ours to undo: clearing here would clear the user's own goal.
+                    return self._log(
+                        goal_id,
+                        writeback_result(plan, status="skipped", reason_code="request_not_written"),
+                    )
                 self.target.restore(sid, before)
                 after = before
             else:
                 after = self.target.write(sid, desired[0], desired[1])
         except LoopxChatError as exc:
+            if exc.error_code == "writeback_conflict":
+                raise  # refused before any write: nothing to record as attempted
             return self._log(
                 goal_id, writeback_result(plan, status="failed", reason_code=exc.error_code)
             )
@@ -242,9 +263,13 @@ class WritebackService:
             )
         prior = record.get("prior")
         host_prior = HostGoal(**prior) if isinstance(prior, dict) else None
+        sid = str(record["session_id"])
         try:
-            self.target.restore(str(record["session_id"]), host_prior)
+            self._check_unchanged(goal_id, sid, self.target.read(sid))
+            self.target.restore(sid, host_prior)
         except LoopxChatError as exc:
+            if exc.error_code == "writeback_conflict":
+                raise  # refused before any write: nothing to record as attempted
             return self._log(
                 goal_id,
                 {
@@ -278,16 +303,37 @@ class WritebackService:
         ]
         return bool(mine) and mine[-1].get("status") == "reverted"
 
-    def _request_prior(self, goal_id: str, gate_id: str) -> HostGoal | None:
-        key_prefix = f"{goal_id}:{gate_id}.requested:"
+    def _check_unchanged(self, goal_id: str, sid: str, current: HostGoal | None) -> None:
+        """Refuse when the host goal is not what we last left on this thread."""
+        ours = [
+            r
+            for r in self.records(goal_id)
+            if r.get("session_id") == sid and r.get("status") in ("applied", "reverted")
+        ]
+        if not ours:
+            return  # we never wrote here: what we read now is the baseline
+        last = ours[-1]
+        left = last.get("applied") if last["status"] == "applied" else last.get("prior")
+        expected = HostGoal(**left) if isinstance(left, dict) else None
+        if _shape(expected) != _shape(current):
+            raise LoopxChatError(
+                f"writeback_conflict: the thread goal changed since loopx-chat last wrote it "
+                f"(expected {_shape(expected)}, found {_shape(current)}); nothing was changed. "
+                "Check with the person who changed it, then preview again",
+                error_code="writeback_conflict",
+            )
+
+    def _request_prior(self, goal_id: str, gate_id: str, sid: str) -> tuple[bool, HostGoal | None]:
+        """(whether the gate's request was written to this thread, the goal before it)."""
+        key_prefix = f"{goal_id}:{gate_id}.requested.{sid}:"
         for record in reversed(self.records(goal_id)):
             if (
                 str(record.get("idempotency_key", "")).startswith(key_prefix)
                 and record.get("status") == "applied"
             ):
                 prior = record.get("prior")
-                return HostGoal(**prior) if isinstance(prior, dict) else None
-        return None
+                return True, HostGoal(**prior) if isinstance(prior, dict) else None
+        return False, None
 
     def _log(self, goal_id: str, result: dict[str, Any], **extra: Any) -> dict[str, Any]:
         entry = {
@@ -297,6 +343,10 @@ class WritebackService:
         }
         append_record(self._path(goal_id), entry)
         return entry
+
+
+def _shape(goal: HostGoal | None) -> dict[str, str] | None:
+    return {"objective": goal.objective, "status": goal.status} if goal else None
 
 
 def _strip(record: dict[str, Any]) -> dict[str, Any]:

@@ -127,6 +127,7 @@ class TurnLedger:
             status=final.status,
             code=final.error_code,
             session_created_at=session.created_at,
+            started_at=final.created_at,
         )
         return final
 

@@ -5,17 +5,28 @@ packets to the projection's `sessions` / `outcomes` / `gates` / `decision_result
 emits only compact keys the classifier accepts (ids, statuses, timestamps, short text we
 wrote ourselves or a person typed into a gate) and never transcript text or local paths: the
 Codex home of a session is reduced to "this home" or "another home".
+
+It also derives the goal-level controls the projection must show so that status and quota
+never tell two stories: a stopped goal and a throttle (failure streak or spent budget) become
+owner gates on the first screen, placed so the first blocking gate is the one quota names
+(stop, then a person's open gates, then a foreign Codex home, then the throttle). Recency: a
+failure older than the latest completed turn is history (status `superseded`), not a blocker.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopx_chat.errors import StateError
+from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import Gate, GoalStore, Handoff, is_valid_goal_id
 from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.state.session_store import SessionStore
+
+FAILURE_THRESHOLD = 3
+CLEARS_FAILURES = "a person records a handoff (`loopx-chat handoff record`) or a turn completes"
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,14 @@ class GoalFacts:
     # Not projection inputs: the quota decision reads these.
     tokens_used: int = 0
     consecutive_failed_turns: int = 0
+    token_budget: int | None = None
+    stopped: bool = False
+    home_mismatch: bool = False
+    throttle: dict[str, Any] | None = None
+    pending_handoffs: tuple[str, ...] = ()
+    turn_running: bool = False
+    # Gates this module adds (stop, throttle): on the first screen, never in `gate list`.
+    control_gate_ids: frozenset[str] = frozenset()
     # What our records cover of the host, for staleness: threads, turns per thread, last time.
     thread_ids: tuple[str, ...] = ()
     recorded_turns: dict[str, int] = field(default_factory=dict)
@@ -70,7 +89,7 @@ def _home_gate(record: SessionRecord) -> dict[str, Any]:
     }
 
 
-def _outcome_item(turn: TurnRecord) -> dict[str, Any] | None:
+def _outcome_item(turn: TurnRecord, last_done: str) -> dict[str, Any] | None:
     base: dict[str, Any] = {
         "outcome_id": turn.turn_id,
         "session_id": turn.session_id,
@@ -85,6 +104,9 @@ def _outcome_item(turn: TurnRecord) -> dict[str, Any] | None:
             f"({turn.tokens.total_tokens} tokens)",
         }
     if turn_is_blocker(turn.status, turn.error_code):
+        if base["created_at"] < last_done:
+            # A later turn completed: this failure is history, not the current blocker.
+            return {**base, "status": "superseded"}
         return {
             **base,
             "status": "failed",
@@ -95,7 +117,7 @@ def _outcome_item(turn: TurnRecord) -> dict[str, Any] | None:
     return None  # running / queued turns are not outcomes yet
 
 
-def _gate_item(gate: Gate) -> dict[str, Any]:
+def _gate_item(gate: Gate, last_done: str) -> dict[str, Any]:
     item: dict[str, Any] = {
         "gate_id": gate.gate_id,
         "kind": "gate",
@@ -107,11 +129,38 @@ def _gate_item(gate: Gate) -> dict[str, Any]:
         "created_at": gate.created_at,
         "updated_at": gate.updated_at,
     }
-    if gate.status == "rejected":
+    if gate.status == "rejected" and gate.updated_at >= last_done:
         item["blocker"] = f"gate {gate.gate_id} rejected" + (
             f": {gate.reason}" if gate.reason else ""
         )
     return item
+
+
+def _control_gate(gate_id: str, question: str, at: str) -> dict[str, Any]:
+    return {
+        "gate_id": gate_id,
+        "kind": "gate",
+        "status": "blocked",
+        "actor": "owner",
+        "blocking": True,
+        "question": question,
+        "created_at": at,
+    }
+
+
+def handoff_consumers(
+    handoffs: Sequence[Handoff], turns: Sequence[TurnRecord]
+) -> dict[str, TurnRecord | None]:
+    """Which turn consumed each handoff: the first turn that started after the packet was
+    recorded and completed. None while the handoff is pending."""
+    done = sorted(
+        (t for t in turns if t.status == "completed" and t.completed_at),
+        key=lambda t: (str(t.completed_at), t.turn_id),
+    )
+    return {
+        h.handoff_id: next((t for t in done if t.created_at >= h.created_at), None)
+        for h in handoffs
+    }
 
 
 def _handoff_item(handoff: Handoff) -> dict[str, Any]:
@@ -131,44 +180,100 @@ def facts_from_records(
     gates: Sequence[Gate],
     handoffs: Sequence[Handoff],
     codex_home: str,
+    stopped: Mapping[str, Any] | None = None,
+    token_budget: int | None = None,
 ) -> GoalFacts:
     ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
+    last_handoff = max((h.created_at for h in handoffs), default="")
     trailing_failures = 0
     for t in reversed(ordered):
+        if (t.completed_at or t.updated_at) < last_handoff:
+            break  # a person recorded what to do next after these: the streak is cleared
         if turn_is_blocker(t.status, t.error_code):
             trailing_failures += 1
         elif t.status in ("completed", "interrupted"):
             break
+    tokens_used = sum(t.tokens.total_tokens for t in turns)
+    throttle: dict[str, Any] | None = None
+    if trailing_failures >= FAILURE_THRESHOLD:
+        throttle = {
+            "kind": "consecutive_failures",
+            "count": trailing_failures,
+            "threshold": FAILURE_THRESHOLD,
+            "clears_when": CLEARS_FAILURES,
+        }
+    elif token_budget is not None and tokens_used >= token_budget:
+        throttle = {
+            "kind": "token_budget",
+            "used": tokens_used,
+            "budget": token_budget,
+            "clears_when": "a person raises the budget above the tokens used "
+            "(`loopx-chat goal set GOAL --token-budget N`)",
+        }
+    last_done = max((t.completed_at or "" for t in turns if t.status == "completed"), default="")
+    consumers = handoff_consumers(handoffs, turns)
+    pending = [h for h in handoffs if consumers[h.handoff_id] is None]
     thread_of = {r.session_id: r.upstream_thread_id for r in sessions if r.upstream_thread_id}
     recorded: dict[str, int] = {}
     for t in turns:
         thread = thread_of.get(t.session_id)
         if thread and t.upstream_turn_id:
             recorded[thread] = recorded.get(thread, 0) + 1
+    home_gates = [
+        _home_gate(r)
+        for r in sessions
+        if r.session_mode == "managed_runtime"
+        and r.agent_id == "codex"
+        and r.codex_home not in (None, codex_home)
+    ]
+    control: list[dict[str, Any]] = []
     facts = GoalFacts(
         goal_id=goal_id,
-        tokens_used=sum(t.tokens.total_tokens for t in turns),
+        tokens_used=tokens_used,
         consecutive_failed_turns=trailing_failures,
+        token_budget=token_budget,
+        stopped=stopped is not None,
+        home_mismatch=bool(home_gates),
+        throttle=throttle,
+        pending_handoffs=tuple(h.handoff_id for h in pending),
+        turn_running=any(r.active_turn_id for r in sessions),
+        control_gate_ids=frozenset({f"stopped-{goal_id}", f"throttled-{goal_id}"}),
         thread_ids=tuple(sorted(set(thread_of.values()))),
         recorded_turns=recorded,
         last_recorded_at=max((t.completed_at or t.updated_at for t in turns), default=None),
     )
-    for record in sessions:
-        facts.sessions.append(_session_item(record))
-        managed = record.session_mode == "managed_runtime" and record.agent_id == "codex"
-        if managed and record.codex_home not in (None, codex_home):
-            facts.gates.append(_home_gate(record))
+    facts.sessions.extend(_session_item(r) for r in sessions)
     for turn in ordered[-8:]:
-        item = _outcome_item(turn)
+        item = _outcome_item(turn, last_done)
         if item is not None:
             facts.outcomes.append(item)
+    if stopped is not None:
+        control.append(
+            _control_gate(
+                f"stopped-{goal_id}",
+                "goal stopped by the owner: `loopx-chat goal resume` lets the agent run again",
+                str(stopped.get("created_at")),
+            )
+        )
+    facts.gates.extend(control)
     # Open gates first, the oldest of them first: the builder takes the first blocking gate
     # in input order, and the owner decides first what has held the agent longest.
     open_first = sorted(gates, key=lambda g: (g.status != "pending", g.created_at))
-    facts.gates.extend(_gate_item(g) for g in open_first)
-    # A handoff is pending until a turn completes after it; then the agent has acted on it.
-    last_done = max((t.completed_at or "" for t in turns if t.status == "completed"), default="")
-    pending = [h for h in handoffs if h.created_at > last_done]
+    facts.gates.extend(_gate_item(g, last_done) for g in open_first)
+    facts.gates.extend(home_gates)
+    if throttle is not None:
+        what = (
+            f"{throttle['count']} failed turns in a row"
+            if throttle["kind"] == "consecutive_failures"
+            else f"token budget spent ({throttle['used']} of {throttle['budget']})"
+        )
+        facts.gates.append(
+            _control_gate(
+                f"throttled-{goal_id}",
+                f"throttled: {what}; clears when {throttle['clears_when']}",
+                facts.last_recorded_at or "",
+            )
+        )
     facts.decision_results.extend(_handoff_item(h) for h in reversed(pending))
     return facts
 
@@ -185,6 +290,8 @@ def facts_from_state(
     listed = store.list().sessions if all_sessions is None else all_sessions
     sessions = [s for s in listed if s.goal_id == goal_id]
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]
+    records = GoalRecords(goals)
+    state = records.goal_state(goal_id)
     return facts_from_records(
         goal_id,
         sessions=sessions,
@@ -192,7 +299,21 @@ def facts_from_state(
         gates=goals.gates(goal_id),
         handoffs=goals.handoffs(goal_id),
         codex_home=codex_home,
+        stopped=records.stopped(goal_id),
+        token_budget=state.token_budget if state else None,
     )
+
+
+def goal_turns(store: SessionStore, goal_id: str) -> list[TurnRecord]:
+    """Every turn of the goal. A session that cannot be read might hold one, so its error
+    is raised rather than the turn reported missing."""
+    listing = store.list()
+    if listing.problems:
+        problem = listing.problems[0]
+        raise StateError(problem.message, error_code=problem.error_code)
+    return [
+        t for s in listing.sessions if s.goal_id == goal_id for t in store.list_turns(s.session_id)
+    ]
 
 
 def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:

@@ -1,18 +1,20 @@
-"""The rest of a goal's control record: goal_state, human_reward, dreaming_proposal.
+"""The rest of a goal's control record: goal_state, lifecycle, human_reward, dreaming_proposal.
 
-Owns `<state>/goals/<goal>/goal_state.jsonl`, `rewards.jsonl` and `proposals.jsonl`:
+Owns `<state>/goals/<goal>/goal_state.jsonl`, `lifecycle.jsonl` (stop / resume), `rewards.jsonl`
+and `proposals.jsonl`:
 append-only, each entry with an id, `created_at`, `actor` and (for changes) the previous value,
 so history reads back and survives restarts. Every record passes the projection core's key
 classification before anything is written: a raw-material key (a transcript, a credential, a
 path, raw output) refuses the whole record (`raw_material_refused`). Text is bounded and must
 look public-safe. Nothing here talks to the host, and a dreaming proposal causes no action
-until it is promoted into a handoff packet.
+until it is promoted into a handoff packet. Every check-then-write (a proposal's status, a
+reward's predecessor) runs under the goal's lock, so parallel writers cannot both pass a check.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,8 +37,17 @@ PROPOSAL_SCHEMA = "loopx_chat_dreaming_proposal_v1"
 LIST_LIMIT = 12
 ACTORS = (*GATE_ACTORS, "agent")
 
+LIFECYCLE_SCHEMA = "loopx_chat_goal_lifecycle_v1"
 GOAL_STATE_FIELDS = frozenset(
-    {"objective", "non_goals", "authority_sources", "boundary", "token_budget"}
+    {
+        "objective",
+        "non_goals",
+        "authority_sources",
+        "boundary",
+        "token_budget",
+        "acceptance",
+        "stop_condition",
+    }
 )
 
 
@@ -79,11 +90,15 @@ class GoalState:
     record_id: str
     created_at: str
     actor: str
+    acceptance: tuple[str, ...] = ()
+    stop_condition: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "goal_id": self.goal_id,
             "objective": self.objective,
+            "acceptance": list(self.acceptance),
+            "stop_condition": self.stop_condition,
             "non_goals": list(self.non_goals),
             "authority_sources": list(self.authority_sources),
             "boundary": self.boundary,
@@ -120,6 +135,14 @@ class GoalRecords:
         ):
             raise UsageError("token_budget must be a positive integer", error_code="usage_error")
         boundary = fields.get("boundary", base.get("boundary"))
+        acceptance = _text_list(fields.get("acceptance", base.get("acceptance", [])), "criteria")
+        if not acceptance:
+            raise UsageError(
+                "a goal_state needs at least one acceptance criterion (--acceptance TEXT): "
+                "how will a person know the goal is met?",
+                error_code="acceptance_required",
+            )
+        stop = fields.get("stop_condition", base.get("stop_condition"))
         record = {
             "schema_version": GOAL_STATE_SCHEMA,
             "record_id": "goalstate-" + uuid.uuid4().hex[:12],
@@ -127,6 +150,8 @@ class GoalRecords:
             "created_at": self.goals.now(),
             "actor": _actor(actor),
             "objective": public_text(objective, "objective"),
+            "acceptance": acceptance,
+            "stop_condition": public_text(stop, "stop condition") if stop else None,
             "non_goals": _text_list(
                 fields.get("non_goals", base.get("non_goals", [])), "non-goals"
             ),
@@ -162,12 +187,53 @@ class GoalRecords:
             record_id=str(last["record_id"]),
             created_at=str(last["created_at"]),
             actor=str(last["actor"]),
+            acceptance=tuple(last.get("acceptance") or ()),
+            stop_condition=last.get("stop_condition"),
         )
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def set_stopped(
+        self, goal_id: str, stopped: bool, *, reason: str | None = None, actor: str = "owner"
+    ) -> dict[str, Any]:
+        """`goal stop` / `goal resume`: a stopped goal gets no automatic turn (quota `paused`)."""
+        record = {
+            "schema_version": LIFECYCLE_SCHEMA,
+            "event": "stopped" if stopped else "resumed",
+            "record_id": "lifecycle-" + uuid.uuid4().hex[:12],
+            "goal_id": goal_id,
+            "created_at": self.goals.now(),
+            "actor": _actor(actor),
+            "reason": public_text(reason, "reason") if reason else None,
+        }
+        with self.goals.locked(goal_id):
+            previous = self.lifecycle(goal_id)
+            record["previous"] = previous["event"] if previous else None
+            append_record(self._path(goal_id, "lifecycle.jsonl"), record)
+        return record
+
+    def lifecycle(self, goal_id: str) -> dict[str, Any] | None:
+        """The latest stop/resume event, or None when the goal was never stopped."""
+        history = read_records(self._path(goal_id, "lifecycle.jsonl"), LIFECYCLE_SCHEMA)
+        return history[-1] if history else None
+
+    def stopped(self, goal_id: str) -> dict[str, Any] | None:
+        """The stop event in force, or None when the goal runs."""
+        last = self.lifecycle(goal_id)
+        return last if last and last.get("event") == "stopped" else None
 
     # -- human_reward ----------------------------------------------------------------------
     def record_reward(
-        self, goal_id: str, *, run_ref: str, label: str, reason: str, actor: str = "owner"
+        self,
+        goal_id: str,
+        *,
+        run_ref: str,
+        label: str,
+        reason: str,
+        goal_turns: Collection[str],
+        actor: str = "owner",
     ) -> dict[str, Any]:
+        """A person's judgment of one turn of this goal; a later one for the same turn
+        replaces it (the earlier stays in the history, `replaces` names it)."""
         if label not in REWARD_LABELS:
             raise UsageError("label must be good, bad or mixed", error_code="usage_error")
         fields = {"run_ref": run_ref, "label": label, "reason": reason}
@@ -184,12 +250,28 @@ class GoalRecords:
             # A person's judgment, never a score: nothing automated writes or reads it as one.
             "kind": "human_judgment",
         }
+        if run_ref not in goal_turns:
+            raise StateError(
+                f"no turn {run_ref} in goal {goal_id}: a reward judges a turn of that goal "
+                "(see `loopx-chat chat turns`)",
+                error_code="turn_not_found",
+            )
         with self.goals.locked(goal_id):
+            earlier = [r for r in self.rewards(goal_id) if r.get("run_ref") == run_ref]
+            record["replaces"] = earlier[-1]["reward_id"] if earlier else None
             append_record(self._path(goal_id, "rewards.jsonl"), record)
         return record
 
     def rewards(self, goal_id: str) -> list[dict[str, Any]]:
+        """Every reward ever recorded, oldest first (the history)."""
         return read_records(self._path(goal_id, "rewards.jsonl"), REWARD_SCHEMA)
+
+    def current_rewards(self, goal_id: str) -> list[dict[str, Any]]:
+        """One reward per judged turn: the latest."""
+        latest: dict[str, dict[str, Any]] = {}
+        for entry in self.rewards(goal_id):
+            latest[str(entry.get("run_ref"))] = entry
+        return list(latest.values())
 
     # -- dreaming_proposal -----------------------------------------------------------------
     def record_proposal(
@@ -237,15 +319,19 @@ class GoalRecords:
             f"no proposal {proposal_id} for goal {goal_id}", error_code="proposal_not_found"
         )
 
-    def _close_proposal(
-        self, goal_id: str, proposal_id: str, event: str, actor: str, **extra: Any
-    ) -> dict[str, Any]:
+    def _open_proposal(self, goal_id: str, proposal_id: str) -> dict[str, Any]:
         current = self.proposal(goal_id, proposal_id)
         if current["status"] != "advisory":
             raise StateError(
                 f"proposal {proposal_id} was already {current['status']}",
                 error_code="proposal_already_closed",
             )
+        return current
+
+    def _close_proposal(
+        self, goal_id: str, proposal_id: str, event: str, actor: str, **extra: Any
+    ) -> None:
+        """Append the closing event; the caller holds the goal's lock and has checked."""
         append_record(
             self._path(goal_id, "proposals.jsonl"),
             {
@@ -255,29 +341,35 @@ class GoalRecords:
                 "goal_id": goal_id,
                 "created_at": self.goals.now(),
                 "actor": _actor(actor),
-                "previous": {"status": current["status"]},
+                "previous": {"status": "advisory"},
                 **extra,
             },
         )
-        return self.proposal(goal_id, proposal_id)
 
     def promote(
         self, goal_id: str, proposal_id: str, *, stop_condition: str, actor: str = "owner"
     ) -> tuple[dict[str, Any], Handoff]:
-        """Turn an advisory proposal into a handoff packet: only now can it cause action."""
-        current = self.proposal(goal_id, proposal_id)
-        if current["status"] != "advisory":
-            raise StateError(
-                f"proposal {proposal_id} was already {current['status']}",
-                error_code="proposal_already_closed",
+        """Turn an advisory proposal into a handoff packet: only now can it cause action.
+        Check and both writes hold the goal's lock: parallel promotes write one packet."""
+        _actor(actor)
+        with self.goals.locked(goal_id) as folder:
+            current = self._open_proposal(goal_id, proposal_id)
+            packet = self.goals.new_handoff(
+                goal_id, current["proposed_next_action"], stop_condition, (proposal_id,)
             )
-        packet = self.goals.record_handoff(
-            goal_id, current["proposed_next_action"], stop_condition, (proposal_id,)
-        )
-        promoted = self._close_proposal(
-            goal_id, proposal_id, "promoted", actor, handoff_id=packet.handoff_id
-        )
-        return promoted, packet
+            self.goals.append_handoff(folder, packet)
+            self._close_proposal(
+                goal_id, proposal_id, "promoted", actor, handoff_id=packet.handoff_id
+            )
+        self.goals.control.record("handoff_recorded", goal_id=goal_id, handoff_id=packet.handoff_id)
+        return self.proposal(goal_id, proposal_id), packet
 
-    def dismiss(self, goal_id: str, proposal_id: str, *, actor: str = "owner") -> dict[str, Any]:
-        return self._close_proposal(goal_id, proposal_id, "dismissed", actor)
+    def dismiss(
+        self, goal_id: str, proposal_id: str, *, actor: str = "owner", event: str = "dismissed"
+    ) -> dict[str, Any]:
+        """Dismiss (or, with event="closed", close) an advisory proposal, under the lock."""
+        _actor(actor)
+        with self.goals.locked(goal_id):
+            self._open_proposal(goal_id, proposal_id)
+            self._close_proposal(goal_id, proposal_id, event, actor)
+        return self.proposal(goal_id, proposal_id)

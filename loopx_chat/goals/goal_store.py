@@ -11,7 +11,7 @@ the file and line, and nothing is rewritten.
 from __future__ import annotations
 
 import os
-import re
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError, UsageError
+from loopx_chat.session_runtime import unsafe_text_class
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.private_files import (
@@ -36,11 +37,9 @@ HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
 GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
 DECISIONS = ("approve", "reject")
 TEXT_LIMIT = 280
-# Text that looks like a credential or a local path never becomes goal state.
-_UNSAFE_TEXT = re.compile(
-    r"(sk-[A-Za-z0-9]{8,}|-----BEGIN|(?:^|\s)(?:/Users/|/home/|/private/|/var/folders/|~/)|"
-    r"[A-Za-z]:\\\\)"
-)
+# Whitespace controls collapse into one space; every other control character (an escape
+# sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 def validate_goal_id(goal_id: object) -> str:
@@ -61,18 +60,34 @@ def is_valid_goal_id(goal_id: str) -> bool:
     return True
 
 
+def has_control_characters(text: str) -> bool:
+    return any(
+        (unicodedata.category(ch) == "Cc" and not ch.isspace()) or ch in _BIDI_CONTROLS
+        for ch in text
+    )
+
+
 def public_text(value: object, what: str) -> str:
-    """Collapse whitespace, cap the length, refuse secret- or path-looking text."""
+    """The one filter for text a person or agent writes into a record: collapse whitespace,
+    refuse control characters and anything the projection's compact filter would drop
+    (secrets, tokens, private paths), naming the pattern class; cap the length."""
     if not isinstance(value, str):
         # JSON input (`goal set --from-json`, the HTTP API) can carry any type here.
         raise UsageError(f"{what} must be text", error_code="input_invalid")
+    if has_control_characters(value):
+        raise UsageError(
+            f"{what} refused (control_character): it contains a control character; type plain text",
+            error_code="unsafe_text",
+        )
     text = " ".join(value.split())
     if not text:
         raise UsageError(f"{what} must not be empty", error_code="usage_error")
-    if _UNSAFE_TEXT.search(text):
+    found = unsafe_text_class(text)
+    if found is not None:
         raise UsageError(
-            f"{what} looks like it contains a credential or a local path; goal records keep "
-            "short public-safe text only",
+            f"{what} refused ({found}): it looks like it contains a "
+            f"{'credential or token' if found == 'secret' else 'local path'}; goal records "
+            "keep short public-safe text only, and the first screen would drop it",
             error_code="unsafe_text",
         )
     return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3].rstrip() + "..."
@@ -246,19 +261,29 @@ class GoalStore:
     def record_handoff(
         self, goal_id: str, next_action: str, stop_condition: str, evidence_refs: tuple[str, ...]
     ) -> Handoff:
-        refs = tuple(validate_session_id(ref) for ref in evidence_refs)
-        handoff = Handoff(
+        handoff = self.new_handoff(goal_id, next_action, stop_condition, evidence_refs)
+        with self._locked(goal_id) as folder:
+            self.append_handoff(folder, handoff)
+        self.control.record("handoff_recorded", goal_id=goal_id, handoff_id=handoff.handoff_id)
+        return handoff
+
+    def new_handoff(
+        self, goal_id: str, next_action: str, stop_condition: str, evidence_refs: tuple[str, ...]
+    ) -> Handoff:
+        """A checked packet, not yet written (`append_handoff` writes it under the lock)."""
+        return Handoff(
             handoff_id="handoff-" + uuid.uuid4().hex[:12],
             goal_id=goal_id,
             next_action=public_text(next_action, "next action"),
             stop_condition=public_text(stop_condition, "stop condition"),
-            evidence_refs=refs,
+            evidence_refs=tuple(validate_session_id(ref) for ref in evidence_refs),
             created_at=self._clock(),
         )
-        with self._locked(goal_id) as folder:
-            append_record(folder / "handoffs.jsonl", handoff.to_dict())
-        self.control.record("handoff_recorded", goal_id=goal_id, handoff_id=handoff.handoff_id)
-        return handoff
+
+    @staticmethod
+    def append_handoff(folder: Path, handoff: Handoff) -> None:
+        """Write a packet; the caller holds the goal's lock (`locked`)."""
+        append_record(folder / "handoffs.jsonl", handoff.to_dict())
 
     def handoffs(self, goal_id: str) -> list[Handoff]:
         path = self.goal_dir(goal_id) / "handoffs.jsonl"
@@ -275,6 +300,18 @@ class GoalStore:
                 )
             )
         return out
+
+    def has_records(self, goal_id: str) -> bool:
+        """Whether the goal's folder holds any record (an empty folder or file, left by a
+        write that failed, names no goal)."""
+        try:
+            with state_read(self.goal_dir(goal_id)):
+                return any(
+                    e.name.endswith(".jsonl") and e.stat(follow_symlinks=False).st_size > 0
+                    for e in os.scandir(self.goal_dir(goal_id))
+                )
+        except FileNotFoundError:
+            return False
 
     def goal_ids(self) -> list[str]:
         """Every goal with a folder. A folder whose name no writer accepts (an older

@@ -1,19 +1,25 @@
 """The spec's six goal-control metrics, from the control-event log. Pure: events in, dict out.
 
 Each metric reports its numerator and denominator, not only a ratio, so a reader can tell
-"1 of 1" from "90 of 100". Definitions (events are those of `control_events.EVENT_FIELDS`):
+"1 of 1" from "90 of 100". Each is defined so that it can fall (docs/metrics.md, one line per
+numerator and denominator; events are those of `control_events.EVENT_FIELDS`):
 
-- interrupted_task_recovery: interrupted turns that a later completed turn on the same thread
-  followed / interrupted turns;
-- duplicate_compute_avoided: idempotent submit replays + thread_busy refusals (each kept a
-  second turn or a second writer from running) / those + turns that ran;
-- owner_gates_preserved: gates open at a controller start that afterwards are still open, or
-  were closed only by an explicit decision / gates open at controller starts;
-- cross_session_handoff_success: handoffs followed by a completed turn in a session created
-  after the handoff / handoffs;
+- interrupted_task_recovery: interruptions nobody asked for (a failed turn, an idle or hard
+  timeout, an app-server exit, a killed controller) later followed by a completed turn that
+  addresses the same todo (it consumes a handoff pending at the interruption; with none
+  pending, the goal's next completed turn) / those interruptions. A person's interrupt is
+  reported beside it (`person_interrupts`), never in it;
+- duplicate_compute_avoided: replays of a recorded client_turn_id + busy refusals of the
+  same work (the running turn's client_turn_id) / those + turns that ran;
+- owner_gates_preserved: gates open (per this log) when a new session of the goal started
+  that the session's first screen showed as holding the goal / gates open at new sessions;
+- cross_session_handoff_success: handoffs consumed by a completed turn of a session created
+  after the handoff / handoffs (consumed = the first completed turn of the goal that started
+  after the handoff, the rule `handoff list` shows);
 - stale_projection_detection: stale detections, with mean lag in turns and seconds;
-- time_to_owner_sees_blocker: blockers (failed or timed-out turns, blocking gates) that a
-  status, page or API read displayed / blockers, with mean and max seconds in between.
+- time_to_owner_sees_blocker: blockers (failed or timed-out turns, blocking gates) that an
+  owner's view (the page, `status` on a terminal, `?viewer=owner`) displayed / blockers,
+  with mean and max seconds in between.
 """
 
 from __future__ import annotations
@@ -38,68 +44,79 @@ def _ratio(numerator: int, denominator: int, **extra: Any) -> dict[str, Any]:
 
 
 def compute_metrics(
-    events: Iterable[Mapping[str, Any]],
-    gate_status: Mapping[str, str],
-    goal_id: str | None = None,
+    events: Iterable[Mapping[str, Any]], goal_id: str | None = None
 ) -> dict[str, Any]:
-    """`gate_status` maps gate id → current status (`pending|approved|rejected`)."""
+    """The six metrics over the whole log, or over one goal's events."""
     all_events = sorted(events, key=lambda e: _t(e.get("at")))
-    gate_goal = {
-        e["gate_id"]: e.get("goal_id") for e in all_events if e.get("kind") == "gate_requested"
-    }
-
-    def mine(e: Mapping[str, Any]) -> bool:
-        if goal_id is None:
-            return True
-        if "goal_id" in e:
-            return e["goal_id"] == goal_id
-        return True  # controller_started: filtered per gate below
-
-    evs = [e for e in all_events if mine(e)]
+    evs = [e for e in all_events if goal_id is None or e.get("goal_id") == goal_id]
     by_kind: dict[str, list[Mapping[str, Any]]] = {}
     for e in evs:
         by_kind.setdefault(str(e.get("kind")), []).append(e)
     turns = by_kind.get("turn_finished", [])
     completed = [t for t in turns if t.get("status") == "completed"]
 
-    interrupted = [t for t in turns if t.get("status") == "interrupted"]
-    recovered = sum(
-        1
-        for i in interrupted
-        if any(
-            c.get("thread_id") == i.get("thread_id") and _t(c.get("at")) > _t(i.get("at"))
-            for c in completed
+    def consumer(handoff: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The first completed turn of the goal that started after the handoff."""
+        return next(
+            (
+                c
+                for c in completed
+                if c.get("goal_id") == handoff.get("goal_id")
+                and _t(c.get("started_at") or c.get("at")) >= _t(handoff.get("at"))
+            ),
+            None,
         )
-    )
-
-    replays = len(by_kind.get("submit_replayed", []))
-    refusals = len(by_kind.get("thread_busy_refused", []))
-
-    resolved_after: dict[str, list[float]] = {}
-    for e in by_kind.get("gate_resolved", []):
-        resolved_after.setdefault(str(e.get("gate_id")), []).append(_t(e.get("at")))
-    open_at_restart = preserved = 0
-    for start in by_kind.get("controller_started", []):
-        for gid in start.get("open_gate_ids") or []:
-            if goal_id is not None and gate_goal.get(gid) != goal_id:
-                continue
-            open_at_restart += 1
-            status = gate_status.get(gid)
-            explicit = any(t >= _t(start.get("at")) for t in resolved_after.get(gid, []))
-            if status == "pending" or (status in ("approved", "rejected") and explicit):
-                preserved += 1
 
     handoffs = by_kind.get("handoff_recorded", [])
-    handoff_ok = sum(
-        1
-        for h in handoffs
-        if any(
-            c.get("goal_id") == h.get("goal_id")
-            and _t(c.get("at")) > _t(h.get("at"))
-            and _t(c.get("session_created_at")) > _t(h.get("at"))
-            for c in completed
-        )
-    )
+    consumed_by = {str(h.get("handoff_id")): consumer(h) for h in handoffs}
+
+    unasked = [t for t in turns if turn_is_blocker(t.get("status"), t.get("code"))]
+    person = [t for t in turns if t.get("status") == "interrupted" and not t.get("code")]
+    recovered = 0
+    for i in unasked:
+        when = _t(i.get("at"))
+        pending = [
+            consumed_by[str(h.get("handoff_id"))]
+            for h in handoffs
+            if h.get("goal_id") == i.get("goal_id") and _t(h.get("at")) <= when
+        ]
+        open_todos = [c for c in pending if c is None or _t(c.get("at")) > when]
+        if open_todos:
+            ok = any(c is not None for c in open_todos)
+        else:
+            ok = any(
+                c.get("goal_id") == i.get("goal_id") and _t(c.get("at")) > when for c in completed
+            )
+        recovered += ok
+
+    replays = len(by_kind.get("submit_replayed", []))
+    refusals = sum(1 for e in by_kind.get("thread_busy_refused", []) if e.get("same_work"))
+    other_refusals = len(by_kind.get("thread_busy_refused", [])) - refusals
+
+    open_at_session = preserved = 0
+    for start in by_kind.get("session_opened", []):
+        at_start = _t(start.get("at"))
+        requested = {
+            str(g.get("gate_id"))
+            for g in by_kind.get("gate_requested", [])
+            if g.get("goal_id") == start.get("goal_id")
+            and g.get("blocking", True)
+            and _t(g.get("at")) <= at_start
+        }
+        resolved = {
+            str(g.get("gate_id"))
+            for g in by_kind.get("gate_resolved", [])
+            if _t(g.get("at")) <= at_start
+        }
+        shown = set(start.get("shown_gate_ids") or ())
+        for gid in requested - resolved:
+            open_at_session += 1
+            preserved += gid in shown
+
+    handoff_ok = 0
+    for h in handoffs:
+        c = consumed_by[str(h.get("handoff_id"))]
+        handoff_ok += c is not None and _t(c.get("session_created_at")) > _t(h.get("at"))
 
     stale = by_kind.get("stale_detected", [])
     lag_s = [float(e.get("lag_seconds") or 0) for e in stale]
@@ -122,14 +139,15 @@ def compute_metrics(
 
     return {
         "goal_id": goal_id,
-        "interrupted_task_recovery": _ratio(recovered, len(interrupted)),
+        "interrupted_task_recovery": _ratio(recovered, len(unasked), person_interrupts=len(person)),
         "duplicate_compute_avoided": _ratio(
             replays + refusals,
             replays + refusals + len(turns),
             submit_replays=replays,
             thread_busy_refusals=refusals,
+            other_work_refusals=other_refusals,
         ),
-        "owner_gates_preserved": _ratio(preserved, open_at_restart),
+        "owner_gates_preserved": _ratio(preserved, open_at_session),
         "cross_session_handoff_success": _ratio(handoff_ok, len(handoffs)),
         "stale_projection_detection": {
             "detections": len(stale),

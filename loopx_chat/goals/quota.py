@@ -1,17 +1,25 @@
 """quota_decision: should the goal spend its next automatic agent turn? The rule and its record.
 
-The decision (`decide_quota`) is pure, facts in. Rules, first match wins:
-1. an open blocking gate → `operator_gate` (`open_blocking_gate`);
-2. raw material detected in the goal's facts → `blocked` (`raw_material_detected`);
-3. `FAILURE_THRESHOLD` or more consecutive failed turns → `throttled` with the failure window;
-4. the token budget spent → `throttled` with the token window;
-5. a monitor lane with no material transition since the last decision → `monitor_quiet_skip`;
-6. otherwise `eligible`.
+The decision is the first screen's answer, never a second opinion: `decide_quota` reads the
+goal's facts and the projection built from them (status shows the same projection), first
+match wins:
+1. the goal was stopped (`goal stop`) → `paused` (`goal_stopped`);
+2. a person's open blocking gate → `operator_gate` (`open_blocking_gate`);
+3. the session belongs to another Codex home → `blocked` (`codex_home_mismatch`);
+4. a failure streak or a spent token budget → `throttled`, with the window and what clears
+   it (goal_facts puts the same throttle on the first screen as an owner gate, and the
+   clearing action really clears it there too);
+5. raw material detected in the goal's facts → `blocked` (`raw_material_detected`);
+6. a turn is running now → `waiting` (`turn_running`);
+7. the first screen says the agent cannot continue, or there is no executable agent todo
+   (a pending handoff, which is also what a promoted proposal becomes) → `waiting`
+   (`no_agent_todo`);
+8. otherwise `eligible`.
+So a goal with nothing to do is never eligible: a completed turn consumes its handoffs.
 It is a scheduler hint only: it never starts a turn and never bills, and says so in its output.
 
 Also owns `<state>/goals/<goal>/quota.jsonl` (append-only: each decision with its transition
-key, so "no material transition since the last decision" can be told) and the mapping from
-goal facts and the first screen to `QuotaFacts`.
+key, the digest of the facts it was decided on).
 """
 
 from __future__ import annotations
@@ -22,59 +30,78 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.goals.goal_facts import GoalFacts
-from loopx_chat.goals.goal_state import GoalRecords, GoalState
-from loopx_chat.state.jsonl import append_record, read_records
+from loopx_chat.goals.goal_facts import FAILURE_THRESHOLD, GoalFacts
+from loopx_chat.goals.goal_state import GoalRecords
+from loopx_chat.state.jsonl import append_record
 
 QUOTA_SCHEMA = "loopx_chat_quota_decision_v1"
-FAILURE_THRESHOLD = 3
 HINT_NOTE = "scheduler hint only: it never starts a turn and never bills"
+DECISIONS = ("eligible", "waiting", "operator_gate", "throttled", "blocked", "paused")
+
+__all__ = ["DECISIONS", "FAILURE_THRESHOLD", "QuotaFacts", "decide_quota", "quota_facts"]
 
 
 @dataclass(frozen=True)
 class QuotaFacts:
+    stopped: bool
     open_blocking_gate: bool
+    home_mismatch: bool
+    throttle: dict[str, Any] | None
     raw_material_detected: bool
-    consecutive_failed_turns: int
-    tokens_used: int
-    token_budget: int | None
-    lane: str
+    turn_running: bool
+    agent_can_continue: bool
+    pending_handoffs: tuple[str, ...]
     transition_key: str
-    last_decision_key: str | None = None
 
 
 def transition_key(material: Any) -> str:
-    """A stable digest of the facts whose change counts as a material transition."""
+    """A stable digest of the facts a decision was made on."""
     blob = json.dumps(material, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+_CLEARS = {
+    "goal_stopped": "a person resumes the goal (`loopx-chat goal resume GOAL`)",
+    "open_blocking_gate": "a person resolves the gate (`loopx-chat gate resolve`)",
+    "codex_home_mismatch": "loopx-chat runs with the session's own Codex home",
+    "raw_material_detected": "the goal's facts carry compact summaries only",
+    "turn_running": "the running turn finishes",
+    "no_agent_todo": "a person records a handoff or promotes a proposal",
+}
+
+
 def decide_quota(facts: QuotaFacts) -> dict[str, Any]:
     window: dict[str, Any] | None = None
-    if facts.open_blocking_gate:
+    if facts.stopped:
+        decision, reason = "paused", "goal_stopped"
+    elif facts.open_blocking_gate:
         decision, reason = "operator_gate", "open_blocking_gate"
+    elif facts.home_mismatch:
+        decision, reason = "blocked", "codex_home_mismatch"
+    elif facts.throttle is not None:
+        decision = "throttled"
+        reason = (
+            "consecutive_failed_turns"
+            if facts.throttle["kind"] == "consecutive_failures"
+            else "token_budget_spent"
+        )
+        window = dict(facts.throttle)
     elif facts.raw_material_detected:
         decision, reason = "blocked", "raw_material_detected"
-    elif facts.consecutive_failed_turns >= FAILURE_THRESHOLD:
-        decision, reason = "throttled", "consecutive_failed_turns"
-        window = {
-            "kind": "consecutive_failures",
-            "count": facts.consecutive_failed_turns,
-            "threshold": FAILURE_THRESHOLD,
-            "clears_when": "a turn completes or a person records a handoff",
-        }
-    elif facts.token_budget is not None and facts.tokens_used >= facts.token_budget:
-        decision, reason = "throttled", "token_budget_spent"
-        window = {"kind": "token_budget", "used": facts.tokens_used, "budget": facts.token_budget}
-    elif facts.lane == "monitor" and facts.last_decision_key == facts.transition_key:
-        decision, reason = "monitor_quiet_skip", "no_material_transition"
+    elif facts.turn_running:
+        decision, reason = "waiting", "turn_running"
+    elif not facts.agent_can_continue or not facts.pending_handoffs:
+        decision, reason = "waiting", "no_agent_todo"
     else:
         decision, reason = "eligible", "eligible"
+    clears = window["clears_when"] if window else _CLEARS.get(reason)
     return {
         "schema_version": QUOTA_SCHEMA,
         "decision": decision,
         "reason_code": reason,
         "window": window,
+        "clears_when": clears,
+        "todo_refs": list(facts.pending_handoffs) if decision == "eligible" else [],
         "transition_key": facts.transition_key,
         "scheduler_hint_only": True,
         "starts_turns": False,
@@ -83,41 +110,38 @@ def decide_quota(facts: QuotaFacts) -> dict[str, Any]:
     }
 
 
-def quota_facts(
-    facts: GoalFacts,
-    projection: dict[str, Any],
-    records: GoalRecords,
-    state: GoalState | None,
-) -> QuotaFacts:
-    """`state` is the goal's goal_state, as the caller already read it (or None)."""
+def quota_facts(facts: GoalFacts, projection: dict[str, Any]) -> QuotaFacts:
+    """`projection` is the compact projection status shows for the same facts."""
     first = projection.get("first_screen", {})
-    lane = projection.get("work_lane_contract", {}).get("lane", "monitor")
+    person_gates = [
+        g
+        for g in facts.gates
+        if g.get("gate_id") not in facts.control_gate_ids
+        and not str(g.get("gate_id", "")).startswith("home-")
+        and g.get("status") == "pending"
+        and g.get("blocking", True)
+    ]
     material = {
-        "lane": lane,
-        "outcomes": [o.get("outcome_id") for o in facts.outcomes],
+        "outcomes": [(o.get("outcome_id"), o.get("status")) for o in facts.outcomes],
         "gates": [(g.get("gate_id"), g.get("status")) for g in facts.gates],
-        "handoffs": [d.get("ref_id") for d in facts.decision_results],
+        "handoffs": list(facts.pending_handoffs),
+        "first_screen": first,
     }
-    history = read_records(records.goals.goal_dir(facts.goal_id) / "quota.jsonl", QUOTA_SCHEMA)
     return QuotaFacts(
-        open_blocking_gate=bool(first.get("user_action_required")),
+        stopped=facts.stopped,
+        open_blocking_gate=bool(person_gates),
+        home_mismatch=facts.home_mismatch,
+        throttle=facts.throttle,
         raw_material_detected=bool(projection.get("boundary", {}).get("raw_material_detected")),
-        consecutive_failed_turns=facts.consecutive_failed_turns,
-        tokens_used=facts.tokens_used,
-        token_budget=state.token_budget if state else None,
-        lane=str(lane),
+        turn_running=facts.turn_running,
+        agent_can_continue=bool(first.get("agent_can_continue")),
+        pending_handoffs=facts.pending_handoffs,
         transition_key=transition_key(material),
-        last_decision_key=history[-1].get("transition_key") if history else None,
     )
 
 
-def current_quota(
-    facts: GoalFacts,
-    projection: dict[str, Any],
-    records: GoalRecords,
-    state: GoalState | None,
-) -> dict[str, Any]:
-    return decide_quota(quota_facts(facts, projection, records, state))
+def current_quota(facts: GoalFacts, projection: dict[str, Any]) -> dict[str, Any]:
+    return decide_quota(quota_facts(facts, projection))
 
 
 def record_quota(goal_id: str, decision: dict[str, Any], records: GoalRecords) -> dict[str, Any]:

@@ -37,18 +37,28 @@ _WAITING_WORDS = {
 }
 
 
-def four_answers(first_screen: dict[str, Any], waiting_on: str) -> dict[str, str]:
-    """The spec's first demo, in plain words."""
+def four_answers(
+    first_screen: dict[str, Any], waiting_on: str, quota: dict[str, Any]
+) -> dict[str, str]:
+    """The spec's first demo, in plain words. "Can the agent continue" is the quota decision
+    in words, so the first screen and the scheduler hint never tell two stories."""
     waiting = _WAITING_WORDS.get(waiting_on, waiting_on)
     actor = first_screen.get("waiting_on")
     if waiting_on == "user_or_controller" and actor:
         waiting = f"the {actor}: an owner gate needs a decision"
-    if first_screen.get("agent_can_continue"):
+    decision, reason = quota["decision"], quota["reason_code"]
+    if decision == "eligible":
         can = "yes: " + str(first_screen.get("first_agent_todo") or "continue")
-    elif first_screen.get("user_action_required"):
+    elif reason == "turn_running":
+        can = "no new turn: a turn is running now; let it finish"
+    elif decision in ("paused", "throttled"):
+        can = f"no: {decision}; clears when {quota['clears_when']}"
+    elif decision == "operator_gate":
         can = "no: blocked by an open owner gate"
+    elif reason == "no_agent_todo":
+        can = "no: nothing to do yet; " + str(quota["clears_when"])
     else:
-        can = "no: " + str(first_screen.get("recommended_action") or "nothing to do yet")
+        can = "no: " + str(first_screen.get("recommended_action") or reason)
     gate_state = first_screen.get("gate_state") or "none"
     if first_screen.get("user_action_required"):
         required = (
@@ -71,6 +81,7 @@ def four_answers(first_screen: dict[str, Any], waiting_on: str) -> dict[str, str
 
 
 def goal_status(facts: GoalFacts) -> dict[str, Any]:
+    """The goal's attention row: projection, quota decided on it, and the four answers."""
     projection = build_session_runtime_readonly_projection(**facts.builder_kwargs())
     attention = session_runtime_projection_attention(
         {"session_runtime_readonly_projection": projection}
@@ -78,13 +89,16 @@ def goal_status(facts: GoalFacts) -> dict[str, Any]:
     assert attention is not None  # the builder always emits a v0 projection
     compact = attention["session_runtime_projection"]
     first_screen = compact.get("first_screen", {})
+    quota = current_quota(facts, compact)
     return {
         "goal_id": facts.goal_id,
         "status": attention["status"],
         "severity": attention["severity"],
         "waiting_on": attention["waiting_on"],
         "recommended_action": attention["recommended_action"],
-        "answers": four_answers(first_screen, attention["waiting_on"]),
+        "stopped": facts.stopped,
+        "answers": four_answers(first_screen, attention["waiting_on"], quota),
+        "quota": quota,
         "projection": compact,
     }
 
@@ -120,17 +134,17 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def goal_record_summary(
-    facts: GoalFacts, projection: dict[str, Any], records: GoalRecords
-) -> dict[str, Any]:
-    """goal_state, quota, human rewards and advisory proposals, as the first screen shows them."""
+def goal_record_summary(facts: GoalFacts, records: GoalRecords) -> dict[str, Any]:
+    """goal_state, human rewards and advisory proposals, as the first screen shows them."""
     state = records.goal_state(facts.goal_id)
-    rewards = records.rewards(facts.goal_id)
+    rewards = records.current_rewards(facts.goal_id)
     proposals = records.proposals(facts.goal_id)
     return {
         "goal_state": (
             {
                 "objective": state.objective,
+                "acceptance": list(state.acceptance),
+                "stop_condition": state.stop_condition,
                 "boundary": state.boundary,
                 "non_goals": list(state.non_goals),
                 "authority_sources": list(state.authority_sources),
@@ -138,7 +152,6 @@ def goal_record_summary(
             if state
             else None
         ),
-        "quota": current_quota(facts, projection, records, state),
         "human_rewards": {
             label: sum(r["label"] == label for r in rewards) for label in REWARD_LABELS
         },
@@ -153,13 +166,58 @@ def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> li
     if first_screen.get("user_action_required"):
         for gate in facts.gates:
             if gate.get("status") in ("pending", "blocked") and gate.get("blocking", True):
-                refs.append(str(gate.get("gate_id")))
+                if gate.get("gate_id") not in facts.control_gate_ids:
+                    refs.append(str(gate.get("gate_id")))
                 break
     if first_screen.get("latest_blocker"):
         failing = [o for o in facts.outcomes if o.get("blocker")]
         if failing:
             refs.append(str(max(failing, key=lambda o: str(o.get("created_at")))["outcome_id"]))
     return refs
+
+
+def session_start_gates(
+    store: SessionStore, goals: GoalStore, codex_home: str, goal_id: str
+) -> tuple[list[str], list[str]]:
+    """(a person's gates open for the goal, those its first screen shows as holding it)."""
+    facts = facts_from_state(goal_id, store=store, goals=goals, codex_home=codex_home)
+    first = goal_status(facts)["projection"].get("first_screen", {})
+    open_ids = [g.gate_id for g in goals.gates(goal_id) if g.status == "pending" and g.blocking]
+    shown = [
+        str(g["gate_id"])
+        for g in facts.gates
+        if g.get("gate_id") in open_ids and g.get("status") == "pending"
+    ]
+    return open_ids, shown if first.get("user_action_required") else []
+
+
+OWNER_SURFACES = ("cli_tty", "cli_owner", "page", "api_owner")
+
+
+def record_owner_view(goals: GoalStore, doc: dict[str, Any], surface: str) -> None:
+    """An owner's view (the page in a browser, `status` on a terminal, an API call with
+    `?viewer=owner`) saw these blockers: record the first sighting of each. Scripts and
+    `--json` reads never call this, so they never stop the time-to-owner clock."""
+    if surface not in OWNER_SURFACES:
+        raise ValueError(f"not an owner surface: {surface}")
+    refs = [
+        (row["goal_id"], ref)
+        for row in doc["attention_queue"]
+        for ref in row.get("shown_blocker_refs", ())
+    ]
+    if not refs:
+        return
+    try:
+        seen = goals.control.reported()
+    except StateError as exc:
+        doc["control_log_error"] = exc.error_code  # nothing recorded on an unreadable log
+        return
+    for goal_id, ref in refs:
+        if ref not in seen["blockers"]:
+            goals.control.record(
+                "blocker_displayed", goal_id=goal_id, blocker_ref=ref, surface=surface
+            )
+            seen["blockers"].add(ref)
 
 
 def collect_status(
@@ -171,8 +229,10 @@ def collect_status(
     surface: str | None = None,
     host: Mapping[str, ThreadFacts] | None = None,
 ) -> dict[str, Any]:
-    """The status document; with `surface`, record blockers shown for the first time there.
+    """The status document; with `surface`, record stale projections detected there.
 
+    Each row names the blockers its first screen shows (`shown_blocker_refs`); whether an
+    owner saw them is recorded separately (`record_owner_view`), by the surfaces that know.
     With `host` (thread facts from the rollouts), each goal also says whether its projection
     is stale, how far behind, and why host and goal disagree (`reconcile_reason`).
 
@@ -202,7 +262,7 @@ def collect_status(
                 g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
             )
             result = goal_status(facts)
-            result.update(goal_record_summary(facts, result["projection"], GoalRecords(goals)))
+            result.update(goal_record_summary(facts, GoalRecords(goals)))
         except StateError as exc:
             # One goal's unreadable record never hides the others.
             results.append(goal_problem(g, exc))
@@ -213,8 +273,9 @@ def collect_status(
             result["reconcile_reason"] = reconcile_reason(
                 behind, result["projection"].get("first_screen", {})
             )
-        refs = displayed_blocker_refs(facts, result["projection"].get("first_screen", {}))
-        result["displayed_blockers"] = refs
+        result["shown_blocker_refs"] = displayed_blocker_refs(
+            facts, result["projection"].get("first_screen", {})
+        )
         results.append(result)
         if surface is None:
             continue
@@ -230,14 +291,6 @@ def collect_status(
                     position=stale_key,
                 )
                 seen["stale"].add(stale_key)
-        seen = _seen(goals) if refs else None
-        if seen is not None:
-            for ref in refs:
-                if ref not in seen["blockers"]:
-                    goals.control.record(
-                        "blocker_displayed", goal_id=g, blocker_ref=ref, surface=surface
-                    )
-                    seen["blockers"].add(ref)
     doc = status_document(results)
     doc["control_log_error"] = log_error
     return doc

@@ -30,7 +30,7 @@ from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError, UsageError
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
-from loopx_chat.goals.status import collect_status, record_displayed
+from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import (
     CSP,
@@ -220,10 +220,10 @@ class ServiceApp:
                 return error_response(403, "forbidden_request", refusal)
         if len(body) > MAX_BODY:
             return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
-        path = path.split("?", 1)[0]
+        path, _, query = path.partition("?")
         try:
             # HEAD is GET without the body (the server drops it).
-            return self._route("GET" if method == "HEAD" else method, path, body, headers)
+            return self._route("GET" if method == "HEAD" else method, path, body, headers, query)
         except LoopxChatError as exc:
             return from_error(exc)
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
@@ -233,7 +233,9 @@ class ServiceApp:
                 # A client reads its own writes: the next status read looks at the disk again.
                 self._status_cache.invalidate()
 
-    def _route(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> Response:
+    def _route(
+        self, method: str, path: str, body: bytes, headers: Mapping[str, str], query: str = ""
+    ) -> Response:
         if path == "/" and method == "GET":
             status, _ = self._status_cache.get()
             page = render_first_screen(
@@ -270,7 +272,10 @@ class ServiceApp:
             self._check_csrf(headers)
             return self._decide(gate_match.group(1), gate_match.group(2), self._json(body))
         if path == "/status.json" and method == "GET":
-            return Response(200, self._status_cache.get()[1])
+            status, body_bytes = self._status_cache.get()
+            if "viewer=owner" in query.split("&"):
+                record_owner_view(self.goals, status, "api_owner")
+            return Response(200, body_bytes)
         if path == "/api/chat/capabilities" and method == "GET":
             return json_response(200, self.capabilities())
         if path == "/api/chat/sessions":
@@ -334,7 +339,7 @@ class ServiceApp:
         actions: dict[str, GoalActions] = {}
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
-            blockers = tuple(str(r) for r in row.get("displayed_blockers", ()))
+            blockers = tuple(str(r) for r in row.get("shown_blocker_refs", ()))
             if row.get("status") == "problem":
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue

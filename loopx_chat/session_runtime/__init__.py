@@ -10,6 +10,7 @@ arguments alone.
 
 from __future__ import annotations
 
+from loopx_chat.session_runtime._text import unsafe_text_class
 from loopx_chat.session_runtime.compact import (
     compact_session_runtime_projection_from_run,
     compact_session_runtime_readonly_projection,
@@ -69,6 +70,7 @@ __all__ = [
     "session_runtime_projection_attention",
     "session_runtime_status_waiting_on",
     "split_key_words",
+    "unsafe_text_class",
     "validate_openviking_session_memory_adapter",
     "validate_writeback_document",
     "writeback_result",

@@ -41,6 +41,11 @@ SECRET_PATTERNS: tuple[str, ...] = (
     r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/@:]+:[^\s/@]+@)",  # user:password@ in a URL
 )
 _UNSAFE_TEXT = re.compile("|".join(f"(?:{p})" for p in (*LOCAL_PATH_PATTERNS, *SECRET_PATTERNS)))
+# The same patterns by class, so a refusal can say which kind of text it saw (never the text).
+UNSAFE_TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("secret", re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS))),
+    ("local_path", re.compile("|".join(f"(?:{p})" for p in LOCAL_PATH_PATTERNS))),
+)
 
 
 def scalar_str(value: object) -> str | None:
@@ -101,6 +106,13 @@ def text(value: object, limit: int = 180) -> str | None:
 
 def is_public_safe(collapsed: str) -> bool:
     return _UNSAFE_TEXT.search(collapsed) is None
+
+
+def unsafe_text_class(collapsed: str) -> str | None:
+    """`secret` or `local_path` when the compact filter would drop this text, else None."""
+    if is_public_safe(collapsed):
+        return None
+    return next(name for name, pattern in UNSAFE_TEXT_CLASSES if pattern.search(collapsed))
 
 
 def public_safe_text(value: object, limit: int) -> str | None:

@@ -34,11 +34,23 @@ _CACHE_LIMIT = 16 << 20
 # Kinds, and the only fields each may carry besides schema_version/kind/at.
 EVENT_FIELDS: dict[str, frozenset[str]] = {
     "controller_started": frozenset({"open_gate_ids", "pid"}),
+    # A new session of a goal: the goal's open gates, and those its first screen showed.
+    "session_opened": frozenset({"goal_id", "session_id", "open_gate_ids", "shown_gate_ids"}),
     "turn_finished": frozenset(
-        {"goal_id", "session_id", "thread_id", "turn_id", "status", "code", "session_created_at"}
+        {
+            "goal_id",
+            "session_id",
+            "thread_id",
+            "turn_id",
+            "status",
+            "code",
+            "session_created_at",
+            "started_at",
+        }
     ),
     "submit_replayed": frozenset({"goal_id", "session_id", "turn_id"}),
-    "thread_busy_refused": frozenset({"goal_id", "session_id", "thread_id"}),
+    # same_work: the refused request retried the running turn (its client_turn_id).
+    "thread_busy_refused": frozenset({"goal_id", "session_id", "thread_id", "same_work"}),
     "gate_requested": frozenset({"goal_id", "gate_id", "blocking"}),
     "gate_resolved": frozenset({"goal_id", "gate_id", "decision"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),
