@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore, utc_now
 
 GOAL = "release-1"
@@ -53,9 +53,34 @@ def populated(tmp_path: Path) -> Path:
             session_id=SESSION, goal_id="chat-only-goal", created_at=utc_now(), updated_at=utc_now()
         )
     )
+    # a session of GOAL with one turn, so a reward has a turn to judge
+    store = SessionStore(state)
+    store.create(
+        SessionRecord(
+            session_id=f"{SESSION}-g", goal_id=GOAL, created_at=utc_now(), updated_at=utc_now()
+        )
+    )
+    store.save_turn(
+        TurnRecord(
+            turn_id="t1",
+            session_id=f"{SESSION}-g",
+            status="completed",
+            created_at=utc_now(),
+            updated_at=utc_now(),
+        )
+    )
     gate = ok(state, "gate", "request", "--goal", GOAL, "--question", "ship it?")
     ok(state, "handoff", "record", "--goal", GOAL, "--next-action", "tag", "--stop-condition", "x")
-    ok(state, "goal", "set", GOAL, "--objective", "Ship release 1")
+    ok(
+        state,
+        "goal",
+        "set",
+        GOAL,
+        "--objective",
+        "Ship release 1",
+        "--acceptance",
+        "release 1 is tagged",
+    )
     ok(
         state,
         "reward",

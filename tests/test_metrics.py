@@ -125,7 +125,9 @@ def test_scripted_scenario_every_metric_can_fall(tmp_path: Path, fake_codex: Fak
     # The log is compact: ids, codes and timestamps only.
     text = (state / "events" / "control.jsonl").read_text()
     assert "CANARY" not in text
-    _cli(tmp_path, "goal", "set", "other-goal", "--objective", "another goal")
+    _cli(
+        tmp_path, "goal", "set", "other-goal", "--objective", "another goal", "--acceptance", "done"
+    )
     other = _cli(tmp_path, "metrics", "--goal", "other-goal")
     assert other["interrupted_task_recovery"]["denominator"] == 0
 

@@ -282,7 +282,7 @@ def dream() -> None:
 
 
 @dream.command("record")
-@click.option("--goal", "goal_id", required=True, help="Goal the idea is for (created if new).")
+@click.option("--goal", "goal_id", required=True, help="Goal the idea is for (it must exist).")
 @click.option("--title", required=True, help="The idea, in a few words.")
 @click.option("--rationale", required=True, help="Why it might be worth exploring.")
 @click.option("--next-action", required=True, help="What the agent would do if promoted.")
@@ -299,6 +299,7 @@ def dream_record(
     actor: str,
     as_json: bool,
 ) -> None:
+    """Record an advisory idea for GOAL; it causes nothing until `dream promote`."""
     records, gid = _known(cli, goal_id)
     entry = records.record_proposal(
         gid,
