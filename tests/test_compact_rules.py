@@ -254,6 +254,8 @@ def test_status_waiting_on_uses_the_given_monitor_word_for_every_monitor_value()
         assert session_runtime_status_waiting_on(value, "watching") == "watching"
     assert session_runtime_status_waiting_on("x", "watching", monitor_only=True) == "watching"
     assert session_runtime_status_waiting_on("agent", "watching", monitor_only=True) == "codex"
+    # "codex" is a named value too, not the fallback that monitor_only overrides.
+    assert session_runtime_status_waiting_on("codex", "watching", monitor_only=True) == "codex"
 
 
 def test_raw_material_makes_severity_high_whatever_the_wait() -> None:

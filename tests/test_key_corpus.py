@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from loopx_chat.session_runtime import KeyState, RawMaterialCategory, classify_session_runtime_key
+from loopx_chat.session_runtime import (
+    KeyState,
+    RawMaterialCategory,
+    build_session_runtime_readonly_projection,
+    classify_session_runtime_key,
+)
 from loopx_chat.session_runtime import keys as keys_module
 
 CORPUS_FILE = Path(__file__).resolve().parent / "data" / "session_runtime_key_classes.tsv"
@@ -266,3 +271,35 @@ def test_the_cache_holds_at_most_4096_keys() -> None:
     for n in range(4097):
         classify_session_runtime_key(f"k{n}")
     assert keys_module._classify_name_cached.cache_info().currsize == 4096
+
+
+# ---- The id and timestamp tables, as the builder uses them (reference §3.3, §3.4) --------
+
+SPEC_ID_KEYS = (
+    "session_id",
+    "event_id",
+    "outcome_id",
+    "gate_id",
+    "approval_id",
+    "artifact_id",
+    "tool_call_id",
+    "run_id",
+    "ref_id",
+)
+SPEC_TIMESTAMP_KEYS = ("created_at", "event_at", "updated_at", "timestamp")
+
+
+def test_a_source_ref_carries_exactly_the_spec_id_keys_in_order() -> None:
+    item = {key: f"v-{key}" for key in reversed(SPEC_ID_KEYS)}
+    item.update(trace_id="t", catalog_id="c", message_id="m")  # compact ids, but no source ids
+    payload = build_session_runtime_readonly_projection(goal_id="g", sessions=[item])
+    (ref,) = payload["source"]["source_refs"]["sessions"]
+    assert list(ref) == ["kind", *SPEC_ID_KEYS]
+    assert ref == {"kind": "session", **{key: f"v-{key}" for key in SPEC_ID_KEYS}}
+
+
+@pytest.mark.parametrize("first", range(len(SPEC_TIMESTAMP_KEYS)))
+def test_the_first_present_timestamp_key_dates_an_item(first: int) -> None:
+    item = {key: f"2026-01-0{n + 1}" for n, key in enumerate(SPEC_TIMESTAMP_KEYS) if n >= first}
+    payload = build_session_runtime_readonly_projection(goal_id="g", events=[item])
+    assert payload["source"]["latest_fact_at"] == f"2026-01-0{first + 1}"

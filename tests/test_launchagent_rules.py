@@ -8,6 +8,7 @@ module owns (loopback host, chat port 8767, the launchd PATH; reference loopx-be
 from __future__ import annotations
 
 import plistlib
+import struct
 from pathlib import Path
 
 import pytest
@@ -183,6 +184,25 @@ def test_a_truncated_binary_plist_is_malformed_not_a_traceback() -> None:
         with pytest.raises(LaunchAgentError) as info:
             parse_plist(raw[:cut], where="w")
         assert info.value.error_code == "plist_malformed"
+
+
+def _nested_binary_plist(depth: int) -> bytes:
+    """A binary plist of `depth` arrays, each holding the next: plistlib recurses per level."""
+    objects = [b"\xa1" + struct.pack(">H", i + 1) for i in range(depth)] + [b"\x51a"]
+    body, offsets = b"bplist00", []
+    for obj in objects:
+        offsets.append(len(body))
+        body += obj
+    table = len(body)
+    body += b"".join(struct.pack(">I", offset) for offset in offsets)
+    return body + struct.pack(">6xBBQQQ", 4, 2, len(objects), 0, table)
+
+
+def test_an_error_plistlib_does_not_name_is_still_malformed_not_a_traceback() -> None:
+    with pytest.raises(LaunchAgentError) as info:
+        parse_plist(_nested_binary_plist(5000), where="/deep.plist")
+    assert info.value.error_code == "plist_malformed"
+    assert "(RecursionError)" in info.value.message
 
 
 @pytest.mark.parametrize(
