@@ -24,6 +24,7 @@ from loopx_chat.session_runtime.keys import (
     RAW_MATERIAL_WORDS,
     clear_key_classification_cache,
 )
+from tests.test_key_corpus import SPEC_RAW_WORDS
 
 COMPACT = (KeyState.COMPACT, None)
 UNCLASSIFIED = (KeyState.UNCLASSIFIED, None)
@@ -204,9 +205,18 @@ def test_case_and_separator_variants(key: str, expected: tuple[object, object]) 
     assert classify_session_runtime_key(key) == expected
 
 
-class _OddStr(str):
+class _Impostor(str):
+    """A str subclass that lies about everything but its characters: it claims to equal (and
+    hash like) every other impostor, and prints as ``summary``."""
+
     def __str__(self) -> str:
         return "summary"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Impostor) or str.__eq__(self, other)
+
+    def __hash__(self) -> int:
+        return hash("summary")
 
 
 @pytest.mark.parametrize(
@@ -217,7 +227,12 @@ def test_non_string_keys_are_unclassified_and_never_raise(key: object) -> None:
 
 
 def test_str_subclass_is_classified_by_its_characters() -> None:
-    assert classify_session_runtime_key(_OddStr("api_key")) == raw("credential")
+    # Cached first, so a lookup keyed by the impostor's own __eq__/__hash__ would answer
+    # "compact" for every impostor after it; and str() of it would say "summary".
+    clear_key_classification_cache()
+    assert classify_session_runtime_key(_Impostor("summary")) == COMPACT
+    assert classify_session_runtime_key(_Impostor("api_key")) == raw("credential")
+    assert classify_session_runtime_key(_Impostor("backlog")) == UNCLASSIFIED
 
 
 def test_classification_is_a_tuple_of_str_enums() -> None:
@@ -293,7 +308,7 @@ TABLE_WORDS = frozenset(
     | COMPACT_SUFFIX_WORDS
     | COMPACT_METRIC_WORDS
 )
-ALL_RAW_WORDS = sorted({w for words in RAW_MATERIAL_WORDS.values() for w in words})
+ALL_RAW_WORDS = sorted({w for words in SPEC_RAW_WORDS.values() for w in words})
 letters = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=4)
 
 
@@ -312,32 +327,6 @@ def lookalike_word(draw: st.DrawFn) -> str:
 @given(words=st.lists(lookalike_word(), min_size=1, max_size=3))
 def test_raw_words_never_match_as_substrings(words: list[str]) -> None:
     assert classify_session_runtime_key("_".join(words)).state is not KeyState.RAW_MATERIAL
-
-
-@given(
-    filler=st.lists(
-        st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=1, max_size=6), max_size=3
-    ),
-    category=st.sampled_from(RAW_MATERIAL_CATEGORY_ORDER),
-    data=st.data(),
-)
-def test_a_raw_word_anywhere_makes_the_key_raw(
-    filler: list[str], category: RawMaterialCategory, data: st.DataObject
-) -> None:
-    word = data.draw(st.sampled_from(sorted(RAW_MATERIAL_WORDS[category])))
-    position = data.draw(st.integers(min_value=0, max_value=len(filler)))
-    words = [*filler[:position], word, *filler[position:]]
-    key = "_".join(words)
-    result = classify_session_runtime_key(key)
-    if key in COMPACT_KEYS:  # an explicit safe collision such as trace_id
-        assert result == COMPACT
-        return
-    assert result.state is KeyState.RAW_MATERIAL
-    assert result.category is not None
-    # Another filler word may be raw evidence of an earlier category, never a later one.
-    order = RAW_MATERIAL_CATEGORY_ORDER
-    if key not in RAW_MATERIAL_KEYS:
-        assert order.index(result.category) <= order.index(category)
 
 
 @given(key=st.one_of(st.integers(), st.floats(), st.binary(), st.none(), st.booleans()))
