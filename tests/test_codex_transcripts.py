@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -42,16 +41,17 @@ def _masked(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def _shape(path: Path) -> tuple[list[str], Counter[str]]:
-    """Client messages in order, and server messages as a multiset (codex's async tasks may
-    interleave differently from run to run; what they say may not change)."""
+def _shape(path: Path) -> tuple[list[str], set[str]]:
+    """Client messages in order, and the distinct server messages (codex's async tasks may
+    interleave differently from run to run, and a background notice such as
+    `account/rateLimits/updated` may come once or twice; what they say may not change)."""
     entries = json.loads(path.read_text())["transcript"]
     client = [
         json.dumps(_masked(e["message"]), sort_keys=True) for e in entries if e["from"] == "client"
     ]
-    server = Counter(
+    server = {
         json.dumps(_masked(e["message"]), sort_keys=True) for e in entries if e["from"] != "client"
-    )
+    }
     return client, server
 
 
