@@ -6,15 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore
-from tests.conftest import make_controller
+from tests.conftest import make_controller, wait_for
 
 
 def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:
-    goal = c.thread_request(sid, "thread/goal/get", {}).get("goal")
+    with c.thread_metadata(sid) as call:
+        goal = call("thread/goal/get", {}).get("goal")
     return {"objective": goal["objective"], "status": goal["status"]} if goal else None
+
+
+def host_turns(c: ChatController, sid: str) -> int:
+    """How many turns codex itself has on the thread (read from disk, nothing loaded)."""
+    with c.thread_metadata(sid) as call:
+        return len(call("thread/read", {"includeTurns": True})["thread"]["turns"])
 
 
 def test_gate_and_handoff_written_back_and_reverted(
@@ -200,3 +208,47 @@ def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
         keys = {service.preview("g-nw", gate.gate_id, session_id=s)["plan"]["writeback"][
             "idempotency_key"] for s in (sid,)}  # fmt: skip
         assert all(sid in k for k in keys)
+
+
+def test_preview_apply_and_revert_start_no_turn_even_on_an_active_goal(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    """The user's goal is `active`: codex continues such a goal on its own as soon as the
+    thread is loaded. Writeback reads and sets it without loading the thread, so the model
+    sees no request and the thread gains no turn through preview, apply and revert."""
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g-nt", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        with c.thread_metadata(sid) as call:
+            user = {"objective": "user goal", "status": "active", "origin": "user"}
+            call("thread/goal/set", user)
+        requests, turns = len(mock.requests), host_turns(c, sid)
+        assert (requests, turns) == (1, 1)
+        service = WritebackService(c, goals)
+        gate = goals.request_gate("g-nt", "Ship it?")
+
+        preview = service.preview("g-nt", gate.gate_id)
+        assert preview["host_before"]["status"] == "active"
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+
+        applied = service.apply("g-nt", gate.gate_id)
+        assert applied["status"] == "applied"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+
+        assert service.revert("g-nt", applied["idempotency_key"])["status"] == "reverted"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "active"}
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+        assert c.warm_pids() == {}  # no thread was ever loaded
+
+        # The oracle can fail: loading the thread (what writeback did before) makes codex
+        # continue the active goal by itself, with model requests nobody asked for.
+        c.resume_session(sid)
+        wait_for(lambda: len(mock.requests) > requests)

@@ -612,10 +612,16 @@ class ChatController:
         return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
 
     def _read_unloaded(self, record: SessionRecord, thread_id: str) -> list[dict[str, Any]]:
+        with self._reader(record) as reader:
+            return reader.read_history(thread_id)
+
+    @contextlib.contextmanager
+    def _reader(self, record: SessionRecord) -> Iterator[ThreadReader]:
+        """A registered app-server that loads no thread, closed and unregistered after use."""
         work = Path(record.work_dir) if record.work_dir else self.binding.path
         reader = self._spawn(record.session_id, work, ThreadReader.open)
         try:
-            return reader.read_history(thread_id)
+            yield reader
         finally:
             reader.close()
             self._registry.unregister(reader.proc.pid)
@@ -636,12 +642,33 @@ class ChatController:
             return turns
         return [*turns[:-1], {**turns[-1], "status": "inProgress"}]
 
+    @contextlib.contextmanager
+    def thread_metadata(
+        self, session_id: str
+    ) -> Iterator[Callable[[str, dict[str, Any]], dict[str, Any]]]:
+        """Calls about the session's thread (its goal) through an app-server that loads no
+        thread: nothing is resumed, so no writer lock is taken and codex never starts a
+        goal-continuation turn (resuming a thread whose goal is `active` does, at once).
+
+        Home check first; attached-host sessions have no managed app-server.
+        """
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host" or not record.upstream_thread_id:
+            raise CodexError(
+                "this session has no managed Codex thread to read or write",
+                error_code="app_server_rejected",
+            )
+        thread_id = record.upstream_thread_id
+        # No session lock: nothing loaded is touched, so a goal read never waits for a turn.
+        with self._reader(record) as reader:
+            yield lambda method, params: reader.request(thread_id, method, params)
+
     def thread_request(
         self, session_id: str, method: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         """One JSON-RPC call on the session's thread (home check first, resumed if needed).
 
-        For host-metadata adapters (the thread goal); never for turns, which have their own path.
+        It loads the thread (a resume): use `thread_metadata` for the goal, never this.
         """
         record = self._load_checked(session_id)
         if record.session_mode == "attached_host":

@@ -8,8 +8,9 @@ reversibility (every applied write keeps the host's prior goal
 so `revert` restores it exactly), and the goal's writeback log
 `<state>/goals/<goal>/writebacks.jsonl` (append-only, compact: ids, codes, the prior and new
 host goal). The pure contract lives in `session_runtime.writeback`; the host calls go through
-`goal_target`. A writeback failure never changes the loopx decision it came from: gates and
-handoffs are only read here.
+`goal_target`, which reads and sets the goal without loading the thread: a preview,
+apply or revert starts no turn and sends no model request. A writeback failure never changes
+the loopx decision it came from: gates and handoffs are only read here.
 
 Class mapping on the Codex host (the only target it can represent):
 - operator gate requested → goal status `blocked` (objective kept, or a compact placeholder);
@@ -171,7 +172,8 @@ class WritebackService:
         }
         if plan.status == "previewed" and sid and source.write_class in HOST_CLASSES:
             try:
-                prior = self.target.read(sid)
+                with self.target.on(sid) as host:
+                    prior = host.read()
                 doc["host_before"] = prior.to_dict() if prior else None
                 desired = self._desired(goal_id, source, prior)
                 doc["host_after"] = (
@@ -216,23 +218,26 @@ class WritebackService:
             )
         assert sid is not None
         try:
-            prior = self.target.read(sid)
-            self._check_unchanged(goal_id, sid, prior)
-            desired = self._desired(goal_id, source, prior)
-            if desired is None:
-                written, before = self._request_prior(
-                    goal_id, str(source.payload.get("decision_id")), sid
-                )
-                if not written:
-                    # Nothing of ours to undo: clearing here would clear the user's own goal.
-                    return self._log(
-                        goal_id,
-                        writeback_result(plan, status="skipped", reason_code="request_not_written"),
+            with self.target.on(sid) as host:
+                prior = host.read()
+                self._check_unchanged(goal_id, sid, prior)
+                desired = self._desired(goal_id, source, prior)
+                if desired is None:
+                    written, before = self._request_prior(
+                        goal_id, str(source.payload.get("decision_id")), sid
                     )
-                self.target.restore(sid, before)
-                after = before
-            else:
-                after = self.target.write(sid, desired[0], desired[1])
+                    if not written:
+                        # Nothing of ours to undo: clearing would clear the user's own goal.
+                        return self._log(
+                            goal_id,
+                            writeback_result(
+                                plan, status="skipped", reason_code="request_not_written"
+                            ),
+                        )
+                    host.restore(before)
+                    after = before
+                else:
+                    after = host.write(desired[0], desired[1])
         except LoopxChatError as exc:
             if exc.error_code == "writeback_conflict":
                 raise  # refused before any write: nothing to record as attempted
@@ -265,8 +270,9 @@ class WritebackService:
         host_prior = HostGoal(**prior) if isinstance(prior, dict) else None
         sid = str(record["session_id"])
         try:
-            self._check_unchanged(goal_id, sid, self.target.read(sid))
-            self.target.restore(sid, host_prior)
+            with self.target.on(sid) as host:
+                self._check_unchanged(goal_id, sid, host.read())
+                host.restore(host_prior)
         except LoopxChatError as exc:
             if exc.error_code == "writeback_conflict":
                 raise  # refused before any write: nothing to record as attempted
