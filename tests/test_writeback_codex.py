@@ -252,3 +252,57 @@ def test_preview_apply_and_revert_start_no_turn_even_on_an_active_goal(
         # continue the active goal by itself, with model requests nobody asked for.
         c.resume_session(sid)
         wait_for(lambda: len(mock.requests) > requests)
+
+
+def test_the_cli_names_reward_quota_and_artifact_classes_and_records_them_skipped(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from loopx_chat.cli import main
+    from loopx_chat.goals.goal_state import GoalRecords
+
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g5", tmp_path).session_id
+        turn = c.submit_turn(sid, "hello").turn
+    reward = GoalRecords(GoalStore(state)).record_reward(
+        "g5", run_ref=turn.turn_id, label="good", reason="tidy", goal_turns={turn.turn_id}
+    )
+    base = ["--state-dir", str(state), "--codex-bin", codex_bin]
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    run = lambda *a: CliRunner().invoke(main, [*base, *a, "--json"], env=env)  # noqa: E731
+    quota = json.loads(run("quota", "--goal", "g5").stdout)["decisions"][0]
+    assert quota["decision"] == "waiting"  # nothing to do: the contract's quiet skip
+    sources = {
+        reward["reward_id"]: ("human_reward_overlay", "label", "good"),
+        quota["decision_id"]: ("quota_decision_hint", "hint", "monitor_quiet_skip"),
+        turn.turn_id: ("artifact_pointer", "outcome_class", "completed"),
+    }
+    for ref, (write_class, key, value) in sources.items():
+        preview = run("writeback", "preview", ref, "--goal", "g5")
+        assert preview.exit_code == 0, preview.output
+        doc = json.loads(preview.stdout)
+        assert doc["status"] == "previewed" and "unsupported_class" in doc["host_after"]
+        assert (doc["write_class"], doc["payload"][key]) == (write_class, value)
+        applied = run("writeback", "apply", ref, "--goal", "g5")
+        assert applied.exit_code == 0, applied.output
+        result = json.loads(applied.stdout)
+        assert (result["status"], result["reason_code"]) == ("skipped", "unsupported_class")
+        assert result["write_class"] == write_class
+    listed = json.loads(run("writeback", "list", "--goal", "g5").stdout)["writebacks"]
+    assert [(w["write_class"], w["status"]) for w in listed] == [
+        (cls, "skipped") for cls, _, _ in sources.values()
+    ]
+    unknown = run("writeback", "apply", "nope-1", "--goal", "g5")
+    assert unknown.exit_code == 1
+    assert json.loads(unknown.stdout)["error_code"] == "writeback_no_source"
+    assert len(mock.requests) == 1  # only the one real turn reached the model
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        assert host_goal(c, sid) is None  # the thread goal was never touched
