@@ -47,6 +47,9 @@ def test_gate_and_handoff_written_back_and_reverted(
         applied = service.apply("g-wb", gate.gate_id)
         assert applied["status"] == "applied"
         assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+        # Written by an app-server that loads no thread; the one holding it sees it too.
+        held = c.thread_request(sid, "thread/goal/get", {})["goal"]
+        assert (held["objective"], held["status"]) == ("user goal", "blocked")
         assert service.apply("g-wb", gate.gate_id)["status"] == "skipped"  # idempotent
 
         packet = goals.record_handoff("g-wb", "merge the fix", "merged", ())
