@@ -382,6 +382,56 @@ def test_builder_on_arbitrary_input_returns_valid_or_raises_value_error(
     assert "CANARY-raw-value-31f7" not in json.dumps(doc)
 
 
+def fed_back(doc: Doc) -> Doc:
+    """The adapter's own sections given back to the builder as its inputs."""
+    return build_openviking_session_memory_adapter(
+        goal_id=doc["goal_id"],
+        issue=doc["issue_projection"],
+        sessions=[doc["session_projection"]],
+        memory=doc["memory_projection"],
+        status=doc["status_projection"],
+        evidence=doc["evidence_projection"],
+        generated_at=doc["generated_at"],
+    )
+
+
+def test_its_own_output_fed_back_is_not_raw_material_and_builds_the_same_adapter() -> None:
+    """`raw_memory_copied: false`, `raw_transcripts_copied: false` and the other flags are
+    the contract's own promises, not raw material: the agent may still continue."""
+    doc = build(generated_at="2026-11-29T00:00:00Z")
+    assert doc["memory_projection"]["candidate_refs"][0]["raw_memory_copied"] is False
+    assert doc["status_projection"]["agent_can_continue"] is True
+    again = fed_back(doc)
+    assert again["status_projection"]["next_action"] != ov.RECOMMEND_WITHOUT_RAW
+    assert again == doc
+    assert fed_back(again) == doc
+
+
+@pytest.mark.parametrize("value", [True, "yes", None, 0])
+def test_a_flag_that_is_not_false_is_treated_as_raw(value: object) -> None:
+    inputs = compact_inputs()
+    inputs["memory"]["candidate_refs"][0]["raw_memory_copied"] = value
+    doc = build_openviking_session_memory_adapter(**inputs)
+    assert doc["status_projection"]["agent_can_continue"] is False
+    assert doc["status_projection"]["next_action"] == ov.RECOMMEND_WITHOUT_RAW
+    assert doc["memory_projection"]["candidate_refs"][0]["raw_memory_copied"] is False
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    extra=st.dictionaries(st.text(max_size=16), json_values, max_size=5),
+    section=st.sampled_from(["issue", "memory", "status", "evidence"]),
+)
+def test_any_adapter_fed_back_builds_itself(extra: dict[str, Any], section: str) -> None:
+    inputs = compact_inputs()
+    inputs[section].update(extra)
+    try:
+        doc = build_openviking_session_memory_adapter(**inputs)
+    except ValueError:
+        return
+    assert fed_back(doc) == doc
+
+
 # ---- Every rejection rule -----------------------------------------------------------------
 
 Mutation = Callable[[Doc], None]

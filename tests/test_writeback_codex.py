@@ -6,15 +6,23 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore
-from tests.conftest import make_controller
+from tests.conftest import make_controller, wait_for
 
 
 def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:
-    goal = c.thread_request(sid, "thread/goal/get", {}).get("goal")
+    with c.thread_metadata(sid) as call:
+        goal = call("thread/goal/get", {}).get("goal")
     return {"objective": goal["objective"], "status": goal["status"]} if goal else None
+
+
+def host_turns(c: ChatController, sid: str) -> int:
+    """How many turns codex itself has on the thread (read from disk, nothing loaded)."""
+    with c.thread_metadata(sid) as call:
+        return len(call("thread/read", {"includeTurns": True})["thread"]["turns"])
 
 
 def test_gate_and_handoff_written_back_and_reverted(
@@ -39,6 +47,9 @@ def test_gate_and_handoff_written_back_and_reverted(
         applied = service.apply("g-wb", gate.gate_id)
         assert applied["status"] == "applied"
         assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+        # Written by an app-server that loads no thread; the one holding it sees it too.
+        held = c.thread_request(sid, "thread/goal/get", {})["goal"]
+        assert (held["objective"], held["status"]) == ("user goal", "blocked")
         assert service.apply("g-wb", gate.gate_id)["status"] == "skipped"  # idempotent
 
         packet = goals.record_handoff("g-wb", "merge the fix", "merged", ())
@@ -200,3 +211,101 @@ def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
         keys = {service.preview("g-nw", gate.gate_id, session_id=s)["plan"]["writeback"][
             "idempotency_key"] for s in (sid,)}  # fmt: skip
         assert all(sid in k for k in keys)
+
+
+def test_preview_apply_and_revert_start_no_turn_even_on_an_active_goal(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    """The user's goal is `active`: codex continues such a goal on its own as soon as the
+    thread is loaded. Writeback reads and sets it without loading the thread, so the model
+    sees no request and the thread gains no turn through preview, apply and revert."""
+    state = tmp_path / "state"
+    goals = GoalStore(state)
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g-nt", tmp_path).session_id
+        c.submit_turn(sid, "hello")
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        with c.thread_metadata(sid) as call:
+            user = {"objective": "user goal", "status": "active", "origin": "user"}
+            call("thread/goal/set", user)
+        requests, turns = len(mock.requests), host_turns(c, sid)
+        assert (requests, turns) == (1, 1)
+        service = WritebackService(c, goals)
+        gate = goals.request_gate("g-nt", "Ship it?")
+
+        preview = service.preview("g-nt", gate.gate_id)
+        assert preview["host_before"]["status"] == "active"
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+
+        applied = service.apply("g-nt", gate.gate_id)
+        assert applied["status"] == "applied"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+
+        assert service.revert("g-nt", applied["idempotency_key"])["status"] == "reverted"
+        assert host_goal(c, sid) == {"objective": "user goal", "status": "active"}
+        assert (len(mock.requests), host_turns(c, sid)) == (requests, turns)
+        assert c.warm_pids() == {}  # no thread was ever loaded
+
+        # The oracle can fail: loading the thread (what writeback did before) makes codex
+        # continue the active goal by itself, with model requests nobody asked for.
+        c.resume_session(sid)
+        wait_for(lambda: len(mock.requests) > requests)
+
+
+def test_the_cli_names_reward_quota_and_artifact_classes_and_records_them_skipped(
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    mock: MockResponsesServer,
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from loopx_chat.cli import main
+    from loopx_chat.goals.goal_state import GoalRecords
+
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        sid = c.open_session("g5", tmp_path).session_id
+        turn = c.submit_turn(sid, "hello").turn
+    reward = GoalRecords(GoalStore(state)).record_reward(
+        "g5", run_ref=turn.turn_id, label="good", reason="tidy", goal_turns={turn.turn_id}
+    )
+    base = ["--state-dir", str(state), "--codex-bin", codex_bin]
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    run = lambda *a: CliRunner().invoke(main, [*base, *a, "--json"], env=env)  # noqa: E731
+    quota = json.loads(run("quota", "--goal", "g5").stdout)["decisions"][0]
+    assert quota["decision"] == "waiting"  # nothing to do: the contract's quiet skip
+    sources = {
+        reward["reward_id"]: ("human_reward_overlay", "label", "good"),
+        quota["decision_id"]: ("quota_decision_hint", "hint", "monitor_quiet_skip"),
+        turn.turn_id: ("artifact_pointer", "outcome_class", "completed"),
+    }
+    for ref, (write_class, key, value) in sources.items():
+        preview = run("writeback", "preview", ref, "--goal", "g5")
+        assert preview.exit_code == 0, preview.output
+        doc = json.loads(preview.stdout)
+        assert doc["status"] == "previewed" and "unsupported_class" in doc["host_after"]
+        assert (doc["write_class"], doc["payload"][key]) == (write_class, value)
+        applied = run("writeback", "apply", ref, "--goal", "g5")
+        assert applied.exit_code == 0, applied.output
+        result = json.loads(applied.stdout)
+        assert (result["status"], result["reason_code"]) == ("skipped", "unsupported_class")
+        assert result["write_class"] == write_class
+    listed = json.loads(run("writeback", "list", "--goal", "g5").stdout)["writebacks"]
+    assert [(w["write_class"], w["status"]) for w in listed] == [
+        (cls, "skipped") for cls, _, _ in sources.values()
+    ]
+    unknown = run("writeback", "apply", "nope-1", "--goal", "g5")
+    assert unknown.exit_code == 1
+    assert json.loads(unknown.stdout)["error_code"] == "writeback_no_source"
+    assert len(mock.requests) == 1  # only the one real turn reached the model
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        assert host_goal(c, sid) is None  # the thread goal was never touched

@@ -93,7 +93,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "writeback": (
         "writeback_cmd",
         "writeback",
-        "Write compact loopx decisions (gates, handoffs) back to the Codex thread goal.",
+        "Write compact loopx decisions back to the Codex thread goal.",
     ),
 }
 

@@ -27,6 +27,7 @@ from loopx_chat.goals.goal_facts import (
 )
 from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.goals.memory_input import clear_memory_input, memory_field, set_memory_input
 from loopx_chat.goals.quota import record_quota
 from loopx_chat.goals.status import goal_status
 
@@ -196,6 +197,51 @@ def goal_resume(cli: CliContext, goal_id: str, actor: str, as_json: bool) -> Non
     records, gid = _known(cli, goal_id)
     entry = records.set_stopped(gid, False, actor=actor)
     emit_ok({"lifecycle": entry}, as_json, [f"{gid}: resumed"])
+
+
+@goal.command("memory")
+@click.argument("goal_id")
+@click.option(
+    "--input",
+    "source",
+    default=None,
+    help='JSON {"issue": {...}, "memory": {...}} (a file, or - for stdin): the OpenViking '
+    "memory input status shows as the goal's `memory`.",
+)
+@click.option("--clear", is_flag=True, help="Remove the goal's memory input (history kept).")
+@actor_option("owner", "Who sets it")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_memory(
+    cli: CliContext, goal_id: str, source: str | None, clear: bool, actor: str, as_json: bool
+) -> None:
+    """Set, clear or show GOAL_ID's OpenViking memory input (read-only preview refs).
+
+    Stored is what the read-only adapter made of it (never raw material, never a retrieval);
+    `status --json` and /status.json show it as the goal's `memory`."""
+    records, gid = _known(cli, goal_id)
+    if source is not None and clear:
+        raise UsageError("give --input or --clear, not both", error_code="usage_error")
+    if clear:
+        entry = clear_memory_input(records, gid, actor=actor)
+        emit_ok({"memory_input": entry}, as_json, [f"{gid}: memory input cleared"])
+        return
+    if source is not None:
+        doc = read_json_input(source, "memory input")
+        entry = set_memory_input(records, gid, doc, actor=actor)
+        count = len(entry["memory"]["candidate_refs"])
+        emit_ok({"memory_input": entry}, as_json, [f"{gid}: memory input set ({count} refs)"])
+        return
+    field = memory_field(records, gid)
+    if field is None:
+        emit_ok({"memory": None}, as_json, [f"{gid}: no memory input"])
+        return
+    lines = [f"{gid}: {field.get('namespace')} ({field.get('memory_state')})"] + [
+        f"  {c['memory_ref_id']}  {c['source_kind']}  {c['score_bucket']}  {c['summary']}"
+        for c in field.get("candidate_refs", ())
+    ]
+    emit_ok({"memory": field}, as_json, lines)
 
 
 @click.command("quota")

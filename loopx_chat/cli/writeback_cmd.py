@@ -1,4 +1,10 @@
-"""`loopx-chat writeback preview|apply|revert|list`: controlled writeback onto the thread goal."""
+"""`loopx-chat writeback preview|apply|revert|list`: controlled writeback onto the thread goal.
+
+SOURCE_ID names the recorded decision and so its write class: `gate-…` (operator gate),
+`handoff-…` (handoff packet), `reward-…` (human reward), `quota-…` (a recorded quota
+decision) or a turn id of the goal (artifact pointer). The Codex thread goal represents only
+gates and handoffs; the others are recorded as `skipped` (`unsupported_class`), never faked.
+"""
 
 from __future__ import annotations
 
@@ -49,14 +55,17 @@ def _source_options(func: F) -> F:
         default=None,
         help="Session whose thread to write (default: the goal's latest session).",
     )(func)
-    return click.option(
-        "--goal", "goal_id", required=True, help="Goal the gate or handoff belongs to."
-    )(func)
+    return click.option("--goal", "goal_id", required=True, help="Goal the source belongs to.")(
+        func
+    )
 
 
 @click.group()
 def writeback() -> None:
-    """Write compact loopx decisions (gates, handoffs) back to the Codex thread goal."""
+    """Write compact loopx decisions back to the Codex thread goal.
+
+    Gates and handoffs change the goal; rewards, quota decisions and turns (artifact
+    pointers) are recorded as skipped (unsupported_class): the goal cannot represent them."""
 
 
 @writeback.command("preview")
@@ -68,13 +77,17 @@ def writeback() -> None:
 def preview(
     ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
 ) -> None:
-    """Dry run: show what applying SOURCE_ID (gate-… or handoff-…) would change. Writes nothing."""
+    """Dry run: what applying SOURCE_ID would change. Writes nothing, starts nothing.
+
+    SOURCE_ID: gate-…, handoff-…, reward-…, quota-… or a turn id of the goal."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
         service = WritebackService(controller, GoalStore(cli.state_dir))
         doc = service.preview(validate_goal_id(goal_id), source_id, session_id)
     plan = doc.pop("plan", {})
     doc["idempotency_key"] = plan.get("writeback", {}).get("idempotency_key")
+    doc["write_class"] = plan.get("writeback", {}).get("write_class")
+    doc["payload"] = plan.get("writeback", {}).get("payload")  # compact, checked: what is sent
     _show(doc, as_json)
 
 

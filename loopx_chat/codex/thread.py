@@ -452,6 +452,16 @@ class ThreadReader:
     def read_history(self, thread_id: str) -> list[dict[str, Any]]:
         return _read_history(self.proc, thread_id, self.timeouts, self.log_path)
 
+    def request(self, thread_id: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """One call about a thread this process never loads (thread metadata, the goal).
+
+        Codex keeps a thread's goal in the home's state database, so a goal read or written
+        here is what a process holding the thread sees too; and since nothing resumes the
+        thread, an `active` goal cannot set off a continuation turn.
+        """
+        params = {"threadId": thread_id, **params}
+        return _rpc(self.proc, method, params, self.timeouts.request, self.log_path)
+
     def close(self) -> int | None:
         return self.proc.close(self.timeouts.close_grace)
 

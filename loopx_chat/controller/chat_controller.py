@@ -43,7 +43,7 @@ from loopx_chat.controller.home_ownership import (
     process_create_time,
 )
 from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult
+from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
@@ -355,7 +355,12 @@ class ChatController:
             self._ensure_warm(record)
             return self.store.load(session_id)
 
-    def _ensure_warm(self, record: SessionRecord, client_turn_id: str | None = None) -> Warm:
+    def _ensure_warm(
+        self,
+        record: SessionRecord,
+        client_turn_id: str | None = None,
+        text_digest: str | None = None,
+    ) -> Warm:
         warm = self._warm.alive(record.session_id)
         if warm is not None:
             return warm
@@ -368,7 +373,7 @@ class ChatController:
         try:
             lock.acquire()
         except CodexError:
-            self._record_busy(record, client_turn_id)
+            self._record_busy(record, client_turn_id, text_digest)
             raise
         try:
             work = Path(record.work_dir) if record.work_dir else self.binding.path
@@ -378,7 +383,7 @@ class ChatController:
         except CodexError as exc:
             lock.release()
             if exc.error_code == "thread_busy":
-                self._record_busy(record, client_turn_id)
+                self._record_busy(record, client_turn_id, text_digest)
             self._record_resume_failure(record, exc)
             raise
         except BaseException:
@@ -395,20 +400,31 @@ class ChatController:
             self.store.update(record.session_id, **changes)
         return warm
 
-    def _record_busy(self, record: SessionRecord, client_turn_id: str | None = None) -> None:
-        """A refused writer. It avoided duplicate compute only when it retried the very turn
-        that runs (the same client_turn_id); a different request refused is not counted."""
-        same = False
-        if client_turn_id is not None and record.active_turn_id:
+    def _record_busy(
+        self,
+        record: SessionRecord,
+        client_turn_id: str | None = None,
+        text_digest: str | None = None,
+    ) -> None:
+        """A refused writer. It avoided duplicate compute only when it asked for the very
+        turn that runs: the same client_turn_id, or the same message text (its digest) while
+        that turn runs. A different request refused is not counted."""
+        same_by: str | None = None
+        if record.active_turn_id:
             with contextlib.suppress(LoopxChatError):
                 running = self.store.load_turn(record.session_id, record.active_turn_id)
-                same = running.client_turn_id == client_turn_id
+                if running.status == "running":
+                    if client_turn_id is not None and running.client_turn_id == client_turn_id:
+                        same_by = "client_turn_id"
+                    elif text_digest is not None and running.text_digest == text_digest:
+                        same_by = "text_digest"
         self.control.record(
             "thread_busy_refused",
             goal_id=record.goal_id,
             session_id=record.session_id,
             thread_id=record.upstream_thread_id,
-            same_work=same,
+            same_work=same_by is not None,
+            same_by=same_by,
         )
 
     def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
@@ -468,9 +484,12 @@ class ChatController:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
                 if existing is not None:
                     return self.turns.replayed(record, existing)
-            warm = self._ensure_warm(record, client_turn_id)
+            digest = message_digest(text)
+            warm = self._ensure_warm(record, client_turn_id, digest)
             _check_may_start(may_start)
-            return self._run_turn(session_id, warm, text, client_turn_id, on_delta, on_started)
+            return self._run_turn(
+                session_id, warm, text, client_turn_id, on_delta, on_started, digest
+            )
 
     def _steer(
         self,
@@ -513,11 +532,12 @@ class ChatController:
         client_turn_id: str | None,
         on_delta: Callable[[str], None] | None,
         on_started: Callable[[TurnRecord], None] | None,
+        text_digest: str | None = None,
     ) -> TurnResult:
         # A stale marker goes before the turn is recorded: once `begin` names this turn as
         # active, another process may write a marker for it, and that one must stay.
         self._marker(session_id).unlink(missing_ok=True)
-        turn = self.turns.begin(session_id, client_turn_id)
+        turn = self.turns.begin(session_id, client_turn_id, text_digest)
         warm.interrupt.clear()
         with warm.steer_lock:
             warm.running_turn_id = turn.turn_id
@@ -612,10 +632,16 @@ class ChatController:
         return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
 
     def _read_unloaded(self, record: SessionRecord, thread_id: str) -> list[dict[str, Any]]:
+        with self._reader(record) as reader:
+            return reader.read_history(thread_id)
+
+    @contextlib.contextmanager
+    def _reader(self, record: SessionRecord) -> Iterator[ThreadReader]:
+        """A registered app-server that loads no thread, closed and unregistered after use."""
         work = Path(record.work_dir) if record.work_dir else self.binding.path
         reader = self._spawn(record.session_id, work, ThreadReader.open)
         try:
-            return reader.read_history(thread_id)
+            yield reader
         finally:
             reader.close()
             self._registry.unregister(reader.proc.pid)
@@ -636,12 +662,33 @@ class ChatController:
             return turns
         return [*turns[:-1], {**turns[-1], "status": "inProgress"}]
 
+    @contextlib.contextmanager
+    def thread_metadata(
+        self, session_id: str
+    ) -> Iterator[Callable[[str, dict[str, Any]], dict[str, Any]]]:
+        """Calls about the session's thread (its goal) through an app-server that loads no
+        thread: nothing is resumed, so no writer lock is taken and codex never starts a
+        goal-continuation turn (resuming a thread whose goal is `active` does, at once).
+
+        Home check first; attached-host sessions have no managed app-server.
+        """
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host" or not record.upstream_thread_id:
+            raise CodexError(
+                "this session has no managed Codex thread to read or write",
+                error_code="app_server_rejected",
+            )
+        thread_id = record.upstream_thread_id
+        # No session lock: nothing loaded is touched, so a goal read never waits for a turn.
+        with self._reader(record) as reader:
+            yield lambda method, params: reader.request(thread_id, method, params)
+
     def thread_request(
         self, session_id: str, method: str, params: dict[str, Any]
     ) -> dict[str, Any]:
         """One JSON-RPC call on the session's thread (home check first, resumed if needed).
 
-        For host-metadata adapters (the thread goal); never for turns, which have their own path.
+        It loads the thread (a resume): use `thread_metadata` for the goal, never this.
         """
         record = self._load_checked(session_id)
         if record.session_mode == "attached_host":

@@ -1,13 +1,17 @@
 """The Codex host target of controlled writeback: a thread's goal (`thread/goal/*`).
 
-Owns reading, setting and clearing the goal of a session's thread through the controller's
-app-server (home check and single writer included), always with origin `automatic`. It refuses
-to set status `active`: an active goal can make the host continue on its own, which would be a
-hidden launch; `blocked` and `paused` are hints, never approvals.
+Owns reading, setting and clearing the goal of a session's thread, always with origin
+`automatic`, through an app-server that loads no thread (`ChatController.thread_metadata`):
+codex keeps the goal in the home's state database, and a thread that is never resumed cannot
+start a goal-continuation turn, so a preview, apply or revert costs no model request and adds
+no turn. It refuses to set status `active`: an active goal can make the host continue on its
+own, which would be a hidden launch; `blocked` and `paused` are hints, never approvals.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,25 +47,35 @@ class HostGoal:
         )
 
 
+GoalCall = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
 class CodexGoalTarget:
     def __init__(self, controller: ChatController) -> None:
         self.controller = controller
 
-    def read(self, session_id: str) -> HostGoal | None:
-        return HostGoal.from_result(
-            self.controller.thread_request(session_id, "thread/goal/get", {})
-        )
+    @contextlib.contextmanager
+    def on(self, session_id: str) -> Iterator[ThreadGoal]:
+        """The goal of one session's thread, for the span of one preview, apply or revert."""
+        with self.controller.thread_metadata(session_id) as call:
+            yield ThreadGoal(call)
 
-    def write(self, session_id: str, objective: str, status: str) -> HostGoal:
+
+class ThreadGoal:
+    def __init__(self, call: GoalCall) -> None:
+        self.call = call
+
+    def read(self) -> HostGoal | None:
+        return HostGoal.from_result(self.call("thread/goal/get", {}))
+
+    def write(self, objective: str, status: str) -> HostGoal:
         if status not in ALLOWED_STATUSES:
             raise CodexError(
                 f"refusing to set a thread goal to {status!r}: only blocked or paused are hints",
                 error_code="writeback_refused",
             )
-        result = self.controller.thread_request(
-            session_id,
-            "thread/goal/set",
-            {"objective": objective, "status": status, "origin": "automatic"},
+        result = self.call(
+            "thread/goal/set", {"objective": objective, "status": status, "origin": "automatic"}
         )
         goal = HostGoal.from_result(result)
         if goal is None:
@@ -70,10 +84,11 @@ class CodexGoalTarget:
             )
         return goal
 
-    def restore(self, session_id: str, prior: HostGoal | None) -> None:
-        """Put back exactly what was there before (a prior `active` goal included)."""
+    def restore(self, prior: HostGoal | None) -> None:
+        """Put back exactly what was there before (a prior `active` goal included: the thread
+        is not loaded, so it continues only when its owner next resumes it, as before)."""
         if prior is None:
-            self.controller.thread_request(session_id, "thread/goal/clear", {"origin": "automatic"})
+            self.call("thread/goal/clear", {"origin": "automatic"})
             return
         params: dict[str, Any] = {
             "objective": prior.objective,
@@ -82,4 +97,4 @@ class CodexGoalTarget:
         }
         if prior.token_budget is not None:
             params["tokenBudget"] = prior.token_budget
-        self.controller.thread_request(session_id, "thread/goal/set", params)
+        self.call("thread/goal/set", params)

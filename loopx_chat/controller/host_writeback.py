@@ -8,25 +8,32 @@ reversibility (every applied write keeps the host's prior goal
 so `revert` restores it exactly), and the goal's writeback log
 `<state>/goals/<goal>/writebacks.jsonl` (append-only, compact: ids, codes, the prior and new
 host goal). The pure contract lives in `session_runtime.writeback`; the host calls go through
-`goal_target`. A writeback failure never changes the loopx decision it came from: gates and
-handoffs are only read here.
+`goal_target`, which reads and sets the goal without loading the thread: a preview,
+apply or revert starts no turn and sends no model request. A writeback failure never changes
+the loopx decision it came from: gates and handoffs are only read here.
 
 Class mapping on the Codex host (the only target it can represent):
 - operator gate requested → goal status `blocked` (objective kept, or a compact placeholder);
 - operator gate resolved → the status it had before the request's writeback, exactly;
 - handoff packet → objective = the handoff's next action, status `paused`;
-- other classes → `skipped` with `unsupported_class`, never faked.
+- other classes → `skipped` with `unsupported_class`, never faked; they are still named and
+  recorded: a reward (`reward-…` → `human_reward_overlay`), a recorded quota decision
+  (`quota-…` → `quota_decision_hint`, in the contract's hint words) and a turn of the goal
+  (its turn id → `artifact_pointer`, outcome = the turn's status).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_target import CodexGoalTarget, HostGoal
 from loopx_chat.errors import LoopxChatError, UsageError
+from loopx_chat.goals.goal_facts import goal_turns
+from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.quota import contract_hint, quota_decisions
 from loopx_chat.session_runtime.writeback import (
     EntryFacts,
     WritebackPlan,
@@ -59,45 +66,82 @@ class WritebackService:
     def source_for(
         self, goal_id: str, ref: str, *, payload_override: dict[str, Any] | None = None
     ) -> Source:
+        """The recorded decision `ref` names; its id's kind names the write class."""
         if ref.startswith("gate-"):
-            gate = self.goals.gate(goal_id, ref)
-            label = "requested" if gate.status == "pending" else gate.status
-            payload = {
-                "decision_id": gate.gate_id,
-                "decision_label": label,
-                "actor_class": gate.actor,
-                "source_run_id": f"{gate.gate_id}.{label}",
-            }
-            if gate.reason:
-                payload["reason_summary"] = gate.reason
-            return Source(
-                "operator_gate_decision",
-                f"{gate.gate_id}.{label}",
-                payload_override or payload,
-                "operator_gate",
+            source = self._gate_source(goal_id, ref)
+        elif ref.startswith("handoff-"):
+            source = self._handoff_source(goal_id, ref)
+        elif ref.startswith("reward-"):
+            source = self._reward_source(goal_id, ref)
+        elif ref.startswith("quota-"):
+            source = self._quota_source(goal_id, ref)
+        elif turn := next(
+            (t for t in goal_turns(self.controller.store, goal_id) if t.turn_id == ref), None
+        ):
+            source = Source(
+                "artifact_pointer",
+                turn.turn_id,
+                {"artifact_id": turn.turn_id, "outcome_class": turn.status},
+                "run_pointer",
             )
-        if ref.startswith("handoff-"):
-            packet = next((h for h in self.goals.handoffs(goal_id) if h.handoff_id == ref), None)
-            if packet is None:
-                raise LoopxChatError(
-                    f"no handoff {ref} for goal {goal_id}", error_code="writeback_no_source"
-                )
-            payload = {
-                "handoff_id": packet.handoff_id,
-                "next_action": packet.next_action,
-                "stop_condition": packet.stop_condition,
-                "evidence_pointer_count": len(packet.evidence_refs),
-            }
-            return Source(
-                "handoff_packet_pointer",
-                packet.handoff_id,
-                payload_override or payload,
-                "handoff_packet",
+        else:
+            raise LoopxChatError(
+                f"unknown writeback source {ref!r} for goal {goal_id}: give a gate-…, "
+                "handoff-…, reward-… or quota-… id, or a turn id of the goal (an artifact "
+                "pointer)",
+                error_code="writeback_no_source",
             )
-        raise LoopxChatError(
-            f"unknown writeback source {ref!r}: give a gate-… or handoff-… id",
-            error_code="writeback_no_source",
-        )
+        return replace(source, payload=payload_override) if payload_override else source
+
+    def _gate_source(self, goal_id: str, ref: str) -> Source:
+        gate = self.goals.gate(goal_id, ref)
+        label = "requested" if gate.status == "pending" else gate.status
+        payload = {
+            "decision_id": gate.gate_id,
+            "decision_label": label,
+            "actor_class": gate.actor,
+            "source_run_id": f"{gate.gate_id}.{label}",
+        }
+        if gate.reason:
+            payload["reason_summary"] = gate.reason
+        return Source("operator_gate_decision", f"{gate.gate_id}.{label}", payload, "operator_gate")
+
+    def _handoff_source(self, goal_id: str, ref: str) -> Source:
+        packet = next((h for h in self.goals.handoffs(goal_id) if h.handoff_id == ref), None)
+        if packet is None:
+            raise _no_source("handoff", ref, goal_id)
+        payload = {
+            "handoff_id": packet.handoff_id,
+            "next_action": packet.next_action,
+            "stop_condition": packet.stop_condition,
+            "evidence_pointer_count": len(packet.evidence_refs),
+        }
+        return Source("handoff_packet_pointer", packet.handoff_id, payload, "handoff_packet")
+
+    def _reward_source(self, goal_id: str, ref: str) -> Source:
+        records = GoalRecords(self.goals)
+        entry = next((r for r in records.rewards(goal_id) if r.get("reward_id") == ref), None)
+        if entry is None:
+            raise _no_source("reward", ref, goal_id)
+        payload = {
+            "reward_id": ref,
+            "judged_run_id": entry.get("run_ref"),
+            "label": entry.get("label"),
+            "reason_summary": entry.get("reason"),
+        }
+        return Source("human_reward_overlay", ref, payload, "human_reward")
+
+    def _quota_source(self, goal_id: str, ref: str) -> Source:
+        decisions = quota_decisions(goal_id, GoalRecords(self.goals))
+        entry = next((d for d in decisions if d.get("decision_id") == ref), None)
+        if entry is None:
+            raise _no_source("quota decision", ref, goal_id)
+        payload = {
+            "hint": contract_hint(str(entry.get("decision"))),
+            "window_id": ref,
+            "reason_code": entry.get("reason_code"),
+        }
+        return Source("quota_decision_hint", ref, payload, "quota_decision")
 
     def _session_for(self, goal_id: str, session_id: str | None) -> str | None:
         if session_id:
@@ -169,9 +213,12 @@ class WritebackService:
             "reason_code": plan.reason_code,
             "blocker": plan.blocker,
         }
-        if plan.status == "previewed" and sid and source.write_class in HOST_CLASSES:
+        if plan.status == "previewed" and source.write_class not in HOST_CLASSES:
+            doc["host_after"] = "unchanged: apply records skipped (unsupported_class)"
+        elif plan.status == "previewed" and sid:
             try:
-                prior = self.target.read(sid)
+                with self.target.on(sid) as host:
+                    prior = host.read()
                 doc["host_before"] = prior.to_dict() if prior else None
                 desired = self._desired(goal_id, source, prior)
                 doc["host_after"] = (
@@ -216,23 +263,26 @@ class WritebackService:
             )
         assert sid is not None
         try:
-            prior = self.target.read(sid)
-            self._check_unchanged(goal_id, sid, prior)
-            desired = self._desired(goal_id, source, prior)
-            if desired is None:
-                written, before = self._request_prior(
-                    goal_id, str(source.payload.get("decision_id")), sid
-                )
-                if not written:
-                    # Nothing of ours to undo: clearing here would clear the user's own goal.
-                    return self._log(
-                        goal_id,
-                        writeback_result(plan, status="skipped", reason_code="request_not_written"),
+            with self.target.on(sid) as host:
+                prior = host.read()
+                self._check_unchanged(goal_id, sid, prior)
+                desired = self._desired(goal_id, source, prior)
+                if desired is None:
+                    written, before = self._request_prior(
+                        goal_id, str(source.payload.get("decision_id")), sid
                     )
-                self.target.restore(sid, before)
-                after = before
-            else:
-                after = self.target.write(sid, desired[0], desired[1])
+                    if not written:
+                        # Nothing of ours to undo: clearing would clear the user's own goal.
+                        return self._log(
+                            goal_id,
+                            writeback_result(
+                                plan, status="skipped", reason_code="request_not_written"
+                            ),
+                        )
+                    host.restore(before)
+                    after = before
+                else:
+                    after = host.write(desired[0], desired[1])
         except LoopxChatError as exc:
             if exc.error_code == "writeback_conflict":
                 raise  # refused before any write: nothing to record as attempted
@@ -265,8 +315,9 @@ class WritebackService:
         host_prior = HostGoal(**prior) if isinstance(prior, dict) else None
         sid = str(record["session_id"])
         try:
-            self._check_unchanged(goal_id, sid, self.target.read(sid))
-            self.target.restore(sid, host_prior)
+            with self.target.on(sid) as host:
+                self._check_unchanged(goal_id, sid, host.read())
+                host.restore(host_prior)
         except LoopxChatError as exc:
             if exc.error_code == "writeback_conflict":
                 raise  # refused before any write: nothing to record as attempted
@@ -351,3 +402,7 @@ def _shape(goal: HostGoal | None) -> dict[str, str] | None:
 
 def _strip(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if k not in ("at", "status", "reason_code")}
+
+
+def _no_source(kind: str, ref: str, goal_id: str) -> LoopxChatError:
+    return LoopxChatError(f"no {kind} {ref} for goal {goal_id}", error_code="writeback_no_source")

@@ -4,11 +4,13 @@ Owns the writes around a turn: accepting it (turn record `running`, session `bus
 `active_turn_id`), finishing it (compact outcome, session `ready`, `turn_count`, the
 `turn_finished` control event), queueing attached-host turns, marking steers, replays by
 `client_turn_id`, and settling a turn that a dead controller left `running`. It never talks
-to Codex and never stores text: ids, statuses, timestamps, token counts and error codes.
+to Codex and never stores text: ids, statuses, timestamps, token counts and error codes (and,
+while a turn runs, the sha256 of its message, so a refusal can tell the same work).
 """
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, replace
 
@@ -24,6 +26,11 @@ class TurnResult:
     session: SessionRecord
     turn: TurnRecord
     created: bool
+
+
+def message_digest(text: str) -> str:
+    """What a running turn keeps of its message: a sha256, never the text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 class TurnLedger:
@@ -66,7 +73,9 @@ class TurnLedger:
         with self.store.lock(session_id):
             return self.store.save_turn(replace(turn, steered=True, updated_at=self.store.now()))
 
-    def begin(self, session_id: str, client_turn_id: str | None) -> TurnRecord:
+    def begin(
+        self, session_id: str, client_turn_id: str | None, text_digest: str | None = None
+    ) -> TurnRecord:
         """Record the turn as running before it starts, so a crash leaves a trace to settle."""
         self.settle_orphan(session_id)
         now = self.store.now()
@@ -77,6 +86,7 @@ class TurnLedger:
             created_at=now,
             updated_at=now,
             client_turn_id=client_turn_id,
+            text_digest=text_digest,
         )
         # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
         # cut that drops them the host's rollout still shows the turn (staleness says so).
@@ -99,6 +109,7 @@ class TurnLedger:
             tokens=outcome.tokens,
             completed_at=now,
             updated_at=now,
+            text_digest=None,  # only a running turn needs it
         )
         with self.store.lock(turn.session_id):
             # The outcome is the record that must survive a power cut: the one fsync of a

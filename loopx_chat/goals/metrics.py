@@ -10,7 +10,8 @@ numerator and denominator; events are those of `control_events.EVENT_FIELDS`):
   pending, the goal's next completed turn) / those interruptions. A person's interrupt is
   reported beside it (`person_interrupts`), never in it;
 - duplicate_compute_avoided: replays of a recorded client_turn_id + busy refusals of the
-  same work (the running turn's client_turn_id) / those + turns that ran;
+  same work (the running turn's client_turn_id, or its message text's digest while it runs)
+  / those + turns that ran;
 - owner_gates_preserved: gates open (per this log) when a new session of the goal started
   that the session's first screen showed as holding the goal / gates open at new sessions;
 - cross_session_handoff_success: handoffs consumed by a completed turn of a session created
@@ -91,6 +92,9 @@ def compute_metrics(
 
     replays = len(by_kind.get("submit_replayed", []))
     refusals = sum(1 for e in by_kind.get("thread_busy_refused", []) if e.get("same_work"))
+    same_text = sum(
+        1 for e in by_kind.get("thread_busy_refused", []) if e.get("same_by") == "text_digest"
+    )
     other_refusals = len(by_kind.get("thread_busy_refused", [])) - refusals
 
     open_at_session = preserved = 0
@@ -145,6 +149,7 @@ def compute_metrics(
             replays + refusals + len(turns),
             submit_replays=replays,
             thread_busy_refusals=refusals,
+            same_text_refusals=same_text,
             other_work_refusals=other_refusals,
         ),
         "owner_gates_preserved": _ratio(preserved, open_at_session),

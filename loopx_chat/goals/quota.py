@@ -32,7 +32,7 @@ from typing import Any
 
 from loopx_chat.goals.goal_facts import FAILURE_THRESHOLD, GoalFacts
 from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.state.jsonl import append_record
+from loopx_chat.state.jsonl import append_record, read_records
 
 QUOTA_SCHEMA = "loopx_chat_quota_decision_v1"
 HINT_NOTE = "scheduler hint only: it never starts a turn and never bills"
@@ -155,3 +155,18 @@ def record_quota(goal_id: str, decision: dict[str, Any], records: GoalRecords) -
     with records.goals.locked(goal_id) as folder:
         append_record(folder / "quota.jsonl", entry)
     return entry
+
+
+def quota_decisions(goal_id: str, records: GoalRecords) -> list[dict[str, Any]]:
+    """Every recorded decision of the goal, oldest first."""
+    return read_records(records.goals.goal_dir(goal_id) / "quota.jsonl")
+
+
+# The writeback contract's hint words (a closed set older than `waiting` and `paused`): a
+# goal with nothing to do is a quiet skip, a stopped goal is blocked (its reason code says
+# `goal_stopped`).
+CONTRACT_HINTS = {"waiting": "monitor_quiet_skip", "paused": "blocked"}
+
+
+def contract_hint(decision: str) -> str:
+    return CONTRACT_HINTS.get(decision, decision)

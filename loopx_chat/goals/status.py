@@ -17,6 +17,7 @@ from loopx_chat.errors import StateError
 from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.memory_input import memory_field
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
 from loopx_chat.session_runtime import (
@@ -135,11 +136,14 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
 
 
 def goal_record_summary(facts: GoalFacts, records: GoalRecords) -> dict[str, Any]:
-    """goal_state, human rewards and advisory proposals, as the first screen shows them."""
+    """goal_state, human rewards and advisory proposals, as the first screen shows them, and
+    the OpenViking adapter's `memory` section when the goal has a memory input."""
     state = records.goal_state(facts.goal_id)
     rewards = records.current_rewards(facts.goal_id)
     proposals = records.proposals(facts.goal_id)
+    memory = memory_field(records, facts.goal_id)
     return {
+        **({"memory": memory} if memory is not None else {}),
         "goal_state": (
             {
                 "objective": state.objective,

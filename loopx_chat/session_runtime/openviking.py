@@ -95,6 +95,7 @@ from loopx_chat.session_runtime.openviking_contract import (
     WAITING_ON_VALUES,
     WITHHELD_SUMMARY,
     Doc,
+    _is_flag_name,
     _is_id,
     _is_int,
     _is_text,
@@ -180,7 +181,13 @@ class _Inputs:
             return {}
         kept: dict[Any, Any] = {}
         for key, child in value.items():
-            if classify_session_runtime_key(key).state is KeyState.RAW_MATERIAL:
+            if isinstance(key, str) and _is_flag_name(key):
+                # The contract's own boundary flags (`raw_memory_copied`...) name raw words
+                # but carry no material: `false` is the adapter's own promise, so its output
+                # can be fed back in. Any other value claims something was copied or done.
+                if child is not False:
+                    self.raw_detected = True
+            elif classify_session_runtime_key(key).state is KeyState.RAW_MATERIAL:
                 self.raw_detected = True
             else:
                 kept[key] = child
@@ -295,7 +302,11 @@ def _session_projection(sessions: list[dict[Any, Any]]) -> dict[str, Any]:
     return {
         "runtime_id": runtime_id,
         "session_refs": _unique(
-            (r for s in sessions for r in _read_ids(s, ("session_id", "session_ref"), ())),
+            (
+                r
+                for s in sessions
+                for r in _read_ids(s, ("session_id", "session_ref"), ("session_refs",))
+            ),
             REF_LIST_LIMIT,
         ),
         "latest_event_ref": latest_ref,
@@ -482,6 +493,12 @@ def build_openviking_session_memory_adapter(
         REF_LIST_LIMIT,
     )
     run_ids += [r for r in _read_ids(evidence_in, ("run_id",), ("run_ids",)) if r not in run_ids]
+    # A run among the given source refs is a run id too: the adapter's own evidence, fed back
+    # in, then derives the same refs in the same order.
+    given = _refs_from(evidence_in.get("source_refs"), inputs)
+    run_ids += _unique(
+        (r["id"] for r in given if r["kind"] == "run" and r["id"] not in run_ids), REF_LIST_LIMIT
+    )
     goal = _read_id(goal_id)
     evidence_out = _evidence_projection(
         goal, issue_out, session_out, memory_out, run_ids, evidence_in, inputs

@@ -49,8 +49,11 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
         }
     ),
     "submit_replayed": frozenset({"goal_id", "session_id", "turn_id"}),
-    # same_work: the refused request retried the running turn (its client_turn_id).
-    "thread_busy_refused": frozenset({"goal_id", "session_id", "thread_id", "same_work"}),
+    # same_work: the refused request asked for the running turn; same_by says how it matched
+    # (`client_turn_id`, or `text_digest`: the same message text while that turn runs).
+    "thread_busy_refused": frozenset(
+        {"goal_id", "session_id", "thread_id", "same_work", "same_by"}
+    ),
     "gate_requested": frozenset({"goal_id", "gate_id", "blocking"}),
     "gate_resolved": frozenset({"goal_id", "gate_id", "decision"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),

@@ -175,6 +175,9 @@ class TurnRecord:
     error_code: str | None = None
     tokens: TokenCounts = field(default_factory=TokenCounts)
     steered: bool = False
+    # sha256 of the message text (never the text), kept only while the turn runs: a busy
+    # refusal of the same text is the same work (a metric), whatever its client_turn_id.
+    text_digest: str | None = None
     schema_version: str = TURN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
