@@ -6,8 +6,11 @@ missing capability is never counted as a pass.
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -71,3 +74,25 @@ def as_nobody_prefix() -> list[str]:
             return [tool, "--reuid=65534", "--regid=65534", "--clear-groups", "--"]
     unavailable("setpriv is not installed")
     return []  # pragma: no cover
+
+
+RUNTIME_PACKAGES = ("loopx_chat", "click", "platformdirs", "filelock", "psutil")
+
+
+def nobody_runtime(base: Path) -> tuple[list[str], dict[str, str]]:
+    """(argv prefix that runs `python -m loopx_chat`, env additions) that `nobody` can use
+    wherever the checkout and its .venv live: a CI clone may sit in a 0700 folder that
+    nobody cannot read, so the package and its dependencies are copied (world-readable)
+    under `base` and run by the base interpreter without site-packages."""
+    folder = base / "runtime"
+    folder.mkdir(parents=True)
+    for name in RUNTIME_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None, name
+        shutil.copytree(
+            Path(spec.origin).parent, folder / name, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for path in [folder, *folder.rglob("*")]:
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    python = getattr(sys, "_base_executable", sys.executable)
+    return [python, "-S", "-m", "loopx_chat"], {"PYTHONPATH": str(folder)}

@@ -13,7 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from loopx_chat.launchagent.binding import InstallBinding, resolve_install_binding
+from loopx_chat.launchagent.binding import (
+    InstallBinding,
+    LaunchdUser,
+    resolve_install_binding,
+    startup_files_to_read,
+)
 from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller, Report
 from loopx_chat.launchagent.plist import (
     AgentSpec,
@@ -28,9 +33,21 @@ from loopx_chat.launchagent.plist import (
 HOME = "/Users/me"
 
 
+USER = LaunchdUser(home=HOME, name="me", shell="/bin/zsh")
+SERVICE = ("/usr/local/bin/loopx-chat", "serve")
+
+
 def _resolve(**kw: object) -> InstallBinding:
     args: dict[str, object] = {"explicit": None, "existing": None, "ambient_codex_home": None}
-    return resolve_install_binding(**{**args, **kw}, user_home=HOME)  # type: ignore[arg-type]
+    merged = {**args, **kw}
+    existing = merged["existing"]
+    startup = (
+        dict.fromkeys(startup_files_to_read(existing, USER))
+        if isinstance(existing, ParsedPlist)
+        else {}
+    )
+    got, _ = resolve_install_binding(**merged, user=USER, startup_text=startup)  # type: ignore[arg-type]
+    return got
 
 
 def _refused(code: str, **kw: object) -> LaunchAgentError:
@@ -50,8 +67,10 @@ def _refused(code: str, **kw: object) -> LaunchAgentError:
         ({"ambient_codex_home": "/a/./b"}, InstallBinding("/a/b", "ambient CODEX_HOME")),
         ({}, InstallBinding(f"{HOME}/.codex", "default")),
         (
-            {"existing": ParsedPlist(data={})},
-            InstallBinding(f"{HOME}/.codex", "default (existing plist had no binding)"),
+            {"existing": ParsedPlist(data={}, program_arguments=SERVICE)},
+            InstallBinding(
+                f"{HOME}/.codex", "existing plist: no home variable, so $HOME/.codex", legacy=True
+            ),
         ),
     ],
 )
@@ -78,10 +97,11 @@ def test_the_sqlite_home_is_checked_like_the_home(source: str) -> None:
 
 def test_an_existing_plists_sqlite_home_is_checked_too() -> None:
     env = {"LOOPX_CHAT_CODEX_HOME": "/h", "CODEX_SQLITE_HOME": "relative/db"}
-    err = _refused("codex_home_not_absolute", existing=ParsedPlist(data={}, environment=env))
+    existing = ParsedPlist(data={}, environment=env, program_arguments=SERVICE)
+    err = _refused("codex_home_not_absolute", existing=existing)
     assert "CODEX_SQLITE_HOME" in err.message
     env["CODEX_SQLITE_HOME"] = "/db//x"
-    got = _resolve(existing=ParsedPlist(data={}, environment=env))
+    got = _resolve(existing=ParsedPlist(data={}, environment=env, program_arguments=SERVICE))
     assert (got.path, got.sqlite_home) == ("/h", "/db/x")
 
 
@@ -244,7 +264,8 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
     report = Report(action="status", label="l", plist_path="p")
     assert (report.port, report.to_dict()["url"]) == (8767, "http://127.0.0.1:8767/")
     warnings: list[str] = []
-    data = installer.build(InstallBinding("/h", "explicit"), None, 8767, warnings)
+    data, kept, dropped = installer.build(InstallBinding("/h", "explicit"), None, 8767, warnings)
+    assert (kept, dropped) == ([], [])
     parsed = parse_plist(data, where="generated")
     assert parsed.program_arguments[-4:] == ("--host", "127.0.0.1", "--port", "8767")
     # launchd's own PATH is /usr/bin:/bin:/usr/sbin:/sbin; Homebrew's two go first.

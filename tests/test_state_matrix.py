@@ -25,7 +25,13 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.state_conditions import as_nobody_prefix, free_bytes, read_only_bind, small_tmpfs
+from tests.state_conditions import (
+    as_nobody_prefix,
+    free_bytes,
+    nobody_runtime,
+    read_only_bind,
+    small_tmpfs,
+)
 
 READS: dict[str, list[str]] = {
     "sessions list": ["sessions", "list"],
@@ -93,7 +99,12 @@ def snapshot(*roots: Path) -> dict[str, bytes]:
     return out
 
 
-def run(root: Path, args: list[str], prefix: list[str] | None = None) -> tuple[int, str, str]:
+def run(
+    root: Path,
+    args: list[str],
+    prefix: list[str] | None = None,
+    runtime: tuple[list[str], dict[str, str]] | None = None,
+) -> tuple[int, str, str]:
     env = {
         **os.environ,
         "LOOPX_CHAT_STATE_DIR": str(root),
@@ -102,11 +113,12 @@ def run(root: Path, args: list[str], prefix: list[str] | None = None) -> tuple[i
     if prefix is None:
         result = CliRunner().invoke(main, [*args, "--json"], env=env)
         return result.exit_code, result.stdout, result.stderr
+    command, extra_env = runtime or ([sys.executable, "-m", "loopx_chat"], {})
     done = subprocess.run(
-        [*prefix, sys.executable, "-m", "loopx_chat", *args, "--json"],
+        [*prefix, *command, *args, "--json"],
         capture_output=True,
         text=True,
-        env={**env, "HOME": "/tmp"},
+        env={**env, **extra_env, "HOME": "/tmp"},
         cwd="/tmp",
         timeout=120,
         check=False,
@@ -221,12 +233,13 @@ def test_every_command_as_another_user_is_unreadable_or_unwritable() -> None:
         base.chmod(0o755)  # nobody may reach the state dir, not into it (it is 0700)
         root = base / "state"
         populate(root)
+        runtime = nobody_runtime(base)
         before = snapshot(root)
         for name, args in READS.items():
-            check(root, name, args, "state_unreadable", prefix=prefix)
+            check(root, name, args, "state_unreadable", prefix=prefix, runtime=runtime)
         for name, args in WRITES.items():
             code = "state_unreadable" if name in READ_BEFORE_LOCK else "state_unwritable"
-            check(root, name, args, code, prefix=prefix)
+            check(root, name, args, code, prefix=prefix, runtime=runtime)
         assert snapshot(root) == before
     finally:
         shutil.rmtree(base)

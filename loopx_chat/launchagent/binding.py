@@ -174,7 +174,12 @@ def resolve_install_binding(
                 raise
     if explicit:
         return (
-            _binding(expand_user_home(explicit, user.home), "explicit", ambient_sqlite, "explicit"),
+            _binding(
+                expand_user_home(explicit, user.home),
+                "explicit",
+                ambient_sqlite,
+                "CODEX_SQLITE_HOME (explicit install)",
+            ),
             current,
         )
     if current is not None:
