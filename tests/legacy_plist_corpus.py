@@ -64,6 +64,10 @@ HAND: tuple[LegacyCase, ...] = (
     LegacyCase("env-program-home", ("/usr/bin/env", "CODEX_HOME=$HOME/x", "@BIN@/loopx-chat")),
     LegacyCase("env-program-tilde", ("/usr/bin/env", "CODEX_HOME=~/x", "@BIN@/loopx-chat")),
     LegacyCase("env-program-i", ("/usr/bin/env", "-i", "HOME=@ALT@", "@BIN@/loopx-chat")),
+    LegacyCase("env-dashdash", ("/usr/bin/env", "--", "CODEX_HOME=/h/dd", "@BIN@/loopx-chat")),
+    LegacyCase(
+        "env-u-long", ("/usr/bin/env", "--unset=CODEX_HOME", "@BIN@/loopx"), {"CODEX_HOME": "/h"}
+    ),
     LegacyCase("nice-program", ("/usr/bin/nice", "-n", "3", "@BIN@/loopx"), {"CODEX_HOME": "/h"}),
     # heredocs, comments, escapes
     _sh("heredoc", f"cat <<EOF >/dev/null\nexport CODEX_HOME=/h/no\nEOF\nexec {SVC}"),

@@ -223,3 +223,132 @@ def test_expand_user_home_is_prefix_only() -> None:
     assert expand_user_home("/a/~/b", HOME) == "/a/~/b"
     assert expand_user_home("~", HOME) == HOME
     assert expand_user_home("~x/b", HOME) == "~x/b"
+
+
+# ---- wrappers and startup files, rule by rule -------------------------------------------
+
+
+def _service_env(args: Sequence[str], env: dict[str, str] | None = None) -> dict[str, str]:
+    from loopx_chat.launchagent.legacy import decode_service, launchd_environment
+
+    base, origin = launchd_environment(env or {}, user_home=HOME, user="me", shell="/bin/zsh")
+    return dict(decode_service(args, base, origin, {}).environment)
+
+
+@pytest.mark.parametrize(
+    ("args", "present", "absent"),
+    [
+        (["/usr/bin/env", "-i", "A=1", "/x/loopx"], {"A": "1"}, ("HOME", "PATH")),
+        (["/usr/bin/env", "-", "A=1", "/x/loopx"], {"A": "1"}, ("HOME",)),
+        (["/usr/bin/env", "--ignore-environment", "/x/loopx"], {}, ("HOME",)),
+        (["/usr/bin/env", "-u", "USER", "/x/loopx"], {"HOME": HOME}, ("USER",)),
+        (["/usr/bin/env", "--unset", "USER", "/x/loopx"], {"HOME": HOME}, ("USER",)),
+        (["/usr/bin/env", "--unset=USER", "/x/loopx"], {"HOME": HOME}, ("USER",)),
+        (["/usr/bin/env", "--", "B=2", "/x/loopx"], {"B": "2"}, ()),
+        (["/usr/bin/nohup", "--", "/x/loopx"], {"HOME": HOME}, ()),
+        (["/usr/bin/nice", "-n", "5", "/x/loopx"], {"HOME": HOME}, ()),
+        (["/usr/bin/nice", "-5", "/x/loopx"], {"HOME": HOME}, ()),
+        (["/usr/bin/nice", "--adjustment=3", "/x/loopx"], {"HOME": HOME}, ()),
+    ],
+)
+def test_each_wrapper_changes_the_environment_as_it_does(
+    args: list[str], present: dict[str, str], absent: tuple[str, ...]
+) -> None:
+    env = _service_env(args)
+    assert {k: env.get(k) for k in present} == present
+    assert [k for k in absent if k in env] == []
+
+
+@pytest.mark.parametrize(
+    ("args", "detail"),
+    [
+        (["/usr/bin/env", "A=1"], "no_program"),
+        (["/usr/bin/env", "-S", "x", "/x/loopx"], "env_option"),
+        (["/usr/bin/nice", "--foo", "/x/loopx"], "nice_option"),
+        (["/usr/bin/nohup"], "no_program"),
+        (["/usr/bin/env", "-u", "X"], "no_program"),
+    ],
+)
+def test_each_wrapper_refusal_names_its_rule(args: list[str], detail: str) -> None:
+    with pytest.raises(Ambiguous) as info:
+        _service_env(args)
+    assert info.value.detail == detail
+
+
+def _zsh(script: str, startup: dict[str, str | None], env: dict[str, str] | None = None) -> str:
+    from loopx_chat.launchagent.legacy import decode_service, launchd_environment
+
+    base, origin = launchd_environment(env or {}, user_home=HOME, user="me", shell="/bin/zsh")
+    launch = decode_service(["/bin/zsh", "-c", script], base, origin, startup)
+    return launch.environment.get("CODEX_HOME", "")
+
+
+ZSHENV = f"{HOME}/.zshenv"
+SYSTEM = {"/etc/zshenv": None, "/etc/zsh/zshenv": None}
+
+
+def test_zsh_needs_every_startup_file_it_would_read() -> None:
+    with pytest.raises(Ambiguous) as info:
+        _zsh("export CODEX_HOME=/a; exec loopx", {ZSHENV: None})
+    assert info.value.detail == "startup_file_unread"
+    assert _zsh("export CODEX_HOME=/a; exec loopx", {**SYSTEM, ZSHENV: None}) == "/a"
+
+
+@pytest.mark.parametrize(
+    ("text", "inert"),
+    [
+        ("export EDITOR=vi\nPATH=/opt/x:$PATH\n", True),
+        ("# CODEX_HOME in a comment only\nexport EDITOR=vi\n", True),
+        ("export CODEX_HOME=/z\n", False),
+        ("export LOOPX_CHAT_CODEX_HOME=/z\n", False),
+        ("setopt allexport\n", False),
+        ("source ~/.other\n", False),
+        (". ~/.other\n", False),
+        ('eval "$(x)"\n', False),
+        ("export HOME=/elsewhere\n", False),
+        ("ZDOTDIR=/x\n", False),
+        ("f() { :; }\n", False),
+        ("alias exec=true\n", False),
+    ],
+)
+def test_a_startup_file_must_be_inert(text: str, inert: bool) -> None:
+    startup = {**SYSTEM, ZSHENV: text}
+    if inert:
+        assert _zsh("export CODEX_HOME=/a; exec loopx", startup) == "/a"
+    else:
+        with pytest.raises(Ambiguous) as info:
+            _zsh("export CODEX_HOME=/a; exec loopx", startup)
+        assert info.value.detail == "startup_file"
+
+
+def test_zdotdir_moves_zshenv_and_f_skips_it() -> None:
+    moved = {**SYSTEM, "/zd/.zshenv": "export CODEX_HOME=/z\n"}
+    with pytest.raises(Ambiguous):
+        _zsh("exec loopx", moved, env={"ZDOTDIR": "/zd"})
+    from loopx_chat.launchagent.legacy import decode_service, launchd_environment
+
+    base, origin = launchd_environment({}, user_home=HOME, user="me", shell="/bin/zsh")
+    launch = decode_service(["/bin/zsh", "-f", "-c", "exec loopx"], base, origin, SYSTEM)
+    assert "CODEX_HOME" not in launch.environment
+
+
+@pytest.mark.parametrize(
+    ("argv", "files"),
+    [
+        (["/bin/sh", "-c", "x"], ()),
+        (["/bin/dash", "-c", "x"], ()),
+        (["/bin/bash", "-c", "x"], ()),
+        (["/bin/sh", "-l", "-c", "x"], ("/etc/profile", f"{HOME}/.profile")),
+        (["/bin/dash", "-lc", "x"], ("/etc/profile", f"{HOME}/.profile")),
+        (
+            ["/bin/bash", "--login", "-c", "x"],
+            ("/etc/profile", f"{HOME}/.bash_profile", f"{HOME}/.bash_login", f"{HOME}/.profile"),
+        ),
+        (["/bin/bash", "--login", "--noprofile", "-c", "x"], ()),
+        (["/bin/zsh", "-c", "x"], ("/etc/zshenv", "/etc/zsh/zshenv", f"{HOME}/.zshenv")),
+        (["/bin/zsh", "-f", "-c", "x"], ("/etc/zshenv", "/etc/zsh/zshenv")),
+    ],
+)
+def test_the_startup_files_each_shell_reads(argv: list[str], files: tuple[str, ...]) -> None:
+    existing = ParsedPlist(data={}, program_arguments=tuple(argv))
+    assert startup_files_to_read(existing, USER) == files

@@ -573,20 +573,20 @@ def _unwrap(
         base = posixpath.basename(argv[0])
         if base == "env":
             argv = argv[1:]
+            options = True  # `--` ends the options; NAME=VALUE may still follow (GNU env)
             while argv:
                 arg = argv[0]
-                if arg in ("-i", "-", "--ignore-environment"):
+                if options and arg in ("-i", "-", "--ignore-environment"):
                     env, origin = {}, {}
-                elif arg in ("-u", "--unset") and len(argv) > 1:
+                elif options and arg in ("-u", "--unset") and len(argv) > 1:
                     env.pop(argv[1], None)
                     origin[argv[1]] = "env wrapper"
                     argv = argv[1:]
-                elif arg.startswith("--unset="):
+                elif options and arg.startswith("--unset="):
                     env.pop(arg[8:], None)
-                elif arg == "--":
-                    argv = argv[1:]
-                    break
-                elif arg.startswith("-"):
+                elif options and arg == "--":
+                    options = False
+                elif options and arg.startswith("-"):
                     raise Ambiguous("env_option", f"`env` runs with option {arg}")
                 elif match := re.match(r"([^=]+)=(.*)", arg, re.S):
                     env[match.group(1)] = match.group(2)  # passed literally: no expansion
