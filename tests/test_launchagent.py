@@ -17,12 +17,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loopx_chat.launchagent.binding import (
-    InstallBinding,
-    LaunchdUser,
-    resolve_install_binding,
-    startup_files_to_read,
-)
 from loopx_chat.launchagent.launchctl import Launchctl, RunResult, parse_print
 from loopx_chat.launchagent.plist import (
     AgentSpec,
@@ -34,33 +28,10 @@ from loopx_chat.launchagent.plist import (
 )
 from tests.conftest import wait_for
 
+# The binding helpers are the decoder tests' own (one definition).
+from tests.test_launchagent_decoder import HOME, _plist, _resolve
+
 ROOT = Path(__file__).resolve().parent.parent
-HOME = "/Users/me"
-USER = LaunchdUser(home=HOME, name="me", shell="/bin/zsh")
-
-
-def _resolve(
-    *,
-    explicit: str | None = None,
-    existing: ParsedPlist | None = None,
-    ambient: str | None = None,
-    ambient_sqlite: str | None = None,
-) -> InstallBinding:
-    """The binding, with every startup file the plist's shell would read absent."""
-    startup = dict.fromkeys(startup_files_to_read(existing, USER)) if existing else {}
-    got, _ = resolve_install_binding(
-        explicit=explicit,
-        existing=existing,
-        ambient_codex_home=ambient,
-        user=USER,
-        startup_text=startup,
-        ambient_sqlite_home=ambient_sqlite,
-    )
-    return got
-
-
-def _decide(script: str, shell: str = "/bin/sh") -> str:
-    return _resolve(existing=_plist(args=[shell, "-c", script])).path
 
 
 def spec(home: str, port: int = 8767) -> AgentSpec:
@@ -132,13 +103,6 @@ def test_malformed_plists_fail_closed(raw: bytes, detail: str) -> None:
 def test_binary_plist_is_read() -> None:
     raw = plistlib.dumps(build_plist(spec("/bin home")), fmt=plistlib.FMT_BINARY)
     assert parse_plist(raw, where="b").environment["LOOPX_CHAT_CODEX_HOME"] == "/bin home"
-
-
-SERVICE = ("/usr/local/bin/loopx-chat", "serve")
-
-
-def _plist(env: dict[str, str] | None = None, args: Sequence[str] = SERVICE) -> ParsedPlist:
-    return ParsedPlist(data={}, environment=env or {}, program_arguments=tuple(args))
 
 
 class ScriptedRunner:
