@@ -245,7 +245,18 @@ def test_real_codex_turn_outcomes_without_text_or_paths(
         thread.join(timeout=30)
         interrupted = box.get("result")
         assert isinstance(interrupted, TurnResult), box
-        third = scanner.scan()
+        # codex appends the turn's abort record after it answers the interrupt: scan until
+        # the rollout has caught up (seen once in a clean-clone CI run: still "unfinished").
+        thread_a = store.load(a.session_id).upstream_thread_id
+        scans = []
+
+        def caught_up() -> bool:
+            scans.append(scanner.scan())
+            facts = scans[-1].threads.get(thread_a or "")
+            return bool(facts and facts.last_turn and facts.last_turn.outcome != "unfinished")
+
+        wait_for(caught_up, timeout=10)
+        third = scans[-1]
 
         thread, box = run_in_thread(lambda: c.submit_turn(a.session_id, "mock:hang"))
         wait_for(lambda: store.load(a.session_id).active_turn_id is not None)
