@@ -102,6 +102,8 @@ ERROR_CODES: frozenset[str] = frozenset(
         "home_in_use",
         "controller_stopped",
         "turn_failed",
+        # output
+        "output_unwritable",
         # goals
         "invalid_goal_id",
         "unsafe_text",

@@ -12,8 +12,6 @@ environment for the home later.
 
 from __future__ import annotations
 
-import hashlib
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +101,8 @@ def read_config_sqlite_home(config_path: Path) -> tuple[str | None, str | None]:
         return None, None
     except OSError as exc:
         return None, f"config.toml unreadable ({exc.strerror or type(exc).__name__})"
+    import tomllib  # only a home with a config.toml pays for the TOML parser
+
     try:
         parsed = tomllib.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -115,4 +115,6 @@ def read_config_sqlite_home(config_path: Path) -> tuple[str | None, str | None]:
 
 def home_key(codex_home: Path) -> str:
     """A short, stable, path-free name for a home: its locks, index and markers use it."""
+    import hashlib  # loading OpenSSL costs a few ms: only commands that name a lock pay it
+
     return hashlib.sha256(str(codex_home).encode()).hexdigest()[:16]

@@ -59,7 +59,7 @@ def test_the_wheel_holds_the_package_and_the_license_only(built: tuple[Path, Pat
     assert "loopx_chat/py.typed" in names
     assert license_text == (ROOT / "LICENSE").read_bytes()
     assert "License-Expression: MIT" in metadata.splitlines()
-    assert "loopx-chat = loopx_chat.cli:main" in entry_points
+    assert "loopx-chat = loopx_chat.cli:run" in entry_points
     outside = {n for n in names if not n.startswith(("loopx_chat/", dist_info + "/"))}
     assert outside == set(), outside
     assert not [n for n in names if any(bad in n for bad in FORBIDDEN)]

@@ -988,7 +988,8 @@ def test_importing_the_package_loads_no_io_modules() -> None:
         "import json, sys\n"
         "import loopx_chat\n"
         "before = set(sys.modules)\n"
-        "import loopx_chat.session_runtime\n"
+        "import loopx_chat.session_runtime as core\n"
+        "for name in core.__all__: getattr(core, name)\n"  # every export loads its module
         "print(json.dumps(sorted(set(sys.modules) - before)))\n"
     )
     result = subprocess.run(
@@ -1043,3 +1044,28 @@ def test_package_sources_call_no_io(path: Path) -> None:
 def test_package_modules_are_all_checked() -> None:
     names = {p.name for p in package_modules()}
     assert {"__init__.py", "keys.py", "projection.py", "compact.py"} <= names
+
+
+def test_importing_one_rule_module_loads_only_that_rule() -> None:
+    """The package loads its modules on first use: `_text` alone must not pull the rest."""
+    probe = (
+        "import json, sys\n"
+        "from loopx_chat.session_runtime import unsafe_text_class\n"
+        "print(json.dumps(sorted(n for n in sys.modules if n.startswith('loopx_chat.'))))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded = json.loads(result.stdout)
+    assert "loopx_chat.session_runtime._text" in loaded
+    assert "loopx_chat.session_runtime.projection" not in loaded
+    assert "loopx_chat.session_runtime.keys" not in loaded
+
+
+def test_every_export_resolves_and_an_unknown_name_is_an_attribute_error() -> None:
+    import loopx_chat.session_runtime as core
+
+    for name in core.__all__:
+        assert getattr(core, name) is not None
+    with pytest.raises(AttributeError, match="no_such_rule"):
+        core.no_such_rule  # noqa: B018

@@ -6,8 +6,13 @@ startup, and handed down as a snapshot.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
+import sys
+import threading
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -50,3 +55,51 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
         codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
         state_dir_explicit=bool(state_dir or environ.get("LOOPX_CHAT_STATE_DIR")),
     )
+
+
+def run() -> NoReturn:
+    """The console script and `python -m loopx_chat`: run the CLI, then end the process.
+
+    A finished command ends with `os._exit` once everything the interpreter would do for it
+    at exit is done: other non-daemon threads joined, atexit callbacks run (logging's flush
+    among them), stdout and stderr flushed. What it skips is tearing down some 200 modules
+    and their objects, 30 to 50 ms of nothing for a process that is ending anyway (measured
+    in docs/performance.md). In-process callers (tests, `CliRunner`) call `main` and keep
+    their interpreter.
+    """
+    try:
+        main()  # standalone mode: it always ends by raising SystemExit
+        code = 0
+    except SystemExit as exc:
+        code = _exit_status(exc.code)
+    except OSError as exc:
+        # Only writing the output gets here (every other OSError is a command's error code):
+        # `--help > /dev/full`, say. click itself already ends a closed pipe quietly.
+        code = 1
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(
+                f"error [output_unwritable]: could not write the output "
+                f"({exc.strerror or type(exc).__name__}); whatever the command did is done, "
+                "and `loopx-chat status` shows it.\n"
+            )
+    me = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not me and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            code = code or 120  # what CPython's own exit does when a final flush fails
+    os._exit(code)
+
+
+def _exit_status(code: object) -> int:
+    """SystemExit's code as the process status, the way the interpreter maps it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1

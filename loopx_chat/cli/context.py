@@ -10,8 +10,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
-import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,6 +125,9 @@ def as_known_error(exc: BaseException) -> LoopxChatError | None:
 
 def _internal_log(exc: BaseException) -> str:
     """Write the traceback for the owner; where it went, or why it could not be written."""
+    import tempfile  # only a failure that needs the internal log pays for these
+    import traceback
+
     text = "".join(traceback.format_exception(exc))
     cli = click.get_current_context(silent=True)
     obj = cli.find_object(CliContext) if cli else None

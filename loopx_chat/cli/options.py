@@ -14,9 +14,6 @@ import click
 
 from loopx_chat.cli.context import CliContext
 from loopx_chat.errors import Gate, StateError
-from loopx_chat.goals.goal_facts import known_goal_ids
-from loopx_chat.goals.goal_state import ACTORS
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,6 +23,10 @@ POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
 
 def actor_option(default: str, role: str) -> Callable[[F], F]:
     """`--actor`: the same values on every command; `role` says what it means here."""
+    # The goal modules load with the commands that use them, not with every command that
+    # shares an option from here (a chat turn needs none of them).
+    from loopx_chat.goals.goal_state import ACTORS
+
     return click.option(
         "--actor",
         type=click.Choice(ACTORS),
@@ -36,6 +37,9 @@ def actor_option(default: str, role: str) -> Callable[[F], F]:
 
 def known_goal(cli: CliContext, goal_id: str) -> str:
     """GOAL_ID when some session or goal record names it; else `goal_not_found`."""
+    from loopx_chat.goals.goal_facts import known_goal_ids
+    from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+
     gid = validate_goal_id(goal_id)
     sessions = cli.store().list().sessions
     goals = GoalStore(cli.state_dir)

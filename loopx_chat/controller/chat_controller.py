@@ -17,6 +17,7 @@ Which threads stay loaded between turns, and when they are let go, is `warm_thre
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import threading
 import uuid
@@ -47,7 +48,6 @@ from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_di
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
-from loopx_chat.goals.status import session_start_gates
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -258,6 +258,9 @@ class ChatController:
         # Held while spawning, so an exclusive operation either sees our registered
         # app-server or keeps us from starting one (home_exclusive_hold).
         with self._home_lock.spawn_guard():
+            # Registering needs psutil (about 17 ms to import): import it while codex starts
+            # and answers `initialize`, not after, when the turn is waiting for it.
+            threading.Thread(target=importlib.import_module, args=("psutil",), daemon=True).start()
             host = open_host(launch)
             try:
                 self._registry.register(
@@ -322,6 +325,10 @@ class ChatController:
     def _record_session_opened(self, record: SessionRecord) -> None:
         """Which owner gates were open when this new session began, and which its first
         screen showed (the gates-preserved metric's denominator and numerator)."""
+        # The status reader (projection, quota, reconcile, rollouts) loads only when a session
+        # opens: a turn on an existing session never needs it.
+        from loopx_chat.goals.status import session_start_gates
+
         try:
             open_ids, shown_ids = session_start_gates(
                 self.store, GoalStore(self.store.root), str(self.binding.path), record.goal_id

@@ -32,7 +32,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import psutil
 from filelock import FileLock, Timeout
 
 from loopx_chat.errors import Gate, LoopxChatError, StateError
@@ -161,10 +160,7 @@ class AppServerRegistry:
                 entry = RegisteredServer(**parse_json(read_regular(path, limit=1 << 16)))
             except (OSError, ValueError, TypeError, StateError):
                 continue  # a torn or foreign file is not an app-server of ours
-            try:
-                same = abs(psutil.Process(entry.pid).create_time() - entry.create_time) < 0.01
-            except psutil.Error:
-                same = False
+            same = abs(process_create_time(entry.pid) - entry.create_time) < 0.01
             if same:
                 out.append(entry)
             else:
@@ -173,6 +169,11 @@ class AppServerRegistry:
 
 
 def process_create_time(pid: int) -> float:
+    """The process's start time, 0.0 when it is gone or not ours to read."""
+    # psutil costs about 17 ms to import: a chat command reaches it only after the app-server
+    # is spawned, while codex is still starting, so the import is off the critical path.
+    import psutil
+
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
@@ -292,6 +293,8 @@ def find_home_users(
             users[entry.pid] = HomeUser(
                 entry.pid, "codex app-server", "registered", f"session {entry.session_id}"
             )
+    import psutil  # see process_create_time
+
     me = os.getpid()
     for proc in psutil.process_iter(["pid", "cmdline"]):
         pid = proc.info["pid"]

@@ -1,0 +1,105 @@
+"""How a `loopx-chat` process ends: `cli.run` skips the interpreter's teardown, nothing else.
+
+Each case runs a real process: the exit status, every byte of buffered output, other
+threads' work and atexit callbacks must be exactly what a normal interpreter exit gives.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from loopx_chat.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_with_fake_main(body: str) -> subprocess.CompletedProcess[bytes]:
+    """`cli.run()` in a fresh interpreter, with `main` replaced by `body`'s `fake_main`."""
+    script = (
+        textwrap.dedent(
+            """
+        import atexit, sys, threading
+        import loopx_chat.cli as cli
+        """
+        )
+        + textwrap.dedent(body)
+        + "\ncli.main = fake_main\ncli.run()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, timeout=60, check=False
+    )
+
+
+def test_run_joins_threads_runs_atexit_and_flushes_every_byte() -> None:
+    done = _run_with_fake_main(
+        """
+        def fake_main():
+            atexit.register(lambda: sys.stdout.write("atexit-ran\\n"))
+            def writer():
+                for _ in range(200):
+                    sys.stdout.write("x" * 1000)  # buffered: only a flush gets it out
+                sys.stdout.write("\\n")
+            threading.Thread(target=writer).start()  # not a daemon: exit waits for it
+            raise SystemExit(3)
+        """
+    )
+    assert done.returncode == 3
+    assert done.stdout == b"x" * 200_000 + b"\natexit-ran\n"
+    assert done.stderr == b""
+
+
+@pytest.mark.parametrize(
+    ("raised", "status", "stderr"),
+    [
+        ("None", 0, b""),
+        ("0", 0, b""),
+        ("2", 2, b""),
+        ("256 + 7", 7, b""),  # the status is the low byte, as the kernel keeps it
+        ("'a message'", 1, b"a message\n"),
+    ],
+)
+def test_run_maps_system_exit_like_the_interpreter(raised: str, status: int, stderr: bytes) -> None:
+    done = _run_with_fake_main(f"def fake_main():\n    raise SystemExit({raised})\n")
+    plain = subprocess.run(
+        [sys.executable, "-c", f"raise SystemExit({raised})"], capture_output=True, check=False
+    )
+    assert (done.returncode, done.stderr) == (plain.returncode, plain.stderr) == (status, stderr)
+
+
+def test_cli_exit_status_and_output_match_the_in_process_cli(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    argv = ["--state-dir", str(tmp_path / "state"), "status", "--json"]
+    real = subprocess.run(
+        [sys.executable, "-m", "loopx_chat", *argv], capture_output=True, timeout=60, check=False
+    )
+    in_process = CliRunner().invoke(main, argv)
+    assert real.returncode == in_process.exit_code == 0
+    assert real.stdout.decode() == in_process.stdout
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "loopx_chat", "--no-such-option"], capture_output=True, check=False
+    )
+    assert bad.returncode == 2
+    assert b"No such option" in bad.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("argv", [["--version"], ["--help"]])
+def test_output_to_a_full_device_is_output_unwritable(argv: list[str]) -> None:
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "loopx_chat", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith(b"error [output_unwritable]: could not write the output (")
+    assert b"Traceback" not in done.stderr
