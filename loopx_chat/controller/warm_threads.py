@@ -1,9 +1,10 @@
 """The threads a controller keeps loaded between turns, and when it lets them go.
 
 Owns `Warm` (a loaded thread with its writer lock, running turn, interrupt flag and idle
-timer), the per-session in-process locks that serialize work on one session, closing a warm
-thread after `idle_close_sec` without a turn, closing idle ones when an exclusive operation
-asks for the home (the quiesce watcher), and closing everything on shutdown. Letting a thread
+deadline), the per-session in-process locks that serialize work on one session, closing a
+warm thread after `idle_close_sec` without a turn, closing idle ones when an exclusive
+operation asks for the home (both done by one watcher thread), and closing everything on
+shutdown. Letting a thread
 go closes its app-server, releases its writer lock and unregisters the process.
 
 It never spawns anything (the controller does, through the codex adapter) and never writes
@@ -34,7 +35,8 @@ class Warm:
     lock: ThreadWriterLock
     running_turn_id: str | None = None
     interrupt: threading.Event = field(default_factory=threading.Event)
-    idle_timer: threading.Timer | None = None
+    # When the thread is let go if no work comes (time.monotonic()); None while in use.
+    idle_deadline: float | None = None
     # Steering reads and the turn loop changes `running_turn_id` under this lock, so a steer
     # never lands between the end of a turn and its bookkeeping unseen.
     steer_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -58,6 +60,7 @@ class WarmThreads:
         self._locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self._watcher: threading.Thread | None = None
+        self._wake = threading.Event()
         self.closed = False
 
     def session_lock(self, session_id: str) -> threading.RLock:
@@ -104,24 +107,25 @@ class WarmThreads:
     # -- letting go --------------------------------------------------------------------------
 
     def schedule_idle_close(self, session_id: str, warm: Warm) -> None:
-        self.cancel_idle_close(warm)
+        # A deadline the watcher checks, not a timer thread per turn: starting a thread
+        # costs a few ms of every turn (it waits for the GIL), a float costs nothing.
         if self.closed:
             return
-        timer = threading.Timer(self._idle_close_sec, self._close_if_idle, [session_id])
-        timer.daemon = True
-        warm.idle_timer = timer
-        timer.start()
+        warm.idle_deadline = time.monotonic() + self._idle_close_sec
+        self._start_watcher()
+        self._wake.set()  # a deadline sooner than the watcher's next look
 
     @staticmethod
     def cancel_idle_close(warm: Warm) -> None:
-        if warm.idle_timer is not None:
-            warm.idle_timer.cancel()
-            warm.idle_timer = None
+        warm.idle_deadline = None
 
-    def _close_if_idle(self, session_id: str) -> None:
+    def _close_if_idle(self, session_id: str, now: float) -> None:
         with self.session_lock(session_id):
             warm = self._warm.get(session_id)
-            if warm is not None and warm.running_turn_id is None:
+            if warm is None or warm.running_turn_id is not None:
+                return
+            # Looked at again under the lock: a turn may have taken or renewed it meanwhile.
+            if warm.idle_deadline is not None and warm.idle_deadline <= now:
                 self.drop(session_id)
 
     def drop(self, session_id: str) -> None:
@@ -142,6 +146,7 @@ class WarmThreads:
         interrupted upstream and recorded as `interrupted` before their processes close.
         """
         self.closed = True
+        self._wake.set()
         running = [w for w in self._warm.values() if w.running_turn_id is not None]
         for warm in running:
             warm.interrupt.set()
@@ -152,7 +157,7 @@ class WarmThreads:
             with contextlib.suppress(Exception):
                 self.drop(session_id)
 
-    # -- the quiesce watcher -----------------------------------------------------------------
+    # -- the watcher: idle deadlines and quiesce requests ----------------------------------
 
     def _start_watcher(self) -> None:
         with self._guard:
@@ -164,12 +169,24 @@ class WarmThreads:
         self._watcher.start()
 
     def _watch_quiesce(self) -> None:
-        """Close our idle app-servers when an exclusive operation asks for the home."""
+        """Close warm threads idle past their deadline, and every idle one when an exclusive
+        operation asks for the home."""
         while not self.closed:
+            self._wake.clear()
             if self._quiesce_requested():
                 for session_id, warm in list(self._warm.items()):
                     if warm.running_turn_id is None:
                         with self.session_lock(session_id):
                             if warm.running_turn_id is None and self._warm.get(session_id) is warm:
                                 self.drop(session_id)
-            time.sleep(QUIESCE_POLL_SEC)
+            now = time.monotonic()
+            wait = QUIESCE_POLL_SEC
+            for session_id, warm in list(self._warm.items()):
+                deadline = warm.idle_deadline
+                if deadline is None:
+                    continue
+                if deadline <= now:
+                    self._close_if_idle(session_id, now)
+                else:
+                    wait = min(wait, deadline - now)
+            self._wake.wait(wait)
