@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 import pytest
@@ -71,3 +72,35 @@ def test_the_table_says_what_each_command_says(name: str) -> None:
     command = main.get_command(click.Context(main), name)
     assert command is not None and command.name == name
     assert COMMANDS[name][2] == command.get_short_help_str(limit=1000)
+
+
+# What a chat turn must not load before it spawns codex: every import before the spawn is
+# time the turn waits (the status reader, the rollout scanner and the projection's rules are
+# used by other commands; psutil is imported in a thread while codex starts).
+CHAT_PATH_FORBIDDEN = (
+    "loopx_chat.goals.status",
+    "loopx_chat.goals.goal_facts",
+    "loopx_chat.goals.quota",
+    "loopx_chat.codex.rollouts",
+    "loopx_chat.session_runtime.projection",
+    "loopx_chat.session_runtime.keys",
+    "loopx_chat.service",
+    "http.server",
+    "psutil",
+)
+
+
+def test_chat_send_up_to_its_session_check_loads_no_status_reader(tmp_path: Path) -> None:
+    args = ["--state-dir", str(tmp_path), "chat", "send", "a" * 32, "hi"]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert any("session_not_found" in line for line in lines), lines  # it ran the command
+    loaded = json.loads(lines[-1])
+    assert "loopx_chat.controller.chat_controller" in loaded  # the probe sees the chat path
+    assert [m for m in loaded if m.startswith(CHAT_PATH_FORBIDDEN)] == []
