@@ -117,3 +117,62 @@ def test_zsh_loads_the_completion_as_the_readme_says() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "_loopx_chat_completion", done.stdout + done.stderr
+
+
+# -- agent text never drives the terminal ---------------------------------------------------
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from loopx_chat.cli.terminal_text import printable  # noqa: E402
+
+
+def _is_control(ch: str) -> bool:
+    # Unicode's own list of control characters (category Cc), not our table.
+    import unicodedata
+
+    return unicodedata.category(ch) == "Cc" and ch not in "\t\n"
+
+
+@given(st.text(alphabet=st.characters(codec="utf-8")))
+def test_printable_replaces_every_control_and_nothing_else(text: str) -> None:
+    shown = printable(text)
+    assert len(shown) == len(text)
+    assert not any(_is_control(ch) for ch in shown)
+    for before, after in zip(text, shown, strict=True):
+        assert (before == after) != _is_control(before)
+
+
+def test_printable_shows_escape_sequences_as_pictures() -> None:
+    assert printable("\x1b]0;title\x07ok\r\n\tdone\x7f\x9b") == "␛]0;title␇ok␍\n\tdone␡\ufffd"
+
+
+def test_an_agent_reply_with_escape_codes_reaches_the_terminal_inert(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    """The real codex streams the model's reply; the terminal must see no escape byte."""
+    hostile = "\x1b]52;c;Y2FuYXJ5\x07\x1b[2Jsafe-canary\x9b1m"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(tmp_path / "s")]
+    new = subprocess.run(
+        [*base, "--codex-bin", codex_bin, "chat", "new", "--goal", "g", f"mock:text={hostile}"],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert new.returncode == 0, new.stderr
+    assert b"safe-canary" in new.stdout  # the reply was printed...
+    assert ESC not in new.stdout and b"\x07" not in new.stdout  # ...with nothing to obey
+    assert "␛]52;c;Y2FuYXJ5␇␛[2Jsafe-canary\ufffd1m".encode() in new.stdout
+    session = next((tmp_path / "s" / "sessions").iterdir()).name
+    history = subprocess.run(
+        [*base, "--codex-bin", codex_bin, "chat", "history", session],
+        env=env,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert history.returncode == 0, history.stderr
+    assert b"safe-canary" in history.stdout
+    assert ESC not in history.stdout and b"\x07" not in history.stdout

@@ -17,6 +17,7 @@ import click
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import POSITIVE_SECONDS
+from loopx_chat.cli.terminal_text import printable
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import UsageError
 from loopx_chat.state.session_records import TurnRecord
@@ -131,7 +132,7 @@ def _submit(
         nonlocal streamed
         streamed = True
         if not as_json:
-            click.echo(delta, nl=False)
+            click.echo(printable(delta), nl=False)
             sys.stdout.flush()
 
     def on_started(turn: TurnRecord) -> None:
@@ -288,4 +289,4 @@ def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     for turn in turns:
         click.echo(f"--- turn {turn['turn_id']} ({turn['status']})")
         for message in turn["messages"]:
-            click.echo(f"{message['role']}: {message['text']}")
+            click.echo(printable(f"{message['role']}: {message['text']}"))
