@@ -120,13 +120,20 @@ class WarmThreads:
         warm.idle_deadline = None
 
     def _close_if_idle(self, session_id: str, now: float) -> None:
-        with self.session_lock(session_id):
+        lock = self.session_lock(session_id)
+        # Never wait for it: whoever holds the session is using the thread, and renews or
+        # cancels its deadline when done; the watcher must stay free for the other sessions.
+        if not lock.acquire(blocking=False):
+            return
+        try:
             warm = self._warm.get(session_id)
             if warm is None or warm.running_turn_id is not None:
                 return
             # Looked at again under the lock: a turn may have taken or renewed it meanwhile.
             if warm.idle_deadline is not None and warm.idle_deadline <= now:
                 self.drop(session_id)
+        finally:
+            lock.release()
 
     def drop(self, session_id: str) -> None:
         warm = self._warm.pop(session_id, None)
