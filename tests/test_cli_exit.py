@@ -6,6 +6,7 @@ threads' work and atexit callbacks must be exactly what a normal interpreter exi
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from loopx_chat.cli import main
+from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,3 +105,35 @@ def test_output_to_a_full_device_is_output_unwritable(argv: list[str]) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith(b"error [output_unwritable]: could not write the output (")
     assert b"Traceback" not in done.stderr
+
+
+def test_ctrl_c_while_waiting_for_a_thread_ends_130_without_a_traceback() -> None:
+    script = textwrap.dedent(
+        """
+        import sys, threading
+        import loopx_chat.cli as cli
+        def fake_main():
+            threading.Thread(target=threading.Event().wait).start()  # never ends by itself
+            raise SystemExit(0)
+        cli.main = fake_main
+        cli.run()
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        # The kernel says when the main thread sleeps on a futex with another thread alive:
+        # that is `run` joining the thread, the moment a user's Ctrl-C would land.
+        main_wchan = Path(f"/proc/{proc.pid}/task/{proc.pid}/wchan")
+        tasks = Path(f"/proc/{proc.pid}/task")
+        wait_for(
+            lambda: len(list(tasks.iterdir())) >= 2 and "futex" in main_wchan.read_text(),
+            timeout=30,
+        )
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130
+    assert b"Traceback" not in err and out == b""

@@ -82,11 +82,14 @@ def run() -> NoReturn:
                 f"({exc.strerror or type(exc).__name__}); whatever the command did is done, "
                 "and `loopx-chat status` shows it.\n"
             )
-    me = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not me and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
+    try:
+        me = threading.current_thread()
+        for thread in threading.enumerate():
+            if thread is not me and not thread.daemon:
+                thread.join()
+        atexit._run_exitfuncs()
+    except KeyboardInterrupt:
+        code = 130  # Ctrl-C while ending: stop now, as a shell expects, with no traceback
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
