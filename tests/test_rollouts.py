@@ -755,7 +755,7 @@ def test_the_journal_is_folded_into_a_new_snapshot_when_it_grows(
     doc = json.loads(scanner.index_path.read_text())
     assert doc["generation"] != first
     (entry,) = doc["files"].values()
-    assert entry["off"] == path.stat().st_size
+    assert entry[4] == path.stat().st_size  # the row's consumed offset
     assert RolloutScanner(home, scanner.index_path).scan().threads[THREAD_A].turns.completed == (
         i + 1
     )
@@ -796,9 +796,10 @@ def test_index_is_private_and_versioned(home: Path, scanner: RolloutScanner) -> 
     assert stat.S_IMODE(scanner.index_path.parent.stat().st_mode) == 0o700
     doc = json.loads(scanner.index_path.read_text())
     assert doc["schema"] == INDEX_SCHEMA
-    (entry,) = doc["files"].values()
-    assert entry["off"] == entry["size"] > 0
-    assert {"dev", "ino", "size", "off", "acc"} <= set(entry)
+    (row,) = doc["files"].values()
+    st = _rollout_path(home, THREAD_A).stat()
+    # [dev, ino, size, mtime, off, ...]: one flat row per file
+    assert row[:5] == [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_size]
 
 
 def test_an_index_of_many_files_is_written_in_pieces_and_reads_back(
@@ -851,6 +852,79 @@ def test_unparsable_index_is_rebuilt_and_says_so(
     assert result.bytes_read == path.stat().st_size
     assert json.loads(scanner.index_path.read_text())["schema"] == INDEX_SCHEMA
     assert scanner.scan().notes == ()
+
+
+def test_an_index_of_the_older_schema_is_rebuilt(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    v1 = {"schema": "loopx_chat_rollout_index_v1", "codex_home": str(home.resolve())}
+    scanner.index_path.write_text(json.dumps({**v1, "files": {}}))
+    result = scanner.scan()
+    assert result.notes == ("index_outdated",)
+    assert result.bytes_read == path.stat().st_size
+    assert json.loads(scanner.index_path.read_text())["schema"] == INDEX_SCHEMA
+
+
+# Each field of a row given a value `to_row` never writes: text where an id goes, a negative or
+# non-integer count, a bool for a count, a list for a string, an outcome we do not know.
+_BAD_FIELDS = [
+    (0, -1),
+    (1, "1"),
+    (2, 1.5),
+    (3, None),
+    (4, 10**9),  # past the size
+    (5, "not hex"),
+    (6, 1),
+    (7, "turbo"),
+    (8, "yes"),
+    (9, "CANARY text with spaces"),
+    (10, ["paginated"]),
+    (11, True),
+    (12, -3),
+    (15, "t1"),
+    (15, ["id with space"]),
+    (16, {"id": "t1"}),
+    (17, "exploded"),
+    (18, "CANARY text"),
+    (19, "1795939404"),
+    (20, [1, 2, 3]),
+    (20, [1, 2, 3, 4, "5"]),
+    (21, "gpt-5"),
+    (21, ["line\nbreak"]),
+    (22, "CANARY 12:00"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), _BAD_FIELDS)
+def test_a_row_we_did_not_write_is_never_trusted(
+    home: Path, scanner: RolloutScanner, field: int, value: Any
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1") + r.started("t2"))
+    good = scanner.scan()
+    doc = json.loads(scanner.index_path.read_text())
+    (rel,) = doc["files"]
+    doc["files"][rel][field] = value
+    scanner.index_path.write_text(json.dumps(doc))
+    for rows in (doc["files"][rel], doc["files"][rel][:-1], doc["files"][rel] + [None]):
+        doc["files"][rel] = rows
+        scanner.index_path.write_text(json.dumps(doc))
+        result = RolloutScanner(home, scanner.index_path).scan()
+        assert result.notes == ("index_unparsable",)
+        assert result.bytes_read == path.stat().st_size  # read again, not continued
+        assert result.threads == good.threads
+        assert "CANARY" not in json.dumps(result.to_dict())
+
+
+def test_a_deeply_nested_index_is_rebuilt_not_a_crash(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    _rollout_path(home, THREAD_A).write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    scanner.index_path.write_bytes(b'{"files":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+    assert scanner.scan().notes == ("index_unparsable",)
 
 
 def test_index_of_another_home_is_not_continued(home: Path, tmp_path: Path) -> None:
