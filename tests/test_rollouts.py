@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import loopx_chat.codex.rollouts.index as rollouts_index
 import loopx_chat.codex.rollouts.parse as rollouts_parse
+import loopx_chat.codex.rollouts.scanner as rollouts_scanner
 from loopx_chat.codex.rollouts import (
     INDEX_SCHEMA,
     HostPosition,
@@ -976,6 +977,40 @@ def test_a_huge_text_line_is_streamed_not_held(home: Path, scanner: RolloutScann
     assert result.threads[THREAD_A].turns.completed == 1
     assert result.bytes_read == path.stat().st_size
     assert peak < 6 << 20, peak
+
+
+@pytest.mark.parametrize("chunk", [512, 4096, 1 << 20])
+def test_the_read_buffer_reused_across_files_leaks_nothing_between_them(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One buffer serves every read of a scan: what a long file left in it past a short file's
+    # bytes must never be read as the short file's.
+    monkeypatch.setattr(rollouts_parse, "_CHUNK", chunk)
+    monkeypatch.setattr(rollouts_parse, "_LONG_LINE", chunk)
+    long_r, short_r = Rollout(THREAD_A), Rollout(THREAD_B)
+    long_bytes = long_r.meta() + b"".join(
+        long_r.turn(f"a{i}", outcome, total=10 + i)
+        for i, outcome in enumerate(["completed", "failed", "interrupted"] * 20)
+    )
+    # The short file ends mid-turn and mid-line: only the started turn counts.
+    short_bytes = short_r.meta() + short_r.started("b1") + short_r.complete("b1")[:40]
+    alone = {}
+    for name, thread, data in (("long", THREAD_A, long_bytes), ("short", THREAD_B, short_bytes)):
+        home = tmp_path / name
+        _rollout_path(home, thread).write_bytes(data)
+        alone[thread] = RolloutScanner(home, tmp_path / f"{name}.json").scan().threads[thread]
+    both = tmp_path / "both"
+    first, second = (_rollout_path(both, t, f"sessions/{t}") for t in (THREAD_A, THREAD_B))
+    first.touch()
+    second.touch()
+    if THREAD_A not in rollouts_scanner._walk(both)[0][0]:
+        first, second = second, first  # the long file goes where the walk starts
+    first.write_bytes(long_bytes)
+    second.write_bytes(short_bytes)
+    assert rollouts_scanner._walk(both)[0][0] == str(first.relative_to(both))
+    result = RolloutScanner(both, tmp_path / "both.json").scan()
+    assert result.threads == alone
+    assert alone[THREAD_B].turns.unfinished == 1 and alone[THREAD_A].turns.failed == 20
 
 
 def _reference(turns: list[tuple[str, str, str]]) -> dict[str, Any]:
