@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from loopx_chat.codex.rollouts.fields import (
+    _ID,
+    _KIND,
+    _TIMESTAMP,
     _TOKEN_KEYS,
-    _need,
     _pick_error_code,
     _pick_id,
     _pick_int,
@@ -38,6 +40,21 @@ from loopx_chat.codex.rollouts.records import (
 _MODE_FAST = "fast"
 _MODE_EXACT = "exact"
 _MODES = (None, _MODE_FAST, _MODE_EXACT)
+_ID_OK = _ID.fullmatch
+_KIND_OK = _KIND.fullmatch
+_TIME_OK = _TIMESTAMP.fullmatch
+_KEPT_MODELS: dict[str, str | None] = {}  # stored name -> what the picker makes of it
+
+
+def _kept_model(name: str) -> str | None:
+    kept = _KEPT_MODELS.get(name, "")
+    if kept == "":
+        if len(_KEPT_MODELS) >= 256:
+            _KEPT_MODELS.clear()
+        kept = _KEPT_MODELS[name] = _pick_model(name)
+    return kept
+
+
 # How many fields `_Acc.to_row` writes.
 ACC_ROW_LEN = 16
 
@@ -226,28 +243,23 @@ class _Acc:
                 raise ValueError("counts")
         if type(open_turns) is not list or type(models) is not list:
             raise ValueError("open turns or models")
-        acc = cls()
-        acc.mode = mode
-        acc.meta_seen = meta
-        acc.thread_id = None if tid is None else _need(_pick_id(tid))
-        acc.history_mode = None if hm is None else _need(_pick_kind(hm))
-        acc.started, acc.completed, acc.failed, acc.interrupted = (
-            started,
-            completed,
-            failed,
-            interrupted,
-        )
-        if open_turns:
-            acc.open_turns = [_need(_pick_id(t)) for t in open_turns]
+        # Each string checked inline (type, then its pattern): no picker call per field.
+        if tid is not None and (type(tid) is not str or _ID_OK(tid) is None):
+            raise ValueError("thread id")
+        if hm is not None and (type(hm) is not str or _KIND_OK(hm) is None):
+            raise ValueError("history mode")
+        if latest is not None and (type(latest) is not str or _TIME_OK(latest) is None):
+            raise ValueError("time")
+        for turn_id in open_turns:
+            if type(turn_id) is not str or _ID_OK(turn_id) is None:
+                raise ValueError("open turn")
         if last_id is not None:
-            if outcome not in OUTCOMES:
+            if type(last_id) is not str or _ID_OK(last_id) is None or outcome not in OUTCOMES:
                 raise ValueError("last")
-            acc.last_id = _need(_pick_id(last_id))
-            acc.last_outcome = outcome
-            acc.last_error = None if error is None else _need(_pick_kind(error))
+            if error is not None and (type(error) is not str or _KIND_OK(error) is None):
+                raise ValueError("last error")
             if completed_at is not None and type(completed_at) is not int:
                 raise ValueError("completed_at")
-            acc.last_completed_at = completed_at
         elif outcome is not None or error is not None or completed_at is not None:
             raise ValueError("last")
         if tokens is not None:
@@ -257,10 +269,31 @@ class _Acc:
             for count in tokens:
                 if type(count) is not int:
                     raise ValueError("tokens")
-            acc.tokens = tuple(tokens)
-        if models:
-            acc.models = {_need(_pick_model(m)) for m in models}
-        acc.latest = None if latest is None else _need(_pick_time(latest))
+            tokens = tuple(tokens)
+        kept = set()
+        for model in models:
+            # A stored name must be one the picker returns for itself ("path-redacted" for a
+            # path); names repeat across files, so each is checked once per process.
+            if type(model) is not str or _kept_model(model) != model:
+                raise ValueError("model")
+            kept.add(model)
+        acc = cls.__new__(cls)  # every slot is set below: no defaults to write first
+        acc.mode = mode
+        acc.meta_seen = meta
+        acc.thread_id = tid
+        acc.history_mode = hm
+        acc.started = started
+        acc.completed = completed
+        acc.failed = failed
+        acc.interrupted = interrupted
+        acc.open_turns = open_turns
+        acc.last_id = last_id
+        acc.last_outcome = outcome
+        acc.last_error = error
+        acc.last_completed_at = completed_at
+        acc.tokens = tokens
+        acc.models = kept
+        acc.latest = latest
         return acc
 
     def facts(self, thread_id: str, archived: bool) -> ThreadFacts:

@@ -9,7 +9,7 @@ What this module owns:
             thread id, history mode, started, completed, failed, interrupted, [open turn ids],
             last turn id, its outcome, its error kind, its completed_at, [5 token totals],
             [models], newest time],
-        ... one file per line ...}}
+        ... up to 256 files per line ...}}
     Each file is one flat row, not an object of objects: a CLI command loads the whole index
     before it can answer, and a row parses and checks in a few microseconds (v1's nested
     objects took about 50 us each). An index of v1 is rebuilt ("index_outdated").
@@ -69,6 +69,14 @@ _ROW_LEN = _ACC_AT + ACC_ROW_LEN
 # How many bytes before the consumed offset `_Entry.tail` hashes.
 _TAIL_BYTES = 64
 _HEX = re.compile(r"[0-9a-f]{0,64}")
+# Files per line of a snapshot (and per write).
+_ROWS_PER_LINE = 256
+
+
+def _dump_rows(rows: dict[str, list[Any]]) -> str:
+    return json.dumps(rows, separators=(",", ":"))
+
+
 # The journal is folded into a new snapshot once it is larger than this share of the snapshot
 # (or than `_JOURNAL_MIN`, for small homes), so loading never replays much.
 _JOURNAL_SHARE = 4
@@ -130,10 +138,6 @@ class _Entry:
             self.archived,
             *self.acc.to_row(),
         ]
-
-    def member(self, rel: str) -> str:
-        """`"<rel>":[...]`, this entry's member of the index's `files` object."""
-        return f"{json.dumps(rel)}:{json.dumps(self.to_row(), separators=(',', ':'))}"
 
     def copy(self) -> _Entry:
         return _Entry.from_row(self.to_row())
@@ -336,21 +340,19 @@ class _IndexFile:
         written = 0
 
         def chunks() -> Iterator[bytes]:
-            # One file per line, a few hundred per write: the document is never whole in
-            # memory, however many rollouts the home holds.
+            # A line of up to `_ROWS_PER_LINE` files per write, each line one `json.dumps`
+            # (one call per file cost twice as much): the document is never whole in memory,
+            # however many rollouts the home holds.
             nonlocal written
-            pending = [f'{head[:-1]}, "files": {{']
-            separator = "\n"
-            for rel, entry in entries.items():
-                pending.append(separator + entry.member(rel))
-                separator = ",\n"
-                if len(pending) >= 256:
-                    chunk = "".join(pending).encode()
-                    written += len(chunk)
-                    pending = []
-                    yield chunk
-            pending.append("\n}}")
-            chunk = "".join(pending).encode()
+            rels = list(entries)
+            opening = f'{head[:-1]}, "files": {{'
+            for at in range(0, len(rels), _ROWS_PER_LINE):
+                batch = {rel: entries[rel].to_row() for rel in rels[at : at + _ROWS_PER_LINE]}
+                chunk = f"{opening}\n{_dump_rows(batch)[1:-1]}".encode()
+                opening = ","
+                written += len(chunk)
+                yield chunk
+            chunk = f"{opening}\n}}}}".encode() if not rels else b"\n}}"
             written += len(chunk)
             yield chunk
 
