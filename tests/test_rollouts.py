@@ -982,11 +982,11 @@ def test_a_huge_text_line_is_streamed_not_held(home: Path, scanner: RolloutScann
 
 
 @pytest.mark.parametrize("chunk", [512, 4096, 1 << 20])
-def test_the_read_buffer_reused_across_files_leaks_nothing_between_them(
+def test_files_scanned_together_have_the_facts_each_has_alone(
     tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # One buffer serves every read of a scan: what a long file left in it past a short file's
-    # bytes must never be read as the short file's.
+    # Nothing one file's read leaves behind (a partial line, a mode, a model seen) may reach
+    # the next file's facts: a long file is read first, then a short one ending mid-line.
     monkeypatch.setattr(rollouts_parse, "_CHUNK", chunk)
     monkeypatch.setattr(rollouts_parse, "_LONG_LINE", chunk)
     long_r, short_r = Rollout(THREAD_A), Rollout(THREAD_B)

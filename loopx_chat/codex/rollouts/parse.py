@@ -111,11 +111,9 @@ _MODEL_KEY = b'"model":"'
 _MODEL_NAMES: dict[bytes, str | None] = {}
 _MODEL_NAMES_MAX = 256
 _UNSEEN = object()
-# A region is either a read buffer (a bytearray reused across reads) or a joined line (bytes).
-_Buf = bytes | bytearray
 
 
-def _single(buf: _Buf, key: bytes, pattern: re.Pattern[bytes], at: int, end: int) -> Any:
+def _single(buf: bytes, key: bytes, pattern: re.Pattern[bytes], at: int, end: int) -> Any:
     """`pattern` matched at the only `key` in `buf[at:end]`: None without the key, False when
     the key occurs twice or its value is not that shape (so the caller parses the line)."""
     first = buf.find(key, at, end)
@@ -130,14 +128,10 @@ def _single(buf: _Buf, key: bytes, pattern: re.Pattern[bytes], at: int, end: int
 class _FileReader:
     """Feeds the complete lines of one file, from a consumed offset, into its accumulator."""
 
-    __slots__ = ("acc", "buffer", "corrupt")
+    __slots__ = ("acc", "corrupt")
 
-    def __init__(self, acc: _Acc, buffer: bytearray | None = None) -> None:
+    def __init__(self, acc: _Acc) -> None:
         self.acc = acc
-        # Reads land in this one buffer, reused file after file: a fresh `bytes` per read
-        # would be a fresh allocation the kernel must map and zero each time, which cost more
-        # system time than the copy itself. Only `[0, length)` of it is ever looked at.
-        self.buffer = buffer
         self.corrupt = 0
 
     def read(self, fd: int, start: int, size: int) -> tuple[int, int]:
@@ -149,47 +143,41 @@ class _FileReader:
         pieces_len = 0
         skipping = False  # inside an over-long, never-counted line: its bytes are dropped
         skip_time: str | None = None
-        data = self.buffer
-        if data is None or len(data) < _CHUNK:
-            data = self.buffer = bytearray(_CHUNK)
-        view = memoryview(data)
-        try:
-            while pos < size:
-                length = os.preadv(fd, [view[: min(_CHUNK, size - pos)]], pos)
-                if not length:
-                    break  # the file shrank under us; the next scan sees the truncation
-                bytes_read += length
-                chunk_at = pos
-                pos += length
-                first = data.find(b"\n", 0, length)
-                if first < 0:
-                    if not skipping:
-                        pieces.append(data[:length])
-                        pieces_len += length
-                        if pieces_len > _LONG_LINE:
-                            skip_time = self._skippable(pieces)
-                            if skip_time is not None:
-                                skipping, pieces, pieces_len = True, [], 0
-                    continue
-                if skipping:
-                    self.acc.see_time(skip_time)
-                    skipping, skip_time = False, None
-                elif pieces:
-                    pieces.append(data[: first + 1])
-                    line = b"".join(pieces)
-                    pieces, pieces_len = [], 0
-                    self._region(line, 0, len(line))
-                else:
-                    first = -1  # the read starts on a line boundary: nothing carried over
-                last = data.rfind(b"\n", 0, length)
-                if last > first:
-                    self._region(data, first + 1, last + 1)
-                consumed = chunk_at + last + 1
-                if last + 1 < length:
-                    pieces = [data[last + 1 : length]]
-                    pieces_len = length - last - 1
-        finally:
-            view.release()
+        while pos < size:
+            data = os.pread(fd, min(_CHUNK, size - pos), pos)
+            if not data:
+                break  # the file shrank under us; the next scan sees the truncation
+            length = len(data)
+            bytes_read += length
+            chunk_at = pos
+            pos += length
+            first = data.find(b"\n")
+            if first < 0:
+                if not skipping:
+                    pieces.append(data)
+                    pieces_len += length
+                    if pieces_len > _LONG_LINE:
+                        skip_time = self._skippable(pieces)
+                        if skip_time is not None:
+                            skipping, pieces, pieces_len = True, [], 0
+                continue
+            if skipping:
+                self.acc.see_time(skip_time)
+                skipping, skip_time = False, None
+            elif pieces:
+                pieces.append(data[: first + 1])
+                line = b"".join(pieces)
+                pieces, pieces_len = [], 0
+                self._region(line, 0, len(line))
+            else:
+                first = -1  # the read starts on a line boundary: nothing carried over
+            last = data.rfind(b"\n")
+            if last > first:
+                self._region(data, first + 1, last + 1)
+            consumed = chunk_at + last + 1
+            if last + 1 < length:
+                pieces = [data[last + 1 :]]
+                pieces_len = length - last - 1
         return consumed, bytes_read
 
     def _skippable(self, pieces: list[bytes]) -> str | None:
@@ -207,7 +195,7 @@ class _FileReader:
 
     # -- regions of complete lines -----------------------------------------------------------
 
-    def _region(self, buf: _Buf, start: int, end: int) -> None:
+    def _region(self, buf: bytes, start: int, end: int) -> None:
         """Handle the complete lines in `buf[start:end]` (`end` is just past a newline)."""
         acc = self.acc
         if acc.mode is None:
@@ -218,7 +206,7 @@ class _FileReader:
         else:
             self._exact(buf, start, end)
 
-    def _exact(self, buf: _Buf, start: int, end: int) -> None:
+    def _exact(self, buf: bytes, start: int, end: int) -> None:
         line_start = start
         find = buf.find
         while line_start < end:
@@ -229,7 +217,7 @@ class _FileReader:
                 self._line(buf, line_start, line_end)
             line_start = line_end + 1
 
-    def _fast(self, buf: _Buf, start: int, end: int) -> None:
+    def _fast(self, buf: bytes, start: int, end: int) -> None:
         acc = self.acc
         find = buf.find
         startswith = buf.startswith
@@ -302,7 +290,7 @@ class _FileReader:
         if header is not None:
             acc.see_time(header.group(1).decode("ascii"))
 
-    def _meta(self, buf: _Buf, line_start: int, hit: int, line_end: int) -> None:
+    def _meta(self, buf: bytes, line_start: int, hit: int, line_end: int) -> None:
         """The file's session_meta: its thread id and history mode, without decoding its text.
 
         `payload.id` is read where no `{` or `[` precedes it inside the payload, which proves
@@ -336,7 +324,7 @@ class _FileReader:
         acc.thread_id = found.group(1).decode("ascii")
         acc.history_mode = mode.group(1).decode("ascii") if mode and mode.group(1) else None
 
-    def _totals(self, buf: _Buf, line_start: int, hit: int, line_end: int) -> bool:
+    def _totals(self, buf: bytes, line_start: int, hit: int, line_end: int) -> bool:
         """Token totals of a verified token_count line read in place; False if not that shape."""
         at = hit + _SUB_AT
         if not buf.startswith(_TOTALS_AT, at):
@@ -347,7 +335,7 @@ class _FileReader:
         self.acc.tokens = _pick_tokens(json.loads(counts.group(0)))
         return True
 
-    def _turn_event(self, kind: int, buf: _Buf, line_start: int, at: int, line_end: int) -> None:
+    def _turn_event(self, kind: int, buf: bytes, line_start: int, at: int, line_end: int) -> None:
         """A verified task_started / task_complete / turn_aborted line, read without json.
 
         Fast only when unambiguous: every `"turn_id":` holds the same plain id, at most one
@@ -404,16 +392,15 @@ class _FileReader:
             code = _pick_kind(raw.decode("utf-8", "replace")) or "unrecognized"
         acc.turn_ended(tid, "failed", code, completed_at)
 
-    def _line(self, buf: _Buf, start: int, end: int) -> bool:
+    def _line(self, buf: bytes, start: int, end: int) -> bool:
         """One complete line: skip it by its header, or parse it and keep the counted fields."""
         match = _HEADER.match(buf, start, end)
         if match is not None:
             self.acc.see_time(match.group(1).decode("ascii"))
-            # bytes, not the buffer's bytearray slices: they are looked up in frozensets
-            kind = bytes(match.group(2))
+            kind = match.group(2)
             if kind == b"event_msg":
                 sub = match.group(3)
-                if sub is not None and bytes(sub) not in _COUNTED_EVENTS:
+                if sub is not None and sub not in _COUNTED_EVENTS:
                     return False
             elif kind == b"turn_context":
                 if self._models_known(buf, start, end):
@@ -424,7 +411,7 @@ class _FileReader:
             return False  # a blank line is not a record, and not corrupt either
         return self._parsed(buf, start, end)
 
-    def _parsed(self, buf: _Buf, start: int, end: int) -> bool:
+    def _parsed(self, buf: bytes, start: int, end: int) -> bool:
         """Parse one line and keep its counted fields; returns whether it set tokens."""
         try:
             record = json.loads(buf[start:end])
@@ -436,7 +423,7 @@ class _FileReader:
             return False
         return self.acc.apply(record)
 
-    def _models_known(self, buf: _Buf, start: int, end: int) -> bool:
+    def _models_known(self, buf: bytes, start: int, end: int) -> bool:
         # A turn_context names the same model turn after turn. If every `"model":"..."` in the
         # line is a model we already have, `payload.model` (one of them) adds nothing and the
         # line need not be parsed. Any escaped or odd value falls through to a real parse.
@@ -449,7 +436,7 @@ class _FileReader:
             found = _MODEL_VALUE.match(buf, key, end)
             if found is None:
                 return False
-            raw = bytes(found.group(1))  # a dict key: never the buffer's bytearray slice
+            raw = found.group(1)
             picked = _MODEL_NAMES.get(raw, _UNSEEN)
             if picked is _UNSEEN:
                 try:

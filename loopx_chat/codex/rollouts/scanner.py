@@ -125,7 +125,6 @@ class RolloutScanner(_IndexFile):
         # it from where it was rather than reading it again.
         by_inode: dict[tuple[int, int], _Entry] | None = None
         root = str(self.codex_home)
-        buffer: bytearray | None = None  # one read buffer for every file of this scan
         for rel, archived, st in _walk(self.codex_home):
             entry = old.get(rel)
             if entry is None:
@@ -168,9 +167,8 @@ class RolloutScanner(_IndexFile):
                     if entry is not None:
                         files_reread += 1
                     entry = _Entry(fst.st_dev, fst.st_ino, fst.st_size, 0, archived, _Acc())
-                reader = _FileReader(entry.acc, buffer)
+                reader = _FileReader(entry.acc)
                 entry.offset, got = reader.read(fd, entry.offset, fst.st_size)
-                buffer = reader.buffer
                 entry.tail = _tail_hash(fd, entry.offset)
                 entry.size = fst.st_size
                 entry.mtime = fst.st_mtime_ns
