@@ -85,6 +85,12 @@ _STARTED, _COMPLETE, _ABORTED = 1, 2, 3
 # Inside a JSON string every `"` is escaped, so `"turn_id":"` cannot come from text.
 _TURN_ID = re.compile(rb'"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})"')
 _TURN_ID_KEY = b'"turn_id":'
+_EVENT_HEAD = re.compile(
+    rb'(?:task_started|task_complete|turn_aborted)",'
+    rb'(?:"turn_attribution":\{"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})",'
+    rb'"root_turn_id":"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}"\},)?'
+    rb'"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})"'
+)
 _COMPLETED_AT = re.compile(rb'"completed_at":(\d{1,20})[,}]')
 _COMPLETED_AT_KEY = b'"completed_at":'
 _ERROR_KEY = b'"error":'
@@ -262,7 +268,9 @@ class _FileReader:
             elif first == t:
                 if startswith(_CONTEXT_NAME, at):
                     # Models: the set only grows, so order does not matter.
-                    if not self._models_known(buf, hit, line_end) and line(
+                    # A model new to this file: the line is parsed (its type is proven
+                    # above, so `_line` need not check the header and the models again).
+                    if not self._models_known(buf, hit, line_end) and self._parsed(
                         buf, line_start, line_end
                     ):
                         tokens_at = line_start
@@ -345,7 +353,18 @@ class _FileReader:
         """
         find = buf.find
         turn_id: bytes | None = None
-        key = find(_TURN_ID_KEY, at, line_end)
+        # codex's own layout in one match: the ids right after the subtype, and no other
+        # `"turn_id":` after them. Any other layout takes the key-by-key walk below.
+        head = _EVENT_HEAD.match(buf, at, line_end)
+        if (
+            head is not None
+            and (head.group(1) is None or head.group(1) == head.group(2))
+            and find(_TURN_ID_KEY, head.end(), line_end) < 0
+        ):
+            turn_id = head.group(2)
+            key = -1
+        else:
+            key = find(_TURN_ID_KEY, at, line_end)
         while key >= 0:
             found = _TURN_ID.match(buf, key, line_end)
             if found is None or (turn_id is not None and found.group(1) != turn_id):
