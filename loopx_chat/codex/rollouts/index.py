@@ -43,7 +43,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -333,7 +332,8 @@ class _IndexFile:
             self._cached = ((self._cached[0][0], _stat_key(self.journal_path)), entries)
 
     def _write_snapshot(self, entries: dict[str, _Entry]) -> None:
-        generation = secrets.token_hex(8)
+        # os.urandom, not `secrets`: the same source, without importing base64 and hmac.
+        generation = os.urandom(8).hex()
         head = json.dumps(
             {"schema": INDEX_SCHEMA, "codex_home": str(self.codex_home), "generation": generation}
         )
