@@ -112,6 +112,7 @@ _COUNTED_EVENTS = frozenset({b"task_started", b"task_complete", b"turn_aborted",
 
 _MODEL_VALUE = re.compile(rb'"model":"([^"\\]{1,200})"')
 _MODEL_KEY = b'"model":"'
+_MODEL_KEY_LEN = len(_MODEL_KEY)
 # Raw `"model":"..."` bytes -> the model name facts keep for them (a pure function, cached for
 # the process: a home names a handful of models in thousands of turns). Bounded by clearing.
 _MODEL_NAMES: dict[bytes, str | None] = {}
@@ -134,11 +135,13 @@ def _single(buf: bytes, key: bytes, pattern: re.Pattern[bytes], at: int, end: in
 class _FileReader:
     """Feeds the complete lines of one file, from a consumed offset, into its accumulator."""
 
-    __slots__ = ("acc", "corrupt")
+    __slots__ = ("acc", "corrupt", "known_raw")
 
     def __init__(self, acc: _Acc) -> None:
         self.acc = acc
         self.corrupt = 0
+        # Raw `"model":"..."` values this read has found among the file's models.
+        self.known_raw: set[bytes] = set()
 
     def read(self, fd: int, start: int, size: int) -> tuple[int, int]:
         """Read `[start, size)`; return (offset after the last complete line, bytes read)."""
@@ -446,26 +449,38 @@ class _FileReader:
         # A turn_context names the same model turn after turn. If every `"model":"..."` in the
         # line is a model we already have, `payload.model` (one of them) adds nothing and the
         # line need not be parsed. Any escaped or odd value falls through to a real parse.
-        models = self.acc.models
         find = buf.find
         key = find(_MODEL_KEY, start, end)
         if key < 0:
             return False
+        known = self.known_raw
         while key >= 0:
-            found = _MODEL_VALUE.match(buf, key, end)
-            if found is None:
+            # The raw bytes up to the next quote: a value seen before (so plain, unescaped and
+            # already among the models) costs one set lookup; anything else is checked fully.
+            value = key + _MODEL_KEY_LEN
+            close = find(b'"', value, end)
+            if close < 0:
                 return False
-            raw = found.group(1)
-            picked = _MODEL_NAMES.get(raw, _UNSEEN)
-            if picked is _UNSEEN:
-                try:
-                    picked = _pick_model(raw.decode("utf-8"))
-                except UnicodeDecodeError:
+            raw = buf[value:close]
+            if raw not in known:
+                if not self._model_kept(buf, key, end, raw):
                     return False
-                if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
-                    _MODEL_NAMES.clear()
-                _MODEL_NAMES[raw] = picked
-            if picked not in models:
-                return False
-            key = find(_MODEL_KEY, found.end(), end)
+                known.add(raw)
+            key = find(_MODEL_KEY, close, end)
         return True
+
+    def _model_kept(self, buf: bytes, key: int, end: int, raw: bytes) -> bool:
+        """Whether the plain `"model":"<raw>"` at `key` names a model the file already has."""
+        found = _MODEL_VALUE.match(buf, key, end)
+        if found is None or found.group(1) != raw:
+            return False  # empty, too long or escaped: parse the line
+        picked = _MODEL_NAMES.get(raw, _UNSEEN)
+        if picked is _UNSEEN:
+            try:
+                picked = _pick_model(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                return False
+            if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
+                _MODEL_NAMES.clear()
+            _MODEL_NAMES[raw] = picked
+        return picked in self.acc.models
