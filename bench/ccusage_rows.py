@@ -2,7 +2,8 @@
 
 Installs npm `ccusage` at a pinned version (with its native linux-x64 / darwin build) into
 `tools/ccusage/` the first time; if npm cannot install it, says so and the rows are skipped.
-Then, on the same synthetic home, whole processes, A/B interleaved, CPU time of each child
+Then, with loopx_chat byte-compiled first (as an install is), on the same synthetic home,
+whole processes, A/B interleaved, CPU time of each child
 (user + system from the OS accounting), median of the pair ratios:
 
   * cold: `codex facts --json` with no index vs `ccusage codex session --json --offline`;
@@ -14,6 +15,7 @@ Never asserts: prints figures and the check's verdict.
 
 from __future__ import annotations
 
+import compileall
 import json
 import os
 import resource
@@ -29,6 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 CCUSAGE_VERSION = "20.0.24"  # 20.0.26 shipped no linux-x64 build
 CCUSAGE_DIR = ROOT / "tools" / "ccusage"
 LOOPX = [sys.executable, "-m", "loopx_chat"]
+
+
+def compile_package() -> None:
+    """Byte-compile loopx_chat as an install does, so no run pays for compiling our modules.
+
+    Our shells set PYTHONDONTWRITEBYTECODE, under which every `codex facts` process would
+    compile each module it imports afresh: a cost no installed copy has.
+    """
+    import loopx_chat
+
+    compileall.compile_dir(Path(loopx_chat.__file__).parent, quiet=1)
 
 
 def ensure_ccusage() -> Path | None:
@@ -132,7 +145,9 @@ def ccusage_rows(
     exe = ensure_ccusage()
     if exe is None:
         return None
-    base = {k: v for k, v in os.environ.items() if k not in ("CODEX_HOME", "LOOPX_CHAT_CODEX_HOME")}
+    compile_package()
+    unset = ("CODEX_HOME", "LOOPX_CHAT_CODEX_HOME", "PYTHONDONTWRITEBYTECODE")
+    base = {k: v for k, v in os.environ.items() if k not in unset}
     env = {**base, "CODEX_HOME": str(home), "LOOPX_CHAT_CODEX_HOME": str(home)}
     theirs = [str(exe), "codex", "session", "--json", "--offline"]
     state = tmp / "ccusage-state"

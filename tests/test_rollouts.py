@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 
 import loopx_chat.codex.rollouts.index as rollouts_index
 import loopx_chat.codex.rollouts.parse as rollouts_parse
+import loopx_chat.codex.rollouts.scanner as rollouts_scanner
 from loopx_chat.codex.rollouts import (
     INDEX_SCHEMA,
     HostPosition,
@@ -755,7 +756,7 @@ def test_the_journal_is_folded_into_a_new_snapshot_when_it_grows(
     doc = json.loads(scanner.index_path.read_text())
     assert doc["generation"] != first
     (entry,) = doc["files"].values()
-    assert entry["off"] == path.stat().st_size
+    assert entry[4] == path.stat().st_size  # the row's consumed offset
     assert RolloutScanner(home, scanner.index_path).scan().threads[THREAD_A].turns.completed == (
         i + 1
     )
@@ -796,9 +797,10 @@ def test_index_is_private_and_versioned(home: Path, scanner: RolloutScanner) -> 
     assert stat.S_IMODE(scanner.index_path.parent.stat().st_mode) == 0o700
     doc = json.loads(scanner.index_path.read_text())
     assert doc["schema"] == INDEX_SCHEMA
-    (entry,) = doc["files"].values()
-    assert entry["off"] == entry["size"] > 0
-    assert {"dev", "ino", "size", "off", "acc"} <= set(entry)
+    (row,) = doc["files"].values()
+    st = _rollout_path(home, THREAD_A).stat()
+    # [dev, ino, size, mtime, off, ...]: one flat row per file
+    assert row[:5] == [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_size]
 
 
 def test_an_index_of_many_files_is_written_in_pieces_and_reads_back(
@@ -811,7 +813,9 @@ def test_an_index_of_many_files_is_written_in_pieces_and_reads_back(
     raw = scanner.index_path.read_bytes()
     doc = json.loads(raw)
     assert len(doc["files"]) == 600
-    assert raw.count(b"\n") == 600 + 1  # one file per line
+    # A line (and a write) per 256 files: 3 lines of files, then the closing line.
+    assert raw.count(b"\n") == 3 + 1
+    assert max(len(line) for line in raw.splitlines()) < 256 * 400
     again = RolloutScanner(home, scanner.index_path).scan()
     assert (again.bytes_read, again.notes, sorted(again.threads)) == (0, (), sorted(threads))
 
@@ -851,6 +855,79 @@ def test_unparsable_index_is_rebuilt_and_says_so(
     assert result.bytes_read == path.stat().st_size
     assert json.loads(scanner.index_path.read_text())["schema"] == INDEX_SCHEMA
     assert scanner.scan().notes == ()
+
+
+def test_an_index_of_the_older_schema_is_rebuilt(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    v1 = {"schema": "loopx_chat_rollout_index_v1", "codex_home": str(home.resolve())}
+    scanner.index_path.write_text(json.dumps({**v1, "files": {}}))
+    result = scanner.scan()
+    assert result.notes == ("index_outdated",)
+    assert result.bytes_read == path.stat().st_size
+    assert json.loads(scanner.index_path.read_text())["schema"] == INDEX_SCHEMA
+
+
+# Each field of a row given a value `to_row` never writes: text where an id goes, a negative or
+# non-integer count, a bool for a count, a list for a string, an outcome we do not know.
+_BAD_FIELDS = [
+    (0, -1),
+    (1, "1"),
+    (2, 1.5),
+    (3, None),
+    (4, 10**9),  # past the size
+    (5, "not hex"),
+    (6, 1),
+    (7, "turbo"),
+    (8, "yes"),
+    (9, "CANARY text with spaces"),
+    (10, ["paginated"]),
+    (11, True),
+    (12, -3),
+    (15, "t1"),
+    (15, ["id with space"]),
+    (16, {"id": "t1"}),
+    (17, "exploded"),
+    (18, "CANARY text"),
+    (19, "1795939404"),
+    (20, [1, 2, 3]),
+    (20, [1, 2, 3, 4, "5"]),
+    (21, "gpt-5"),
+    (21, ["line\nbreak"]),
+    (22, "CANARY 12:00"),
+]
+
+
+@pytest.mark.parametrize(("field", "value"), _BAD_FIELDS)
+def test_a_row_we_did_not_write_is_never_trusted(
+    home: Path, scanner: RolloutScanner, field: int, value: Any
+) -> None:
+    r = Rollout(THREAD_A)
+    path = _rollout_path(home, THREAD_A)
+    path.write_bytes(r.meta() + r.turn("t1") + r.started("t2"))
+    good = scanner.scan()
+    doc = json.loads(scanner.index_path.read_text())
+    (rel,) = doc["files"]
+    doc["files"][rel][field] = value
+    scanner.index_path.write_text(json.dumps(doc))
+    for rows in (doc["files"][rel], doc["files"][rel][:-1], doc["files"][rel] + [None]):
+        doc["files"][rel] = rows
+        scanner.index_path.write_text(json.dumps(doc))
+        result = RolloutScanner(home, scanner.index_path).scan()
+        assert result.notes == ("index_unparsable",)
+        assert result.bytes_read == path.stat().st_size  # read again, not continued
+        assert result.threads == good.threads
+        assert "CANARY" not in json.dumps(result.to_dict())
+
+
+def test_a_deeply_nested_index_is_rebuilt_not_a_crash(home: Path, scanner: RolloutScanner) -> None:
+    r = Rollout(THREAD_A)
+    _rollout_path(home, THREAD_A).write_bytes(r.meta() + r.turn("t1"))
+    scanner.index_path.parent.mkdir(parents=True)
+    scanner.index_path.write_bytes(b'{"files":' + b"[" * 200_000 + b"]" * 200_000 + b"}")
+    assert scanner.scan().notes == ("index_unparsable",)
 
 
 def test_index_of_another_home_is_not_continued(home: Path, tmp_path: Path) -> None:
@@ -902,6 +979,40 @@ def test_a_huge_text_line_is_streamed_not_held(home: Path, scanner: RolloutScann
     assert result.threads[THREAD_A].turns.completed == 1
     assert result.bytes_read == path.stat().st_size
     assert peak < 6 << 20, peak
+
+
+@pytest.mark.parametrize("chunk", [512, 4096, 1 << 20])
+def test_files_scanned_together_have_the_facts_each_has_alone(
+    tmp_path: Path, chunk: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Nothing one file's read leaves behind (a partial line, a mode, a model seen) may reach
+    # the next file's facts: a long file is read first, then a short one ending mid-line.
+    monkeypatch.setattr(rollouts_parse, "_CHUNK", chunk)
+    monkeypatch.setattr(rollouts_parse, "_LONG_LINE", chunk)
+    long_r, short_r = Rollout(THREAD_A), Rollout(THREAD_B)
+    long_bytes = long_r.meta() + b"".join(
+        long_r.turn(f"a{i}", outcome, total=10 + i)
+        for i, outcome in enumerate(["completed", "failed", "interrupted"] * 20)
+    )
+    # The short file ends mid-turn and mid-line: only the started turn counts.
+    short_bytes = short_r.meta() + short_r.started("b1") + short_r.complete("b1")[:40]
+    alone = {}
+    for name, thread, data in (("long", THREAD_A, long_bytes), ("short", THREAD_B, short_bytes)):
+        home = tmp_path / name
+        _rollout_path(home, thread).write_bytes(data)
+        alone[thread] = RolloutScanner(home, tmp_path / f"{name}.json").scan().threads[thread]
+    both = tmp_path / "both"
+    first, second = (_rollout_path(both, t, f"sessions/{t}") for t in (THREAD_A, THREAD_B))
+    first.touch()
+    second.touch()
+    if THREAD_A not in rollouts_scanner._walk(both)[0][0]:
+        first, second = second, first  # the long file goes where the walk starts
+    first.write_bytes(long_bytes)
+    second.write_bytes(short_bytes)
+    assert rollouts_scanner._walk(both)[0][0] == str(first.relative_to(both))
+    result = RolloutScanner(both, tmp_path / "both.json").scan()
+    assert result.threads == alone
+    assert alone[THREAD_B].turns.unfinished == 1 and alone[THREAD_A].turns.failed == 20
 
 
 def _reference(turns: list[tuple[str, str, str]]) -> dict[str, Any]:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, json_option, renders_errors
 from loopx_chat.codex.rollouts.host_facts import scanner_for
+from loopx_chat.codex.rollouts.render import facts_document
 
 
 @click.group("codex")
@@ -24,7 +25,8 @@ def facts(cli: CliContext, as_json: bool) -> None:
     """
     result = scanner_for(cli.state_dir, cli.binding().path).scan()
     if as_json:
-        emit_json({"ok": True, **result.to_dict()})
+        # The same text `emit_json` would print, laid out without json's pure-Python encoder.
+        click.echo(facts_document(result))
         return
     click.echo(
         f"{len(result.threads)} thread(s) in {result.files} rollout file(s); read "

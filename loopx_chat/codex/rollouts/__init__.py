@@ -4,7 +4,7 @@ What this package owns:
   * Finding `<home>/sessions/**/rollout-*.jsonl` and `<home>/archived_sessions/**/rollout-*.jsonl`
     (no symlinks followed) and reducing them to per-thread `ThreadFacts`: turn counts by outcome,
     the last turn, token totals, models, history mode, archived, and the latest event time.
-  * The rollout index (`loopx_chat_rollout_index_v1`, owner-local JSON, 0600 in a 0700 folder),
+  * The rollout index (`loopx_chat_rollout_index_v2`, owner-local JSON, 0600 in a 0700 folder),
     so a rescan reads only the bytes appended since the last one.
   * `HostPosition`: how far the host has got, so a consumer can compare what it saw with now.
 
@@ -12,9 +12,9 @@ Its modules, each with one job: `records` (the public frozen records), `fields` 
 that decide what of an untrusted value may be kept), `accumulator` (one file's running state
 and its index form), `parse` (reading a file's complete lines: the fast byte-level path and
 the exact line-by-line path), `index` (the on-disk index: entries, load, save) and `scanner`
-(walking the home and orchestrating the incremental scan); `host_facts` says where the bound
-home's index lives in owner-local state and turns a scan failure into a note. This module
-only re-exports.
+(walking the home and orchestrating the incremental scan), `render` (the `codex facts --json`
+document as text); `host_facts` says where the bound home's index lives in owner-local state
+and turns a scan failure into a note. This module only re-exports.
 
 What it must never do:
   * keep message text, tool output, `cwd`, `base_instructions`, `last_agent_message` or any

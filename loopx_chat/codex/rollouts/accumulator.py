@@ -4,7 +4,7 @@ What this module owns:
   * `_Acc`, the mutable state of one file while it is read (turn counts, open turns, the last
     turn, token totals, models, history mode, the thread id from the first session_meta, the
     newest time, and the file's read mode), how a parsed record or turn event advances it,
-    its compact form in the index (`to_json` / `from_json`), and the `ThreadFacts` it yields.
+    its flat row in the index (`to_row` / `from_row`), and the `ThreadFacts` it yields.
 
 What it must never do:
   * keep anything a picker in `fields` did not let through, or accept an index shape it did
@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from loopx_chat.codex.rollouts.fields import (
+    _ID,
+    _KIND,
+    _TIMESTAMP,
     _TOKEN_KEYS,
-    _need,
-    _need_int,
-    _need_list,
-    _opt,
     _pick_error_code,
     _pick_id,
     _pick_int,
@@ -40,6 +39,24 @@ from loopx_chat.codex.rollouts.records import (
 
 _MODE_FAST = "fast"
 _MODE_EXACT = "exact"
+_MODES = (None, _MODE_FAST, _MODE_EXACT)
+_ID_OK = _ID.fullmatch
+_KIND_OK = _KIND.fullmatch
+_TIME_OK = _TIMESTAMP.fullmatch
+_KEPT_MODELS: dict[str, str | None] = {}  # stored name -> what the picker makes of it
+
+
+def _kept_model(name: str) -> str | None:
+    kept = _KEPT_MODELS.get(name, "")
+    if kept == "":
+        if len(_KEPT_MODELS) >= 256:
+            _KEPT_MODELS.clear()
+        kept = _KEPT_MODELS[name] = _pick_model(name)
+    return kept
+
+
+# How many fields `_Acc.to_row` writes.
+ACC_ROW_LEN = 16
 
 
 class _Acc:
@@ -175,57 +192,108 @@ class _Acc:
 
     # -- index form ----------------------------------------------------------------------------
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "meta": self.meta_seen,
-            "tid": self.thread_id,
-            "hm": self.history_mode,
-            "n": [self.started, self.completed, self.failed, self.interrupted],
-            "open": list(self.open_turns),
-            "last": (
-                [self.last_id, self.last_outcome, self.last_error, self.last_completed_at]
-                if self.last_id is not None
-                else None
-            ),
-            "tok": list(self.tokens) if self.tokens is not None else None,
-            "models": sorted(self.models),
-            "ts": self.latest,
-        }
+    def to_row(self) -> list[Any]:
+        """The `_ROW` fields, in that order: flat, so the index parses fast and checks fast."""
+        return [
+            self.mode,
+            self.meta_seen,
+            self.thread_id,
+            self.history_mode,
+            self.started,
+            self.completed,
+            self.failed,
+            self.interrupted,
+            list(self.open_turns),
+            self.last_id,
+            self.last_outcome if self.last_id is not None else None,
+            self.last_error if self.last_id is not None else None,
+            self.last_completed_at if self.last_id is not None else None,
+            list(self.tokens) if self.tokens is not None else None,
+            sorted(self.models),
+            self.latest,
+        ]
 
     @classmethod
-    def from_json(cls, data: Any) -> _Acc:
-        """Rebuild from the index; any shape we did not write raises ValueError."""
-        if not isinstance(data, dict):
-            raise ValueError("accumulator is not an object")
-        acc = cls()
-        mode = data.get("mode")
-        if mode not in (None, _MODE_FAST, _MODE_EXACT):
+    def from_row(cls, row: list[Any], at: int) -> _Acc:
+        """Rebuild from `row[at:]` (the `to_row` fields); any shape we did not write raises
+        ValueError. Every check is a type test or one fullmatch: a CLI command loads a few
+        thousand of these before it can answer."""
+        (
+            mode,
+            meta,
+            tid,
+            hm,
+            started,
+            completed,
+            failed,
+            interrupted,
+            open_turns,
+            last_id,
+            outcome,
+            error,
+            completed_at,
+            tokens,
+            models,
+            latest,
+        ) = row[at:]
+        if mode not in _MODES or type(meta) is not bool:
             raise ValueError("mode")
-        acc.mode = mode
-        acc.meta_seen = bool(data.get("meta"))
-        acc.thread_id = _opt(data.get("tid"), _pick_id)
-        acc.history_mode = _opt(data.get("hm"), _pick_kind)
-        counts = data.get("n")
-        if not (isinstance(counts, list) and len(counts) == 4):
-            raise ValueError("counts")
-        acc.started, acc.completed, acc.failed, acc.interrupted = (_need_int(c) for c in counts)
-        acc.open_turns = [_need(_pick_id(t)) for t in _need_list(data.get("open"))]
-        last = data.get("last")
-        if last is not None:
-            if not (isinstance(last, list) and len(last) == 4) or last[1] not in OUTCOMES:
+        for count in (started, completed, failed, interrupted):
+            if type(count) is not int or count < 0:
+                raise ValueError("counts")
+        if type(open_turns) is not list or type(models) is not list:
+            raise ValueError("open turns or models")
+        # Each string checked inline (type, then its pattern): no picker call per field.
+        if tid is not None and (type(tid) is not str or _ID_OK(tid) is None):
+            raise ValueError("thread id")
+        if hm is not None and (type(hm) is not str or _KIND_OK(hm) is None):
+            raise ValueError("history mode")
+        if latest is not None and (type(latest) is not str or _TIME_OK(latest) is None):
+            raise ValueError("time")
+        for turn_id in open_turns:
+            if type(turn_id) is not str or _ID_OK(turn_id) is None:
+                raise ValueError("open turn")
+        if last_id is not None:
+            if type(last_id) is not str or _ID_OK(last_id) is None or outcome not in OUTCOMES:
                 raise ValueError("last")
-            acc.last_id = _need(_pick_id(last[0]))
-            acc.last_outcome = last[1]
-            acc.last_error = _opt(last[2], _pick_kind)
-            acc.last_completed_at = _opt(last[3], _pick_int)
-        tokens = data.get("tok")
+            if error is not None and (type(error) is not str or _KIND_OK(error) is None):
+                raise ValueError("last error")
+            if completed_at is not None and type(completed_at) is not int:
+                raise ValueError("completed_at")
+        elif outcome is not None or error is not None or completed_at is not None:
+            raise ValueError("last")
         if tokens is not None:
-            if not (isinstance(tokens, list) and len(tokens) == len(_TOKEN_KEYS)):
+            if type(tokens) is not list or len(tokens) != len(_TOKEN_KEYS):
                 raise ValueError("tokens")
-            acc.tokens = tuple(_need_int(t) for t in tokens)
-        acc.models = {_need(_pick_model(m)) for m in _need_list(data.get("models"))}
-        acc.latest = _opt(data.get("ts"), _pick_time)
+            # As picked from the rollout: any integer (codex's own counts are never negative).
+            for count in tokens:
+                if type(count) is not int:
+                    raise ValueError("tokens")
+            tokens = tuple(tokens)
+        kept = set()
+        for model in models:
+            # A stored name must be one the picker returns for itself ("path-redacted" for a
+            # path); names repeat across files, so each is checked once per process.
+            if type(model) is not str or _kept_model(model) != model:
+                raise ValueError("model")
+            kept.add(model)
+        acc = cls.__new__(cls)  # every slot is set below: no defaults to write first
+        acc.mode = mode
+        acc.meta_seen = meta
+        acc.thread_id = tid
+        acc.history_mode = hm
+        acc.started = started
+        acc.completed = completed
+        acc.failed = failed
+        acc.interrupted = interrupted
+        acc.open_turns = open_turns
+        acc.last_id = last_id
+        acc.last_outcome = outcome
+        acc.last_error = error
+        acc.last_completed_at = completed_at
+        acc.tokens = tokens
+        acc.models = kept
+        acc.latest = latest
         return acc
 
     def facts(self, thread_id: str, archived: bool) -> ThreadFacts:
@@ -234,19 +302,18 @@ class _Acc:
             last = LastTurn(
                 self.last_id, self.last_outcome, self.last_error, self.last_completed_at
             )
+        # Positional, in field order: a scan builds one of these per thread, and keyword
+        # passing costs a third more per dataclass.
+        turns = TurnCounts(
+            self.started, self.completed, self.failed, self.interrupted, len(self.open_turns)
+        )
         return ThreadFacts(
-            thread_id=thread_id,
-            latest_event_at=self.latest,
-            turns=TurnCounts(
-                started=self.started,
-                completed=self.completed,
-                failed=self.failed,
-                interrupted=self.interrupted,
-                unfinished=len(self.open_turns),
-            ),
-            last_turn=last,
-            tokens=TokenTotals(*self.tokens) if self.tokens is not None else None,
-            models=tuple(sorted(self.models)),
-            history_mode=self.history_mode,
-            archived=archived,
+            thread_id,
+            self.latest,
+            turns,
+            last,
+            TokenTotals(*self.tokens) if self.tokens is not None else None,
+            tuple(sorted(self.models)),
+            self.history_mode,
+            archived,
         )

@@ -91,11 +91,5 @@ def _need_int(value: Any) -> int:
     return picked
 
 
-def _need_list(value: Any) -> list[Any]:
-    if not isinstance(value, list):
-        raise ValueError("not a list")
-    return value
-
-
 def _opt(value: Any, picker: Any) -> Any:
     return None if value is None else _need(picker(value))

@@ -1,20 +1,23 @@
 """The rollout index: the on-disk record of how far each rollout file has been read.
 
 What this module owns:
-  * The rollout index (`loopx_chat_rollout_index_v1`, owner-local JSON, 0600 in a 0700 folder),
+  * The rollout index (`loopx_chat_rollout_index_v2`, owner-local JSON, 0600 in a 0700 folder),
     so a rescan reads only the bytes appended since the last one:
-        {"schema": ..., "codex_home": "<resolved home>", "files": {
-        "<path relative to the home>": {"dev", "ino", "size", "mtime", "off" (bytes consumed,
-            always at a line end), "tail" (hash of the 64 bytes before "off"), "arch",
-            "acc": {"mode", "meta", "tid", "hm", "n": [started, completed, failed,
-            interrupted], "open": [turn ids without an ending], "last": [turn id, outcome,
-            error kind, completed_at], "tok": [5 totals], "models", "ts"}},
-        ... one file per line ...}}
+        {"schema": ..., "codex_home": "<resolved home>", "generation": ..., "files": {
+        "<path relative to the home>": [dev, ino, size, mtime, off (bytes consumed, always at a
+            line end), tail (hash of the 64 bytes before off), archived, mode, meta seen,
+            thread id, history mode, started, completed, failed, interrupted, [open turn ids],
+            last turn id, its outcome, its error kind, its completed_at, [5 token totals],
+            [models], newest time],
+        ... up to 256 files per line ...}}
+    Each file is one flat row, not an object of objects: a CLI command loads the whole index
+    before it can answer, and a row parses and checks in a few microseconds (v1's nested
+    objects took about 50 us each). An index of v1 is rebuilt ("index_outdated").
     A file whose device or inode changed, that shrank, or whose bytes before "off" changed is
     read again from the start; files that disappeared are dropped. The snapshot's head also
     names its "generation" (random hex).
   * Its journal, `<index>.journal` (0600, JSON lines): a rescan appends one line,
-    `{"files": {"<rel>": {entry} | null}, "gen": "<generation>"}`, with only the files it
+    `{"files": {"<rel>": [row] | null}, "gen": "<generation>"}`, with only the files it
     changed (null: gone), instead of rewriting the whole snapshot. A line applies only to the
     snapshot of its generation, so lines left over from before a compaction are ignored, and a
     torn or unparsable line is skipped. The journal is folded into a new snapshot (and
@@ -40,13 +43,11 @@ import hashlib
 import json
 import os
 import re
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.codex.rollouts.accumulator import _Acc
-from loopx_chat.codex.rollouts.fields import _need_int, _pick_int
+from loopx_chat.codex.rollouts.accumulator import ACC_ROW_LEN, _Acc
 from loopx_chat.codex.rollouts.records import ThreadFacts
 from loopx_chat.errors import StateError
 from loopx_chat.state.jsonl import append_record
@@ -55,13 +56,26 @@ from loopx_chat.state.private_files import (
     atomic_write_chunks,
     ensure_private_dir,
 )
-from loopx_chat.state.safe_read import JOURNAL_LIMIT, JsonRefused, parse_json, read_regular
+from loopx_chat.state.safe_read import JOURNAL_LIMIT, read_regular
 
-INDEX_SCHEMA = "loopx_chat_rollout_index_v1"
+INDEX_SCHEMA = "loopx_chat_rollout_index_v2"
+# Schemas an older loopx-chat wrote: ours to rebuild (the result says "index_outdated").
+_OLDER_SCHEMAS = frozenset({"loopx_chat_rollout_index_v1"})
+# A row: the entry's seven fields, then the accumulator's.
+_ACC_AT = 7
+_ROW_LEN = _ACC_AT + ACC_ROW_LEN
 
 # How many bytes before the consumed offset `_Entry.tail` hashes.
 _TAIL_BYTES = 64
 _HEX = re.compile(r"[0-9a-f]{0,64}")
+# Files per line of a snapshot (and per write).
+_ROWS_PER_LINE = 256
+
+
+def _dump_rows(rows: dict[str, list[Any]]) -> str:
+    return json.dumps(rows, separators=(",", ":"))
+
+
 # The journal is folded into a new snapshot once it is larger than this share of the snapshot
 # (or than `_JOURNAL_MIN`, for small homes), so loading never replays much.
 _JOURNAL_SHARE = 4
@@ -111,46 +125,52 @@ class _Entry:
     def touched(self) -> None:
         self.facts = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "dev": self.dev,
-            "ino": self.ino,
-            "size": self.size,
-            "mtime": self.mtime,
-            "off": self.offset,
-            "tail": self.tail,
-            "arch": self.archived,
-            "acc": self.acc.to_json(),
-        }
-
-    def member(self, rel: str) -> str:
-        """`"<rel>":{...}`, this entry's member of the index's `files` object."""
-        return f"{json.dumps(rel)}:{json.dumps(self.to_json(), separators=(',', ':'))}"
+    def to_row(self) -> list[Any]:
+        """`[dev, ino, size, mtime, off, tail, arch, *accumulator fields]`."""
+        return [
+            self.dev,
+            self.ino,
+            self.size,
+            self.mtime,
+            self.offset,
+            self.tail,
+            self.archived,
+            *self.acc.to_row(),
+        ]
 
     def copy(self) -> _Entry:
-        return _Entry.from_json(self.to_json())
+        return _Entry.from_row(self.to_row())
 
     @classmethod
-    def from_json(cls, data: Any) -> _Entry:
-        if not isinstance(data, dict):
-            raise ValueError("entry is not an object")
-        entry = cls(
-            dev=_need_int(data.get("dev")),
-            ino=_need_int(data.get("ino")),
-            size=_need_int(data.get("size")),
-            offset=_need_int(data.get("off")),
-            archived=bool(data.get("arch")),
-            acc=_Acc.from_json(data.get("acc")),
-        )
-        mtime = _pick_int(data.get("mtime"))
-        tail = data.get("tail")
-        if entry.offset > entry.size or mtime is None or not isinstance(tail, str):
-            raise ValueError("offset, mtime or tail")
-        if not _HEX.fullmatch(tail) or (entry.offset > 0) != bool(tail):
+    def from_row(cls, row: Any) -> _Entry:
+        """One row as `to_row` wrote it; anything else raises ValueError (the index is rebuilt)."""
+        if type(row) is not list or len(row) != _ROW_LEN:
+            raise ValueError("entry is not a row")
+        dev, ino, size, mtime, offset, tail, archived = row[:_ACC_AT]
+        for count in (dev, ino, size, offset):
+            if type(count) is not int or count < 0:
+                raise ValueError("identity or offset")
+        if type(mtime) is not int or type(archived) is not bool or offset > size:
+            raise ValueError("mtime, archived or offset")
+        if type(tail) is not str or not _HEX.fullmatch(tail) or (offset > 0) != bool(tail):
             raise ValueError("tail")
+        entry = cls(dev, ino, size, offset, archived, _Acc.from_row(row, _ACC_AT))
         entry.mtime = mtime
         entry.tail = tail
         return entry
+
+
+def _loads(raw: bytes) -> Any:
+    """The JSON value of `raw`, or None when it is not JSON we can read.
+
+    Not `safe_read.parse_json`: its nesting pre-scan costs more than the parse on a 1 MB
+    index, and nothing here walks a parsed value recursively (every shape check is flat), so
+    the decoder's own RecursionError is bound enough.
+    """
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError):  # invalid, not UTF-8, a number Python refuses
+        return None
 
 
 def _tail_hash(fd: int, offset: int) -> str:
@@ -220,13 +240,12 @@ class _IndexFile:
                 gc.enable()
 
     def _parse_index(self, raw: bytes) -> tuple[dict[str, _Entry], list[str]]:
-        try:
-            doc = parse_json(raw)
-        except JsonRefused:  # invalid, too deep, a number Python refuses: rebuilt like a cache
-            return {}, ["index_unparsable"]
+        doc = _loads(raw)
         if not isinstance(doc, dict):
             return {}, ["index_unparsable"]
         schema = doc.get("schema")
+        if schema in _OLDER_SCHEMAS:
+            return {}, ["index_outdated"]
         if schema != INDEX_SCHEMA:
             # Never rebuilt over: a newer loopx-chat may own this file. Left as it is.
             raise StateError(
@@ -240,7 +259,7 @@ class _IndexFile:
         if not isinstance(files, dict):
             return {}, ["index_unparsable"]
         try:
-            entries = {str(rel): _Entry.from_json(data) for rel, data in files.items()}
+            entries = {rel: _Entry.from_row(row) for rel, row in files.items()}
         except (ValueError, TypeError):
             return {}, ["index_unparsable"]
         generation = doc.get("generation")
@@ -255,14 +274,16 @@ class _IndexFile:
         complete, _, torn = journal.rpartition(b"\n")
         self._journal_damaged = bool(torn)
         for line in complete.split(b"\n") if complete else ():
+            doc = _loads(line)
+            if not isinstance(doc, dict):
+                self._journal_damaged = True
+                continue
             try:
-                doc = parse_json(line)
-                if not isinstance(doc, dict) or doc.get("gen") != self._generation:
+                if doc.get("gen") != self._generation:
                     continue  # written against an older snapshot (or by something else)
                 files = doc["files"]
                 changes = {
-                    str(rel): None if data is None else _Entry.from_json(data)
-                    for rel, data in files.items()
+                    rel: None if row is None else _Entry.from_row(row) for rel, row in files.items()
                 }
             except (ValueError, TypeError, KeyError, AttributeError):
                 self._journal_damaged = True
@@ -304,35 +325,34 @@ class _IndexFile:
         return _stat_key(self.index_path) == snapshot and bool(changed or removed)
 
     def _append(self, entries: dict[str, _Entry], changed: list[str], removed: set[str]) -> None:
-        files: dict[str, Any] = {rel: entries[rel].to_json() for rel in changed}
+        files: dict[str, Any] = {rel: entries[rel].to_row() for rel in changed}
         files.update(dict.fromkeys(removed))
         append_record(self.journal_path, {"gen": self._generation, "files": files}, durable=False)
         if self._cached is not None:
             self._cached = ((self._cached[0][0], _stat_key(self.journal_path)), entries)
 
     def _write_snapshot(self, entries: dict[str, _Entry]) -> None:
-        generation = secrets.token_hex(8)
+        # os.urandom, not `secrets`: the same source, without importing base64 and hmac.
+        generation = os.urandom(8).hex()
         head = json.dumps(
             {"schema": INDEX_SCHEMA, "codex_home": str(self.codex_home), "generation": generation}
         )
         written = 0
 
         def chunks() -> Iterator[bytes]:
-            # One file per line, a few hundred per write: the document is never whole in
-            # memory, however many rollouts the home holds.
+            # A line of up to `_ROWS_PER_LINE` files per write, each line one `json.dumps`
+            # (one call per file cost twice as much): the document is never whole in memory,
+            # however many rollouts the home holds.
             nonlocal written
-            pending = [f'{head[:-1]}, "files": {{']
-            separator = "\n"
-            for rel, entry in entries.items():
-                pending.append(separator + entry.member(rel))
-                separator = ",\n"
-                if len(pending) >= 256:
-                    chunk = "".join(pending).encode()
-                    written += len(chunk)
-                    pending = []
-                    yield chunk
-            pending.append("\n}}")
-            chunk = "".join(pending).encode()
+            rels = list(entries)
+            opening = f'{head[:-1]}, "files": {{'
+            for at in range(0, len(rels), _ROWS_PER_LINE):
+                batch = {rel: entries[rel].to_row() for rel in rels[at : at + _ROWS_PER_LINE]}
+                chunk = f"{opening}\n{_dump_rows(batch)[1:-1]}".encode()
+                opening = ","
+                written += len(chunk)
+                yield chunk
+            chunk = f"{opening}\n}}}}".encode() if not rels else b"\n}}"
             written += len(chunk)
             yield chunk
 

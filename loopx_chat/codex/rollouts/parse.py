@@ -85,6 +85,12 @@ _STARTED, _COMPLETE, _ABORTED = 1, 2, 3
 # Inside a JSON string every `"` is escaped, so `"turn_id":"` cannot come from text.
 _TURN_ID = re.compile(rb'"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})"')
 _TURN_ID_KEY = b'"turn_id":'
+_EVENT_HEAD = re.compile(
+    rb'(?:task_started|task_complete|turn_aborted)",'
+    rb'(?:"turn_attribution":\{"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})",'
+    rb'"root_turn_id":"[A-Za-z0-9][A-Za-z0-9._:\-]{0,127}"\},)?'
+    rb'"turn_id":"([A-Za-z0-9][A-Za-z0-9._:\-]{0,127})"'
+)
 _COMPLETED_AT = re.compile(rb'"completed_at":(\d{1,20})[,}]')
 _COMPLETED_AT_KEY = b'"completed_at":'
 _ERROR_KEY = b'"error":'
@@ -106,6 +112,7 @@ _COUNTED_EVENTS = frozenset({b"task_started", b"task_complete", b"turn_aborted",
 
 _MODEL_VALUE = re.compile(rb'"model":"([^"\\]{1,200})"')
 _MODEL_KEY = b'"model":"'
+_MODEL_KEY_LEN = len(_MODEL_KEY)
 # Raw `"model":"..."` bytes -> the model name facts keep for them (a pure function, cached for
 # the process: a home names a handful of models in thousands of turns). Bounded by clearing.
 _MODEL_NAMES: dict[bytes, str | None] = {}
@@ -128,11 +135,13 @@ def _single(buf: bytes, key: bytes, pattern: re.Pattern[bytes], at: int, end: in
 class _FileReader:
     """Feeds the complete lines of one file, from a consumed offset, into its accumulator."""
 
-    __slots__ = ("acc", "corrupt")
+    __slots__ = ("acc", "corrupt", "known_raw")
 
     def __init__(self, acc: _Acc) -> None:
         self.acc = acc
         self.corrupt = 0
+        # Raw `"model":"..."` values this read has found among the file's models.
+        self.known_raw: set[bytes] = set()
 
     def read(self, fd: int, start: int, size: int) -> tuple[int, int]:
         """Read `[start, size)`; return (offset after the last complete line, bytes read)."""
@@ -262,7 +271,9 @@ class _FileReader:
             elif first == t:
                 if startswith(_CONTEXT_NAME, at):
                     # Models: the set only grows, so order does not matter.
-                    if not self._models_known(buf, hit, line_end) and line(
+                    # A model new to this file: the line is parsed (its type is proven
+                    # above, so `_line` need not check the header and the models again).
+                    if not self._models_known(buf, hit, line_end) and self._parsed(
                         buf, line_start, line_end
                     ):
                         tokens_at = line_start
@@ -301,7 +312,12 @@ class _FileReader:
         key = buf.find(_META_ID_KEY, body, line_end)
         found = _META_ID.match(buf, key, line_end) if key >= 0 else None
         modes = buf.count(_HISTORY_MODE_KEY, body, line_end)
-        mode = _HISTORY_MODE.search(buf, body, line_end) if modes == 1 else None
+        # `match` at the key, not `search`: a search walks the 12 KB instructions byte by byte.
+        mode = (
+            _HISTORY_MODE.match(buf, buf.find(_HISTORY_MODE_KEY, body, line_end), line_end)
+            if modes == 1
+            else None
+        )
         if (
             found is None
             or (modes and mode is None)
@@ -340,7 +356,18 @@ class _FileReader:
         """
         find = buf.find
         turn_id: bytes | None = None
-        key = find(_TURN_ID_KEY, at, line_end)
+        # codex's own layout in one match: the ids right after the subtype, and no other
+        # `"turn_id":` after them. Any other layout takes the key-by-key walk below.
+        head = _EVENT_HEAD.match(buf, at, line_end)
+        if (
+            head is not None
+            and (head.group(1) is None or head.group(1) == head.group(2))
+            and find(_TURN_ID_KEY, head.end(), line_end) < 0
+        ):
+            turn_id = head.group(2)
+            key = -1
+        else:
+            key = find(_TURN_ID_KEY, at, line_end)
         while key >= 0:
             found = _TURN_ID.match(buf, key, line_end)
             if found is None or (turn_id is not None and found.group(1) != turn_id):
@@ -422,26 +449,38 @@ class _FileReader:
         # A turn_context names the same model turn after turn. If every `"model":"..."` in the
         # line is a model we already have, `payload.model` (one of them) adds nothing and the
         # line need not be parsed. Any escaped or odd value falls through to a real parse.
-        models = self.acc.models
         find = buf.find
         key = find(_MODEL_KEY, start, end)
         if key < 0:
             return False
+        known = self.known_raw
         while key >= 0:
-            found = _MODEL_VALUE.match(buf, key, end)
-            if found is None:
+            # The raw bytes up to the next quote: a value seen before (so plain, unescaped and
+            # already among the models) costs one set lookup; anything else is checked fully.
+            value = key + _MODEL_KEY_LEN
+            close = find(b'"', value, end)
+            if close < 0:
                 return False
-            raw = found.group(1)
-            picked = _MODEL_NAMES.get(raw, _UNSEEN)
-            if picked is _UNSEEN:
-                try:
-                    picked = _pick_model(raw.decode("utf-8"))
-                except UnicodeDecodeError:
+            raw = buf[value:close]
+            if raw not in known:
+                if not self._model_kept(buf, key, end, raw):
                     return False
-                if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
-                    _MODEL_NAMES.clear()
-                _MODEL_NAMES[raw] = picked
-            if picked not in models:
-                return False
-            key = find(_MODEL_KEY, found.end(), end)
+                known.add(raw)
+            key = find(_MODEL_KEY, close, end)
         return True
+
+    def _model_kept(self, buf: bytes, key: int, end: int, raw: bytes) -> bool:
+        """Whether the plain `"model":"<raw>"` at `key` names a model the file already has."""
+        found = _MODEL_VALUE.match(buf, key, end)
+        if found is None or found.group(1) != raw:
+            return False  # empty, too long or escaped: parse the line
+        picked = _MODEL_NAMES.get(raw, _UNSEEN)
+        if picked is _UNSEEN:
+            try:
+                picked = _pick_model(raw.decode("utf-8"))
+            except UnicodeDecodeError:
+                return False
+            if len(_MODEL_NAMES) >= _MODEL_NAMES_MAX:
+                _MODEL_NAMES.clear()
+            _MODEL_NAMES[raw] = picked
+        return picked in self.acc.models
