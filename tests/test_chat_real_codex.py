@@ -240,6 +240,29 @@ def test_interrupt_from_another_controller(
     assert store.load(record.session_id).active_turn_id is None
 
 
+def test_an_interrupt_sent_as_the_turn_starts_stops_it_in_codex(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    """codex answers turn/start before the turn can be interrupted ("no active turn to
+    interrupt"): an interrupt sent at once must be asked again, or the turn runs on until
+    the model stream times out (20 s in the offline config) and ends `failed`."""
+    config = ControllerConfig(timeouts=Timeouts(interrupt_settle=60))  # no local give-up
+    with make_controller(tmp_path / "state", bound_home, base_env, codex_bin, config) as c:
+        record = c.open_session("g", tmp_path)
+        results = [
+            c.submit_turn(
+                record.session_id,
+                "mock:hang",
+                on_started=lambda _turn: c.interrupt_turn(record.session_id),
+            )
+            for _ in range(3)
+        ]
+        # The thread is free again: codex ended each turn, so a new one simply runs.
+        after = c.submit_turn(record.session_id, "mock:text=still-here")
+    assert [(r.turn.status, r.turn.error_code) for r in results] == [("interrupted", None)] * 3
+    assert after.turn.status == "completed"
+
+
 def test_sigkill_of_app_server_mid_turn_recovers_on_next_submit(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:

@@ -36,6 +36,11 @@ HOME_HOST_GATE = Gate(
 )
 
 
+# How often a refused `turn/interrupt` is asked again, and how long `abandon_turn` keeps at it.
+INTERRUPT_RETRY_SEC = 0.05
+ABANDON_RETRY_SEC = 2.0
+
+
 @dataclass(frozen=True)
 class Timeouts:
     startup: float = 30.0
@@ -341,6 +346,7 @@ class CodexThread:
         started = last_event = time.monotonic()
         interrupt_sent_for: str | None = None
         settle_deadline: float | None = None
+        retry_at: float | None = None  # when to ask again for an interrupt codex refused
         while True:
             now = time.monotonic()
             if interrupt_sent_for is None:
@@ -354,12 +360,14 @@ class CodexThread:
                 if reason is not None:
                     interrupt_sent_for = reason
                     settle_deadline = now + self.timeouts.interrupt_settle
-                    self._send_interrupt(turn_id)
+                    retry_at = None if self._send_interrupt(turn_id) else now + INTERRUPT_RETRY_SEC
             elif settle_deadline is not None and now > settle_deadline:
                 # The server never confirmed the interrupt: treat the turn as over.
                 return self._finish(
                     turn_id, "interrupted", _timeout_code(interrupt_sent_for), usage
                 )
+            elif retry_at is not None and now >= retry_at:
+                retry_at = None if self._send_interrupt(turn_id) else now + INTERRUPT_RETRY_SEC
             try:
                 note = self.proc.next_notification(timeout=0.1)
             except ProcessGone:
@@ -404,18 +412,34 @@ class CodexThread:
 
     def abandon_turn(self, turn_id: str) -> None:
         """Interrupt a turn nobody will wait for, and stop counting it as the active one."""
-        self._send_interrupt(turn_id)
+        # The turn was started a moment ago: see `_send_interrupt` for why it is asked again.
+        deadline = time.monotonic() + ABANDON_RETRY_SEC
+        while not self._send_interrupt(turn_id) and time.monotonic() < deadline:
+            time.sleep(INTERRUPT_RETRY_SEC)
         if self.active_turn_id == turn_id:
             self.active_turn_id = None
 
-    def _send_interrupt(self, turn_id: str) -> None:
-        # Errors here mean the turn already ended or the process died; the loop sees both.
-        with contextlib.suppress(RpcError, ProcessGone, TimeoutError):
+    def _send_interrupt(self, turn_id: str) -> bool:
+        """Ask codex to interrupt the turn; False when codex refused (ask again soon).
+
+        codex answers `turn/start` before the turn can be interrupted: for the first few
+        milliseconds `turn/interrupt` fails with "no active turn to interrupt" and the turn
+        runs on (seen with codex 0.171: 6 of 6 interrupts sent at once were refused, and the
+        turn ran until the model stream timed out). A refused interrupt is therefore sent
+        again until codex takes it or the turn ends. A dead process or a request that timed
+        out is not retried: the notification loop sees both.
+        """
+        try:
             self.proc.request(
                 "turn/interrupt",
                 {"threadId": self.thread_id, "turnId": turn_id},
                 self.timeouts.request,
             )
+        except RpcError:
+            return False
+        except (ProcessGone, TimeoutError):
+            return True
+        return True
 
     def read_history(self) -> list[dict[str, Any]]:
         """Turns with their user and agent text, read from the host on demand (never stored)."""
