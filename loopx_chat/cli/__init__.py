@@ -40,7 +40,7 @@ from loopx_chat.cli.lazy import LazyGroup
 def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
     """Local control plane beside the Codex agent host."""
     from loopx_chat.cli.context import CliContext, show_state_notices
-    from loopx_chat.state.session_store import default_state_dir
+    from loopx_chat.state.location import default_state_dir
 
     environ = dict(os.environ)
     if environ.get("NO_COLOR"):

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -27,7 +27,9 @@ from loopx_chat.state.private_files import (
     write_all,
 )
 from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
-from loopx_chat.state.session_store import SessionStore, utc_now
+
+if TYPE_CHECKING:
+    from loopx_chat.state.session_store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +46,10 @@ class CliContext:
         return resolve_codex_home(self.environ, self.cwd)
 
     def store(self) -> SessionStore:
+        # Loaded by the commands that read sessions, not by every command (`codex facts`
+        # reads only the host's rollouts and its own index).
+        from loopx_chat.state.session_store import SessionStore
+
         return SessionStore(self.state_dir)
 
 
@@ -139,6 +145,8 @@ def _internal_log(exc: BaseException) -> str:
             ensure_private_dir(folder)
             fd = open_private_append(path)
             try:
+                from loopx_chat.state.session_store import utc_now
+
                 write_all(fd, f"--- {utc_now()}\n{text}".encode(errors="replace"))
             finally:
                 os.close(fd)

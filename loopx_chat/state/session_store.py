@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loopx_chat.errors import StateError
+from loopx_chat.state.location import default_state_dir as default_state_dir
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
@@ -41,21 +42,8 @@ from loopx_chat.state.session_records import (
 if TYPE_CHECKING:
     from filelock import FileLock
 
-STATE_DIR_ENV = "LOOPX_CHAT_STATE_DIR"
-APP_NAME = "loopx-chat"
 SESSION_FILE = "session.json"
 LOCK_FILE = ".lock"
-
-
-def default_state_dir(environ: Mapping[str, str]) -> Path:
-    """`LOOPX_CHAT_STATE_DIR` when set and non-empty, else the platform's user state dir."""
-    value = environ.get(STATE_DIR_ENV, "")
-    if value:
-        return Path(value).expanduser().resolve(strict=False)
-    # Resolved once here: no symlink is ever followed below the root (private_files).
-    import platformdirs  # only when no state dir was named: 11 ms a command start
-
-    return Path(platformdirs.user_state_dir(APP_NAME, appauthor=False)).resolve(strict=False)
 
 
 def utc_now() -> str:
