@@ -212,9 +212,10 @@ class _Lexer:
             if self.i == start:
                 raise Ambiguous("redirection", "the script uses a redirection it cannot read")
             return
-        if self.peek() in "<>&|(":
+        # Tuples, not strings: at the end of the script peek() is "", which is in every str.
+        if self.peek() in ("<", ">", "&", "|", "("):
             raise Ambiguous("redirection", "the script uses a redirection it cannot read")
-        while self.peek() in " \t":
+        while self.peek() in (" ", "\t"):
             self.i += 1
         if self.peek() in ("", "\n", ";"):
             raise Ambiguous("redirection", "a redirection has no target")
@@ -391,7 +392,8 @@ class _Shell:
                 continue
             prefix: list[tuple[str, str]] = []
             for name, parts in pending:
-                if any(p.kind == "param" and p.value in dict(pending) for p in parts):
+                # `${A:-x}` reads A as much as `$A` does (its name is before the first \0).
+                if any(p.kind != "text" and p.value.split("\0")[0] in dict(pending) for p in parts):
                     raise Ambiguous(
                         "prefix_order", "a prefix assignment expands another from the same line"
                     )
