@@ -95,6 +95,12 @@ SCRIPTS: tuple[Decoded, ...] = (
     Decoded("exec loopx-chat $USER $HOME/x", (USER, f"{HOME}/x")),
     Decoded("export HOME=/h2; exec loopx-chat ~", ("/h2",), {"HOME": "/h2"}),
     Decoded("export CODEX_HOME=/a CODEX_HOME=/b; exec loopx-chat", (), {"CODEX_HOME": "/b"}),
+    Decoded("X='a b'; A=$X exec loopx-chat", (), {"A": "a b"}),
+    Decoded('A="a b" B= exec loopx-chat', (), {"A": "a b", "B": ""}),
+    Decoded('A=1; unset A; exec loopx-chat "$A"', ("",)),
+    Decoded("export A=1; unset A; A=2; exec loopx-chat", (), {"A": None}),
+    Decoded("export A; exec loopx-chat", (), {"A": None}),
+    Decoded("exec loopx-chat -v --x", ("-v", "--x")),
     # wrappers inside the script
     Decoded("exec env A=1 loopx-chat", (), {"A": "1"}),
     Decoded("export A=1; exec env -u A loopx-chat", (), {"A": None}),

@@ -566,6 +566,12 @@ def test_tmpdir_is_launchds_own_folder_and_not_known() -> None:
         ("exec loopx-chat; export A=1", "trailing_statements"),
         ("exec loopx-chat\ntrue", "trailing_statements"),
         ("exec /Users/me/start.sh", "unknown_command"),
+        # a quoted `NAME=` is a command's name, not an assignment
+        ("'A=1' exec loopx-chat", "unknown_command"),
+        ('"A=1" exec loopx-chat', "unknown_command"),
+        ("\\A=1 exec loopx-chat", "unknown_command"),
+        ("$NOPE=1 exec loopx-chat", "unknown_command"),
+        ("exec loopx-chat; >/dev/null", "trailing_statements"),
         ("exec loopx-chatx", "unknown_command"),
         ("python3 /x.py", "unknown_command"),
         ("export CODEX_HOME=/a", "no_program"),
@@ -668,3 +674,63 @@ def test_a_refusal_says_how_to_settle_it() -> None:
         "special parameter (`$1`, `$@`) [special_parameter]; pass --codex-home <absolute "
         "home> (or LOOPX_CHAT_CODEX_HOME) to install"
     )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["/usr/bin/env", "-i", "/bin/sh", "-c", "export CODEX_HOME=~/h; exec loopx-chat"],
+        ["/usr/bin/env", "-u", "HOME", "/bin/sh", "-c", "exec loopx-chat ~"],
+        ["/bin/sh", "-c", "unset HOME; CODEX_HOME=~ exec loopx-chat"],
+    ],
+)
+def test_a_tilde_without_home_is_refused(args: list[str]) -> None:
+    # bash and zsh then read the user database, dash keeps the `~`: no one answer.
+    assert _refused(args) == "tilde_without_home"
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["/bin/sh", "-c", "exec loopx-chat =a"], "uses a word starting with `=`"),
+        (["/bin/sh", "-c", "exec loopx-chat a*"], "uses an unquoted `*`"),
+        (["/bin/sh", "-c", "exec /x/start.sh a b"], "runs `start.sh`, not loopx-chat"),
+        (["/bin/sh", "-c", "/x/tool a; exec loopx-chat"], "runs `tool` before its last"),
+        (["/bin/sh", "-c", "exec -a x loopx-chat"], "runs `exec -a`"),
+        (["/bin/sh", "-c", "export -n A; exec loopx-chat"], "runs `export -n`"),
+        (["/bin/sh", "-c", "export 1A; exec loopx-chat"], "exports `1A`"),
+        (["/bin/sh", "-c", "unset -f A; exec loopx-chat"], "runs `unset -f`"),
+        (["/bin/sh", "-c", "exec loopx-chat $PWD"], "expands $PWD, which the shell sets"),
+        (["/bin/sh", "-c", "PWD=/; exec loopx-chat"], "assigns PWD, which shells treat"),
+        (["/bin/sh", "-c", "X='a b'; exec loopx-chat $X"], "$X is unquoted"),
+        (["/bin/sh", "-c", "exec loopx-chat &"], "uses `&` (control flow)"),
+        (["/bin/sh", "-a", "-x", "-c", "exec loopx-chat"], "sh runs with option -a"),
+        (["/bin/sh", "-ab", "-c", "exec loopx-chat"], "sh runs with option -ab"),
+        (["/bin/bash", "--rcfile", "-c", "exec loopx-chat"], "bash runs with option --rcfile"),
+        (["/bin/sh", "+x", "-c", "exec loopx-chat"], "sh runs with option +x"),
+        (["/bin/zsh", "/x/s.sh"], "runs zsh on a script file"),
+        (["/usr/bin/env", "A=1"], "`env` starts no program"),
+        (["/usr/bin/env", "-S", "x", "/x/loopx"], "`env` runs with option -S"),
+        (["/usr/bin/nice", "-x", "/x/loopx", "-y"], "`nice` runs with option -x"),
+        (["/usr/bin/nohup"], "the LaunchAgent starts no program"),
+        ([], "the plist has no ProgramArguments"),
+        (["/x/tool", "a", "b"], "runs `tool`, which is not loopx-chat"),
+        (["/usr/bin/env", "BASH_ENV=/x", "/bin/bash", "-c", "x"], "bash reads the file named"),
+        (
+            ["/bin/bash", "-l", "-c", "exec loopx-chat"],
+            f"bash would read {HOME}/.bash_profile",
+        ),
+    ],
+)
+def test_each_refusal_says_what_it_refused(args: list[str], what: str) -> None:
+    startup = {"/etc/profile": None}
+    with pytest.raises(Ambiguous) as info:
+        _launch(args, startup=startup)
+    assert what in info.value.message
+
+
+def test_a_refusal_names_the_startup_file() -> None:
+    startup = {**ZSH_SYSTEM, f"{HOME}/.zshenv": "set -a\n"}
+    with pytest.raises(Ambiguous) as info:
+        _launch(["/bin/zsh", "-c", ARGV_SCRIPT], startup=startup)
+    assert f"zsh reads {HOME}/.zshenv, which may set the home" in info.value.message
