@@ -31,6 +31,7 @@ SCRIPTS: tuple[Decoded, ...] = (
     Decoded("exec loopx-chat  a\t\tb  ", ("a", "b")),
     Decoded("exec loopx-chat a \\\n b", ("a", "b")),
     Decoded("exec loopx-chat a\\\nb", ("ab",)),
+    Decoded("exec loopx-chat a \\\nb c", ("a", "b", "c")),
     Decoded("\n\nexec loopx-chat a;", ("a",)),
     Decoded("exec loopx-chat a\n\n", ("a",)),
     Decoded("loopx-chat x y", ("x", "y")),
