@@ -12,7 +12,7 @@ that is modelled exactly, the way sh (bash in POSIX mode), dash, bash and zsh al
                 | exec REDIRECTION ...          (redirects the shell, nothing else)
                 | [NAME=WORD ...] [exec] PROGRAM WORD ...   (the service; nothing after it)
     WORD       := unquoted, '...' and "..." text, `\\x` escapes, `~` or `~/` at its start
-                  (after `=` in an assignment), `$NAME` / `${NAME}` of variables known here
+                  (after `=` in an assignment; HOME set), `$NAME` / `${NAME}` of known variables
     PROGRAM    := env [-i] [-u NAME] [NAME=VALUE]... | nohup | nice [-n N]  ... in front of
                   loopx-chat / loopx / python -m loopx_chat
 
