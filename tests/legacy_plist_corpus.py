@@ -110,6 +110,13 @@ HAND: tuple[LegacyCase, ...] = (
     _sh("prefix-exec-zsh", f"CODEX_HOME=/h/pe exec {SVC}", "/bin/zsh"),
     _sh("prefix-plain", f"CODEX_HOME=/h/pp {SVC}"),
     _sh("prefix-two", f"A=/h/x CODEX_HOME=/h/p2 exec {SVC}"),
+    # every shell expands `${A:-..}` with the A assigned just before it on the line
+    _sh("prefix-default-reads-earlier", f"A=/h/a CODEX_HOME=${{A:-/h/d}} exec {SVC}"),
+    # `~` with HOME unset: bash and zsh read the user database, dash keeps the `~`
+    LegacyCase(
+        "tilde-home-unset",
+        ("/usr/bin/env", "-i", "/bin/sh", "-c", f"export CODEX_HOME=~/h; exec {SVC}"),
+    ),
     _sh("unexported-assign", f"CODEX_HOME=/h/u\nexec {SVC}"),
     _sh("inherited-reassign", f"CODEX_HOME=/h/ir; exec {SVC}", env={"CODEX_HOME": "/h/old"}),
     _sh("unset-inherited", f"unset CODEX_HOME; exec {SVC}", env={"CODEX_HOME": "/h/old"}),

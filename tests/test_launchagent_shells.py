@@ -35,6 +35,9 @@ from click.testing import CliRunner
 from loopx_chat.cli import launchagent_cmd, main
 from loopx_chat.home import resolve_codex_home
 from loopx_chat.launchagent.launchctl import Runner, RunResult
+from tests.legacy_decoder_cases import ARGVS, SCRIPTS, Decoded
+from tests.legacy_decoder_cases import HOME as HOME_OF_CASES
+from tests.legacy_decoder_cases import USER as USER_OF_CASES
 from tests.legacy_plist_corpus import LegacyCase, corpus
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -127,21 +130,25 @@ def _variants(args: list[str], root: Path) -> list[tuple[str, list[str]]]:
     return [(name if name in SHELLS else "direct", args)]
 
 
+def _run_quietly(argv: Sequence[str], env: Mapping[str, str]) -> None:
+    subprocess.run(
+        argv,
+        env=env,
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=20,
+        check=False,
+    )
+
+
 def _true_home(root: Path, argv: list[str], env: dict[str, str]) -> str | None:
     """The home the service would get, or None when the real shell started no service."""
     out = root / "service-env.json"
     out.unlink(missing_ok=True)
     try:
-        subprocess.run(
-            argv,
-            env=env,
-            cwd="/",
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=20,
-            check=False,
-        )
+        _run_quietly(argv, env)
     except (OSError, subprocess.TimeoutExpired):
         return None
     if not out.exists():
@@ -241,3 +248,57 @@ def test_counts_and_how_much_is_decided(shells: None) -> None:
     assert COUNTS["wrong"] == 0
     assert COUNTS["matched"] >= 0.6 * runs, COUNTS
     assert COUNTS["no service"] <= 0.05 * runs, COUNTS
+
+
+# ---- the rule tests' expected values, checked against the real shells ------------------
+
+REPORTER = """#!/bin/sh
+{{ for a in "$@"; do printf '%s\\0' "$a"; done; printf '\\1\\0'; env -0; }} > {out}
+"""
+
+
+def _report(root: Path, argv: Sequence[str]) -> tuple[tuple[str, ...], dict[str, str]]:
+    """(the words after the program's name, its environment) as the real shell gave them."""
+    bindir, out = root / "bin", root / "report"
+    if not bindir.exists():
+        bindir.mkdir()
+        for name in ("loopx-chat", "loopx"):
+            (bindir / name).write_text(REPORTER.format(out=out))
+            (bindir / name).chmod(0o755)
+    out.unlink(missing_ok=True)
+    shell = _user()[1]
+    env = {"HOME": HOME_OF_CASES, "PATH": f"{bindir}:{LAUNCHD_PATH}", "USER": USER_OF_CASES}
+    env |= {"LOGNAME": USER_OF_CASES, "SHELL": shell}
+    _run_quietly(argv, env)
+    assert out.exists(), f"{argv}: the real shell started no program"
+    words, _, environ = out.read_bytes().decode().partition("\1\0")
+    received = dict(item.split("=", 1) for item in environ.split("\0") if item)
+    return tuple(words.split("\0")[:-1]), received
+
+
+def _shell_variants(argv: Sequence[str], root: Path) -> list[list[str]]:
+    if argv[0] == "/bin/sh":
+        return (
+            [v for _, v in _variants(list(argv), root)]
+            + [["/bin/bash", *argv[1:]]]
+            + [["/bin/zsh", *argv[1:]]]
+        )
+    return [list(argv)]
+
+
+@pytest.mark.parametrize("case", SCRIPTS, ids=[repr(c.script)[1:40] for c in SCRIPTS])
+def test_the_rule_tests_expected_words_are_what_real_shells_give(
+    case: Decoded, shells: None, tmp_path: Path
+) -> None:
+    for argv in _shell_variants(["/bin/sh", "-c", case.script], tmp_path):
+        words, received = _report(tmp_path, argv)
+        assert words == case.argv, f"{argv[0]}: {case.script!r}"
+        assert {k: received.get(k) for k in case.env} == case.env, f"{argv[0]}: {case.script!r}"
+
+
+@pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a[:-1]) for a in ARGVS])
+def test_the_rule_tests_shell_options_are_what_real_shells_do(
+    argv: tuple[str, ...], shells: None, tmp_path: Path
+) -> None:
+    for variant in _shell_variants(argv, tmp_path):
+        assert _report(tmp_path, variant)[1].get("CODEX_HOME") == "/w", variant

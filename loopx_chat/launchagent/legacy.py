@@ -12,7 +12,7 @@ that is modelled exactly, the way sh (bash in POSIX mode), dash, bash and zsh al
                 | exec REDIRECTION ...          (redirects the shell, nothing else)
                 | [NAME=WORD ...] [exec] PROGRAM WORD ...   (the service; nothing after it)
     WORD       := unquoted, '...' and "..." text, `\\x` escapes, `~` or `~/` at its start
-                  (after `=` in an assignment), `$NAME` / `${NAME}` of variables known here
+                  (after `=` in an assignment; HOME set), `$NAME` / `${NAME}` of known variables
     PROGRAM    := env [-i] [-u NAME] [NAME=VALUE]... | nohup | nice [-n N]  ... in front of
                   loopx-chat / loopx / python -m loopx_chat
 
@@ -114,9 +114,9 @@ def launchd_environment(
 
 @dataclass(frozen=True)
 class _Part:
-    kind: str  # "text" | "param" | "tilde"
+    kind: str  # "text" | "param" | "param_default" | "tilde" | "tilde_eq"
     value: str
-    quoted: bool
+    quoted: bool = False  # a `~` is never quoted (quoted, it is text)
 
 
 @dataclass
@@ -212,9 +212,10 @@ class _Lexer:
             if self.i == start:
                 raise Ambiguous("redirection", "the script uses a redirection it cannot read")
             return
-        if self.peek() in "<>&|(":
+        # Tuples, not strings: at the end of the script peek() is "", which is in every str.
+        if self.peek() in ("<", ">", "&", "|", "("):
             raise Ambiguous("redirection", "the script uses a redirection it cannot read")
-        while self.peek() in " \t":
+        while self.peek() in (" ", "\t"):
             self.i += 1
         if self.peek() in ("", "\n", ";"):
             raise Ambiguous("redirection", "a redirection has no target")
@@ -269,7 +270,7 @@ class _Lexer:
     def _tilde(self, word: _Word, kind: str = "tilde") -> None:
         if self.peek() not in ("/", "", " ", "\t", "\n", ";"):
             raise Ambiguous("tilde_user", "the script uses `~user` or `~` before a non-slash")
-        word.parts.append(_Part(kind, "~", False))
+        word.parts.append(_Part(kind, "~"))
 
     def _double_quoted(self, word: _Word) -> None:
         while True:
@@ -296,16 +297,15 @@ class _Lexer:
         if nxt == "(":
             raise Ambiguous("command_substitution", "the script contains command substitution")
         if nxt == "{":
-            end = self.s.find("}", self.i)
-            inner = self.s[self.i + 2 : end] if end > 0 else ""
-            match = _BRACED.fullmatch(inner)
+            inner, closed, _ = self.s[self.i + 2 :].partition("}")
+            match = _BRACED.fullmatch(inner) if closed else None
             if not match:
                 raise Ambiguous(
                     "parameter_operator",
                     "the script uses a parameter expansion with an operator other than "
                     "`${NAME:-word}` / `${NAME-word}` (e.g. `${NAME:=word}`)",
                 )
-            self.i = end + 1
+            self.i += len(inner) + 3  # `${`, the inside, `}`
             name, op, default = match.group(1), match.group(2), match.group(3)
             if op:
                 return _Part("param_default", f"{name}\0{op}\0{default}", quoted)
@@ -333,12 +333,12 @@ class _Shell:
             if part.kind == "text":
                 out.append(part.value)
             elif part.kind == "tilde":
-                out.append(self._known("HOME"))
+                out.append(self._home())
             elif part.kind == "tilde_eq":
                 if split_context:
                     # bash expands `~` after `=` in an argument, POSIX sh and zsh do not.
                     raise Ambiguous("tilde_in_argument", "an argument has `~` after `=`")
-                out.append(self._known("HOME"))
+                out.append(self._home())
             else:
                 if part.kind == "param_default":
                     name, op, default = part.value.split("\0")
@@ -355,6 +355,12 @@ class _Shell:
                     )
                 out.append(value)
         return "".join(out)
+
+    def _home(self) -> str:
+        if "HOME" not in self.vars:
+            # With HOME unset, bash and zsh read the user database and dash leaves `~` as is.
+            raise Ambiguous("tilde_without_home", "the script uses `~` while HOME is unset")
+        return self._known("HOME")
 
     def _known(self, name: str) -> str:
         if (
@@ -391,7 +397,8 @@ class _Shell:
                 continue
             prefix: list[tuple[str, str]] = []
             for name, parts in pending:
-                if any(p.kind == "param" and p.value in dict(pending) for p in parts):
+                # `${A:-x}` reads A as much as `$A` does (its name is before the first \0).
+                if any(p.kind != "text" and p.value.split("\0")[0] in dict(pending) for p in parts):
                     raise Ambiguous(
                         "prefix_order", "a prefix assignment expands another from the same line"
                     )
@@ -408,7 +415,7 @@ class _Shell:
                 elif head == "unset":
                     self._unset(words[1:])
                 continue  # `exec` with only redirections: the shell goes on
-            argv = [self.expand(w.parts, split_context=True) for w in words]
+            argv = [head, *(self.expand(w.parts, split_context=True) for w in words[1:])]
             if argv[0] == "exec":
                 argv = argv[1:]
                 if argv[0].startswith("-"):
@@ -493,11 +500,11 @@ def shell_call(argv: Sequence[str]) -> ShellCall:
                 raise Ambiguous("shell_option", f"{shell} runs with option {arg}")
             long_opts.add(arg)
         else:
-            allowed_letters = set("cexl") | ({"f"} if shell == "zsh" else set())
-            bad = set(arg[1:]) - allowed_letters
+            given = set(arg[1:])
+            bad = given - set("cexl") - ({"f"} if shell == "zsh" else set())
             if bad:
                 raise Ambiguous("shell_option", f"{shell} runs with option -{''.join(sorted(bad))}")
-            letters.update(arg[1:])
+            letters |= given
         i += 1
     if i < len(argv) and argv[i].startswith("+"):
         raise Ambiguous("shell_option", f"{shell} runs with option {argv[i]}")
@@ -557,12 +564,11 @@ def startup_files_for(argv: Sequence[str], env: Mapping[str, str]) -> tuple[str,
     (through `env` and wrappers to the shell, if there is one); () when none apply or the
     argv is refused anyway."""
     try:
-        argv, env, _ = _unwrap(list(argv), dict(env), {})
-        if argv and posixpath.basename(argv[0]) in SHELLS:
-            return startup_files(shell_call(argv), env)
+        argv, env, _ = _unwrap(list(argv), dict(env), {})  # never an empty argv
+        call = shell_call(argv) if posixpath.basename(argv[0]) in SHELLS else None
     except Ambiguous:
-        pass
-    return ()
+        call = None  # decode_service refuses it the same way
+    return startup_files(call, env) if call else ()
 
 
 def _unwrap(
