@@ -56,20 +56,15 @@ def scalar_str(value: object) -> str | None:
         return value if kind is str else str.__str__(value)
     if kind is bool:
         return "True" if value else "False"
-    if kind is int or kind is float:
-        try:
-            return str(value)
-        except ValueError:  # an int beyond the interpreter's digit limit
-            return None
-    if isinstance(value, bool):
-        return "True" if value else "False"
+    # bool cannot be subclassed, so every other int or float, subclasses included, gets the
+    # base type's own repr (a subclass's __str__ or __repr__ may say anything).
+    if isinstance(value, float):
+        return float.__repr__(value)
     if isinstance(value, int):
         try:
             return int.__repr__(value)
-        except ValueError:
-            return None
-    if isinstance(value, float):
-        return float.__repr__(value)
+        except ValueError:  # an int beyond the interpreter's digit limit
+            pass
     return None
 
 
