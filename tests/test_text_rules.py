@@ -77,21 +77,21 @@ LOCAL_PATHS: dict[str, tuple[str, str]] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(SECRETS))
-def test_each_secret_shape_is_withheld_and_its_near_miss_is_not(name: str) -> None:
-    example, near_miss = SECRETS[name]
-    assert unsafe_text_class(example) == "secret", example
+SHAPES = [("secret", name, *pair) for name, pair in SECRETS.items()] + [
+    ("local_path", name, *pair) for name, pair in LOCAL_PATHS.items()
+]
+
+
+@pytest.mark.parametrize(
+    ("kind", "name", "example", "near_miss"), SHAPES, ids=[f"{k}:{n}" for k, n, *_ in SHAPES]
+)
+def test_each_shape_is_withheld_and_its_near_miss_is_not(
+    kind: str, name: str, example: str, near_miss: str
+) -> None:
+    assert unsafe_text_class(example) == kind, example
     assert public_safe_text(example, 500) is None
     assert unsafe_text_class(near_miss) is None, near_miss
     assert public_safe_text(near_miss, 500) == near_miss
-
-
-@pytest.mark.parametrize("name", sorted(LOCAL_PATHS))
-def test_each_local_path_shape_is_withheld_and_its_near_miss_is_not(name: str) -> None:
-    example, near_miss = LOCAL_PATHS[name]
-    assert unsafe_text_class(example) == "local_path", example
-    assert public_safe_text(example, 500) is None
-    assert unsafe_text_class(near_miss) is None, near_miss
 
 
 def test_a_text_with_both_is_classed_a_secret() -> None:
