@@ -104,3 +104,37 @@ def test_chat_send_up_to_its_session_check_loads_no_status_reader(tmp_path: Path
     loaded = json.loads(lines[-1])
     assert "loopx_chat.controller.chat_controller" in loaded  # the probe sees the chat path
     assert [m for m in loaded if m.startswith(CHAT_PATH_FORBIDDEN)] == []
+
+
+def test_status_of_no_goals_loads_no_projection_core(tmp_path: Path) -> None:
+    """The projection, the memory adapter and the writeback contract load with the first
+    goal to show; a status with goals loads them (the second half checks that too)."""
+    heavy = (
+        "loopx_chat.session_runtime.projection",
+        "loopx_chat.session_runtime.openviking",
+        "loopx_chat.session_runtime.writeback",
+        "loopx_chat.session_runtime.keys",
+    )
+
+    def loaded_by(args: list[str]) -> list[str]:
+        done = subprocess.run(
+            [sys.executable, "-c", PROBE, json.dumps(args)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        return json.loads(done.stderr.strip().splitlines()[-1])
+
+    state = ["--state-dir", str(tmp_path / "state")]
+    goal_fields = ["--objective", "x", "--acceptance", "it works"]
+    assert [m for m in loaded_by([*state, "status", "--json"]) if m.startswith(heavy)] == []
+    made = subprocess.run(
+        [sys.executable, "-m", "loopx_chat", *state, "goal", "set", "g1", *goal_fields],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    with_goal = loaded_by([*state, "status", "--json"])
+    assert "loopx_chat.session_runtime.projection" in with_goal

@@ -24,10 +24,6 @@ from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.goals.words import humanize, quota_words
-from loopx_chat.session_runtime import (
-    build_session_runtime_readonly_projection,
-    compact_session_runtime_readonly_projection,
-)
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
 
@@ -46,6 +42,11 @@ def _goals(cli: CliContext) -> GoalStore:
 @renders_errors
 def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) -> None:
     """Project compact session facts (JSON in) into the first screen (JSON out)."""
+    from loopx_chat.session_runtime import (
+        build_session_runtime_readonly_projection,
+        compact_session_runtime_readonly_projection,
+    )
+
     doc = read_json_input(source, "input")
     if not isinstance(doc, dict):
         raise UsageError(

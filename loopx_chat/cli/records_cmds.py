@@ -25,11 +25,12 @@ from loopx_chat.goals.goal_facts import (
     goal_turns,
     known_goal_ids,
 )
-from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
+from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.goals.memory_input import clear_memory_input, memory_field, set_memory_input
 from loopx_chat.goals.quota import record_quota
 from loopx_chat.goals.status import goal_status
+from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
 
 
 def _records(cli: CliContext) -> GoalRecords:

@@ -27,8 +27,6 @@ from loopx_chat.goals.goal_store import (
     public_text,
     validate_goal_id,
 )
-from loopx_chat.session_runtime import KeyState, classify_session_runtime_key
-from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
 from loopx_chat.state.jsonl import append_record, read_records
 
 GOAL_STATE_SCHEMA = "loopx_chat_goal_state_v1"
@@ -53,6 +51,10 @@ GOAL_STATE_FIELDS = frozenset(
 
 def refuse_raw_keys(fields: Mapping[str, Any], what: str) -> None:
     """The projection core decides, by key name only, whether a record may be stored."""
+    # The key rules load with the first record written, not with every reader of goals
+    # (`status` on no goals needs none of the projection core).
+    from loopx_chat.session_runtime.keys import KeyState, classify_session_runtime_key
+
     raw = sorted(
         str(k) for k in fields if classify_session_runtime_key(k).state == KeyState.RAW_MATERIAL
     )
@@ -234,6 +236,8 @@ class GoalRecords:
     ) -> dict[str, Any]:
         """A person's judgment of one turn of this goal; a later one for the same turn
         replaces it (the earlier stays in the history, `replaces` names it)."""
+        from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS  # see above
+
         if label not in REWARD_LABELS:
             raise UsageError("label must be good, bad or mixed", error_code="usage_error")
         fields = {"run_ref": run_ref, "label": label, "reason": reason}

@@ -15,15 +15,10 @@ from typing import Any
 from loopx_chat.codex.rollouts import ThreadFacts
 from loopx_chat.errors import StateError
 from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
-from loopx_chat.goals.goal_state import REWARD_LABELS, GoalRecords
+from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.goals.memory_input import memory_field
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
-from loopx_chat.session_runtime import (
-    build_session_runtime_readonly_projection,
-    session_runtime_projection_attention,
-)
 from loopx_chat.state.session_store import SessionStore
 
 STATUS_SCHEMA_VERSION = "loopx_chat_status_v1"
@@ -83,6 +78,13 @@ def four_answers(
 
 def goal_status(facts: GoalFacts) -> dict[str, Any]:
     """The goal's attention row: projection, quota decided on it, and the four answers."""
+    # The projection core and the memory adapter load with the first goal to show: a
+    # status of no goals (a new install, a script's first call) never needs them.
+    from loopx_chat.session_runtime import (
+        build_session_runtime_readonly_projection,
+        session_runtime_projection_attention,
+    )
+
     projection = build_session_runtime_readonly_projection(**facts.builder_kwargs())
     attention = session_runtime_projection_attention(
         {"session_runtime_readonly_projection": projection}
@@ -141,6 +143,9 @@ def goal_record_summary(facts: GoalFacts, records: GoalRecords) -> dict[str, Any
     state = records.goal_state(facts.goal_id)
     rewards = records.current_rewards(facts.goal_id)
     proposals = records.proposals(facts.goal_id)
+    from loopx_chat.goals.memory_input import memory_field  # see goal_status
+    from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS  # see goal_status
+
     memory = memory_field(records, facts.goal_id)
     return {
         **({"memory": memory} if memory is not None else {}),
