@@ -39,8 +39,8 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("args", [["--version"], ["--help"]])
-def test_version_and_help_import_no_command_module(args: list[str]) -> None:
+def _probe(args: list[str]) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run the CLI with `args` in a fresh interpreter: the process, and the modules it loaded."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
         capture_output=True,
@@ -48,7 +48,12 @@ def test_version_and_help_import_no_command_module(args: list[str]) -> None:
         timeout=60,
         check=True,
     )
-    loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    return done, json.loads(done.stderr.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("args", [["--version"], ["--help"]])
+def test_version_and_help_import_no_command_module(args: list[str]) -> None:
+    done, loaded = _probe(args)
     heavy = [m for m in loaded if m.startswith(HEAVY)]
     assert heavy == [], heavy
     assert not [m for m in loaded if m.startswith("loopx_chat.cli.") and m != "loopx_chat.cli.lazy"]
@@ -57,14 +62,8 @@ def test_version_and_help_import_no_command_module(args: list[str]) -> None:
 
 def test_a_command_still_loads_what_it_needs() -> None:
     # The probe can see a heavy import at all: `launchagent --help` loads the installer.
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(["launchagent", "--help"])],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert "loopx_chat.launchagent.installer" in json.loads(done.stderr.strip().splitlines()[-1])
+    _, loaded = _probe(["launchagent", "--help"])
+    assert "loopx_chat.launchagent.installer" in loaded
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -92,16 +91,8 @@ CHAT_PATH_FORBIDDEN = (
 
 def test_chat_send_up_to_its_session_check_loads_no_status_reader(tmp_path: Path) -> None:
     args = ["--state-dir", str(tmp_path), "chat", "send", "a" * 32, "hi"]
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(args)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    lines = done.stderr.strip().splitlines()
-    assert any("session_not_found" in line for line in lines), lines  # it ran the command
-    loaded = json.loads(lines[-1])
+    done, loaded = _probe(args)
+    assert "session_not_found" in done.stderr  # it ran the command
     assert "loopx_chat.controller.chat_controller" in loaded  # the probe sees the chat path
     assert [m for m in loaded if m.startswith(CHAT_PATH_FORBIDDEN)] == []
 
@@ -117,14 +108,7 @@ def test_status_of_no_goals_loads_no_projection_core(tmp_path: Path) -> None:
     )
 
     def loaded_by(args: list[str]) -> list[str]:
-        done = subprocess.run(
-            [sys.executable, "-c", PROBE, json.dumps(args)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        return json.loads(done.stderr.strip().splitlines()[-1])
+        return _probe(args)[1]
 
     state = ["--state-dir", str(tmp_path / "state")]
     goal_fields = ["--objective", "x", "--acceptance", "it works"]
