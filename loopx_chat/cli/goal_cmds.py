@@ -21,9 +21,7 @@ from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
-from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.goals.status import collect_status, record_owner_view
-from loopx_chat.goals.words import humanize, quota_words
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
 
@@ -98,6 +96,8 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
     if as_json:
         emit_json(doc)
         return
+    from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
+
     if not doc["attention_queue"]:
         click.echo(nothing_found("goals"))
     for goal in doc["attention_queue"]:
@@ -278,6 +278,8 @@ def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     store = _goals(cli)
     if goal_id:
         known_goal(cli, goal_id)
+    from loopx_chat.goals.metrics import compute_metrics
+
     doc = {"ok": True, **compute_metrics(store.control.events(), goal_id)}
     if as_json:
         emit_json(doc)
