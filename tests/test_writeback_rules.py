@@ -245,3 +245,17 @@ def test_the_validator_never_changes_the_document() -> None:
     before = copy.deepcopy(doc)
     validate_writeback_document(doc)
     assert doc == before
+
+
+def test_no_key_is_consistent_without_a_known_class_and_a_run_or_todo() -> None:
+    # Even a key spelled from the missing part ("None") is refused: there is nothing to match.
+    unknown_class = put("writeback.write_class", "shell_exec")
+    assert problems_after(unknown_class, put(KEY, "loopx-meta:run_123:None")) == [
+        "unknown_enum: writeback.write_class",
+        INCONSISTENT_KEY,
+    ]
+    no_source = put("loopx_source.source_run_id", None), put("loopx_source.source_todo_id", None)
+    assert problems_after(*no_source, put(KEY, "loopx-meta:None:handoff_packet_pointer")) == [
+        "missing_source_id: loopx_source (a run id or a todo id)",
+        INCONSISTENT_KEY,
+    ]
