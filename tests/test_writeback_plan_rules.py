@@ -231,6 +231,8 @@ def test_a_result_takes_the_plans_reason_unless_applied_or_previewed() -> None:
     assert writeback_result(blocked, status="failed", reason_code="x_1")["reason_code"] == "x_1"
     assert writeback_result(blocked.document, status="skipped")["reason_code"] is None
     assert writeback_result(plan(), status="previewed")["reason_code"] is None
+    # A preview carries no reason, even one recorded for a plan that was blocked.
+    assert writeback_result(blocked, status="previewed")["reason_code"] is None
 
 
 @pytest.mark.parametrize(
