@@ -76,7 +76,7 @@ def test_recorded_transcripts_match_the_pinned_codex(tmp_path: Path, codex_bin: 
             _shape(fixtures / name),
         )
         if (now_client, now_server) != (was_client, was_server):
-            changed = (now_server - was_server) + (was_server - now_server)
+            changed = sorted((now_server - was_server) | (was_server - now_server))
             drifted[name] = [m[:300] for m in changed] or ["(the client side differs)"]
     assert drifted == {}, (
         f"codex {pinned_version()} no longer says what these recordings hold; rerun "
