@@ -292,3 +292,146 @@ def test_a_hand_made_document_cannot_smuggle_text_into_a_result() -> None:
     assert writeback_result(doc, status="failed")["write_class"] is None
     doc["writeback"] = {"idempotency_key": 12345}
     assert writeback_result(doc, status="failed")["idempotency_key"] is None
+
+
+# ---- each class's payload, written from the reference's write-class table ---------------
+# (class, its LoopX source events, a full valid payload, the keys a plan cannot go without,
+# and for a closed label its allowed values). Which keys are required is our reading of
+# "allowed payload": the id and the label or next action that make the write mean anything.
+CLASSES: dict[str, tuple[tuple[str, ...], dict[str, Any], tuple[str, ...], tuple[str, ...]]] = {
+    "operator_gate_decision": (
+        ("operator_gate", "operator_gate_decision"),
+        {
+            "decision_id": "gate-1",
+            "decision_label": "approved",
+            "actor_class": "operator",
+            "reason_summary": "smoke passed",
+            "source_run_id": "run_1",
+        },
+        ("decision_id", "decision_label"),
+        ("requested", "approved", "rejected"),
+    ),
+    "human_reward_overlay": (
+        ("human_reward", "human_reward_overlay"),
+        {"reward_id": "rw_1", "judged_run_id": "run_1", "label": "mixed", "reason_summary": "ok"},
+        ("reward_id", "judged_run_id", "label"),
+        ("good", "bad", "mixed"),
+    ),
+    "quota_decision_hint": (
+        ("quota_decision", "quota_decision_hint"),
+        {"hint": "throttled", "window_id": "win_1", "reason_code": "quiet"},
+        ("hint",),
+        ("eligible", "throttled", "monitor_quiet_skip", "operator_gate", "blocked"),
+    ),
+    "handoff_packet_pointer": (
+        ("handoff_packet", "handoff_packet_pointer"),
+        dict(HANDOFF),
+        ("handoff_id", "next_action"),
+        (),
+    ),
+    "artifact_pointer": (
+        ("artifact", "run_projection", "run_pointer", "artifact_pointer"),
+        {"artifact_id": "art_1", "validation_label": "passed", "outcome_class": "validated"},
+        ("artifact_id",),
+        (),
+    ),
+}
+LABEL_KEY = {
+    "operator_gate_decision": "decision_label",
+    "human_reward_overlay": "label",
+    "quota_decision_hint": "hint",
+}
+
+
+def class_plan(
+    write_class: str, payload: dict[str, Any], event: str | None = None
+) -> WritebackPlan:
+    events = CLASSES[write_class][0]
+    return plan(write_class=write_class, source_event_class=event or events[0], payload=payload)
+
+
+@pytest.mark.parametrize("write_class", list(CLASSES))
+def test_each_class_previews_its_full_payload_from_each_of_its_source_events(
+    write_class: str,
+) -> None:
+    events, payload, _, _ = CLASSES[write_class]
+    for event in events:
+        p = class_plan(write_class, payload, event)
+        assert outcome(p) == ("previewed", None, "previewed"), event
+        assert p.document["writeback"]["payload"] == payload
+    other = next(e for c, (es, *_) in CLASSES.items() if c != write_class for e in es)
+    assert class_plan(write_class, payload, other).reason_code == "source_event_mismatch"
+
+
+@pytest.mark.parametrize("write_class", list(CLASSES))
+def test_each_class_requires_exactly_its_required_keys(write_class: str) -> None:
+    _, payload, required, _ = CLASSES[write_class]
+    for key in payload:
+        without = {k: v for k, v in payload.items() if k != key}
+        expected = "missing_payload_key" if key in required else None
+        assert class_plan(write_class, without).reason_code == expected, key
+
+
+@pytest.mark.parametrize("write_class", list(LABEL_KEY))
+def test_each_closed_label_takes_exactly_its_values(write_class: str) -> None:
+    _, payload, _, labels = CLASSES[write_class]
+    key = LABEL_KEY[write_class]
+    for label in labels:
+        assert class_plan(write_class, {**payload, key: label}).status == "previewed", label
+    for wrong in ("unknown", "", 1, "APPROVED"):
+        p = class_plan(write_class, {**payload, key: wrong})
+        assert p.reason_code == "invalid_payload_value", wrong
+
+
+def test_blocked_and_rejected_are_told_apart_in_the_blocker() -> None:
+    blocked = ("no_projection", "no_source_event", "no_dry_run_support", "runtime_unavailable")
+    for reason in blocked:
+        assert blocker_text(reason).startswith("controlled writeback blocked: "), reason
+    rejected = (
+        "unknown_write_class",
+        "unsafe_payload",
+        "unknown_payload_key",
+        "invalid_payload_value",
+        "missing_payload_key",
+        "invalid_identity",
+        "source_event_mismatch",
+    )
+    for reason in rejected:
+        assert blocker_text(reason).startswith("controlled writeback rejected: "), reason
+
+
+def test_every_reason_is_either_blocked_or_rejected_never_both() -> None:
+    from loopx_chat.session_runtime.writeback import BLOCKED_REASONS, REJECTED_REASONS
+
+    # The reference's fail-closed list: these wait for the world, the rest for new input.
+    assert set(BLOCKED_REASONS) == {
+        "no_projection",
+        "no_source_event",
+        "no_dry_run_support",
+        "runtime_unavailable",
+    }
+    assert not set(BLOCKED_REASONS) & set(REJECTED_REASONS)
+
+
+@pytest.mark.parametrize("dots", [".", ".."])
+def test_a_dot_path_is_never_an_id(dots: str) -> None:
+    assert plan(session_id=dots).reason_code == "invalid_identity"
+    assert plan(session_id=f"{dots}x").status == "previewed"  # a dot inside a name is fine
+
+
+class _Str(str):
+    def __str__(self) -> str:
+        return "overridden"
+
+
+class _Int(int):
+    pass
+
+
+def test_a_payload_keeps_plain_values_never_subclasses() -> None:
+    p = plan(
+        payload={**HANDOFF, "next_action": _Str("continue"), "evidence_pointer_count": _Int(3)}
+    )
+    copied = p.document["writeback"]["payload"]
+    assert copied["next_action"] == "continue" and type(copied["next_action"]) is str
+    assert copied["evidence_pointer_count"] == 3 and type(copied["evidence_pointer_count"]) is int
