@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import (
+    assert_valid_openviking_session_memory_adapter,
     build_openviking_session_memory_adapter,
     validate_openviking_session_memory_adapter,
 )
@@ -594,3 +595,299 @@ def test_key_names_in_problems(key: object, shown: str) -> None:
     assert problems[0] == "unknown_field: " + shown
     if not isinstance(key, str):
         assert problems[1:] == ["invalid_key: <key>"]
+
+
+# ---- The validator's refusals, one per rule -------------------------------------------------
+
+
+def with_value(path: tuple[Any, ...], value: Any) -> Doc:
+    doc = fixture_adapter()
+    target: Any = doc
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        # ids, nullable or not
+        (
+            ("issue_projection", "issue_ref_id"),
+            "has space",
+            ["invalid_id: issue_projection.issue_ref_id"],
+        ),
+        (("session_projection", "runtime_id"), None, ["invalid_id: session_projection.runtime_id"]),
+        (("session_projection", "latest_event_ref"), None, []),
+        (
+            ("session_projection", "latest_event_ref"),
+            "a b",
+            ["invalid_id: session_projection.latest_event_ref"],
+        ),
+        (("memory_projection", "namespace"), 5, ["invalid_id: memory_projection.namespace"]),
+        (
+            ("evidence_projection", "source_refs", 0, "id"),
+            "a b",
+            ["invalid_id: evidence_projection.source_refs[0].id"],
+        ),
+        # texts, nullable or not
+        (("issue_projection", "title_summary"), None, []),
+        (
+            ("issue_projection", "title_summary"),
+            " ",
+            ["invalid_text: issue_projection.title_summary"],
+        ),
+        (("memory_projection", "query_summary"), None, []),
+        (
+            ("memory_projection", "query_summary"),
+            5,
+            ["invalid_text: memory_projection.query_summary"],
+        ),
+        (("status_projection", "first_agent_todo"), None, []),
+        (
+            ("status_projection", "first_agent_todo"),
+            "",
+            ["invalid_text: status_projection.first_agent_todo"],
+        ),
+        (
+            ("status_projection", "next_action"),
+            None,
+            ["invalid_text: status_projection.next_action"],
+        ),
+        (("evidence_projection", "public_safe_summary"), None, []),
+        (
+            ("evidence_projection", "public_safe_summary"),
+            "",
+            ["invalid_text: evidence_projection.public_safe_summary"],
+        ),
+        (
+            ("memory_projection", "candidate_refs", 0, "summary"),
+            None,
+            ["invalid_text: memory_projection.candidate_refs[0].summary"],
+        ),
+        (
+            ("retrieval_gates", 1, "required_authority"),
+            "",
+            ["invalid_text: retrieval_gates[1].required_authority"],
+        ),
+        (("retrieval_gates", 1, "blocks"), 3, ["invalid_text: retrieval_gates[1].blocks"]),
+        # booleans and the status rule
+        (
+            ("status_projection", "user_action_required"),
+            "no",
+            ["invalid_boolean: status_projection.user_action_required"],
+        ),
+        (
+            ("status_projection", "agent_can_continue"),
+            0,
+            ["invalid_boolean: status_projection.agent_can_continue"],
+        ),
+        (
+            ("status_projection", "user_action_required"),
+            True,
+            [
+                "inconsistent_status: status_projection"
+                " (agent_can_continue while user action is required)"
+            ],
+        ),
+        # id lists
+        (
+            ("session_projection", "session_refs"),
+            "s1",
+            ["invalid_ref_list: session_projection.session_refs"],
+        ),
+        (
+            ("session_projection", "linked_todo_ids"),
+            ["t1", "t 2"],
+            ["invalid_ref_list: session_projection.linked_todo_ids"],
+        ),
+        (
+            ("session_projection", "outcome_refs"),
+            [5],
+            ["invalid_ref_list: session_projection.outcome_refs"],
+        ),
+        # issue values
+        (
+            ("issue_projection", "provider"),
+            "Git Hub",
+            ["invalid_value: issue_projection.provider (a compact provider label)"],
+        ),
+        (
+            ("issue_projection", "provider"),
+            5,
+            ["invalid_value: issue_projection.provider (a compact provider label)"],
+        ),
+        (("issue_projection", "repo"), None, []),
+        (
+            ("issue_projection", "repo"),
+            "noslash",
+            ["invalid_value: issue_projection.repo (owner/name slug or null)"],
+        ),
+        (
+            ("issue_projection", "repo"),
+            5,
+            ["invalid_value: issue_projection.repo (owner/name slug or null)"],
+        ),
+        # candidates
+        (
+            ("memory_projection", "candidate_refs"),
+            {},
+            ["invalid_section: memory_projection.candidate_refs"],
+        ),
+        (
+            ("memory_projection", "candidate_refs", 0),
+            "mem_a",
+            ["invalid_section: memory_projection.candidate_refs[0]"],
+        ),
+        (
+            ("memory_projection", "candidate_refs", 0, "memory_ref_id"),
+            "ref_a",
+            [
+                "invalid_memory_ref_id: memory_projection.candidate_refs[0].memory_ref_id"
+                " (needs the mem_ prefix)"
+            ],
+        ),
+        (
+            ("memory_projection", "candidate_refs", 0, "memory_ref_id"),
+            "mem_ a",
+            [
+                "invalid_memory_ref_id: memory_projection.candidate_refs[0].memory_ref_id"
+                " (needs the mem_ prefix)"
+            ],
+        ),
+        # refs
+        (
+            ("evidence_projection", "source_refs"),
+            {},
+            ["invalid_ref_list: evidence_projection.source_refs"],
+        ),
+        (
+            ("evidence_projection", "validation_refs"),
+            "v",
+            ["invalid_ref_list: evidence_projection.validation_refs"],
+        ),
+        (
+            ("evidence_projection", "validation_refs"),
+            ["v"],
+            ["invalid_ref_list: evidence_projection.validation_refs[0]"],
+        ),
+        (
+            ("evidence_projection", "source_refs", 0, "kind"),
+            "Bad-Kind",
+            ["invalid_value: evidence_projection.source_refs[0].kind (a compact ref kind)"],
+        ),
+        (
+            ("evidence_projection", "source_refs", 0, "kind"),
+            5,
+            ["invalid_value: evidence_projection.source_refs[0].kind (a compact ref kind)"],
+        ),
+        # sections of the wrong type
+        (("issue_projection",), [], ["invalid_section: issue_projection"]),
+        (("retrieval_gates",), {}, ["invalid_section: retrieval_gates"]),
+        (("future_gates",), "all", ["invalid_section: future_gates"]),
+        (("truth_contract",), None, ["invalid_section: truth_contract"]),
+        # generated_at
+        (("generated_at",), None, []),
+        (("generated_at",), 5, ["invalid_value: generated_at (a short timestamp or null)"]),
+        # strings anywhere
+        (
+            ("issue_projection", "title_summary"),
+            "a\nb",
+            ["raw_text: issue_projection.title_summary (multi-line or over-long text)"],
+        ),
+        (
+            ("memory_projection", "top_k_preview"),
+            1.5,
+            [
+                "invalid_top_k_preview: memory_projection.top_k_preview (a positive int)",
+                "invalid_value: memory_projection.top_k_preview (no floats in v0)",
+            ],
+        ),
+    ],
+)
+def test_validator_refuses_with_its_code(
+    path: tuple[Any, ...], value: Any, expected: list[str]
+) -> None:
+    assert problems_of(with_value(path, value)) == expected
+
+
+def test_a_gate_that_is_not_an_object() -> None:
+    doc = with_value(("retrieval_gates", 0), "live_openviking_retrieval")
+    assert problems_of(doc) == [
+        "invalid_section: retrieval_gates[0]",
+        "missing_gate: retrieval_gates (live_openviking_retrieval)",
+    ]
+
+
+def test_two_gates_outside_the_capabilities_are_not_duplicates() -> None:
+    doc = fixture_adapter()
+    doc["retrieval_gates"] += [copy.deepcopy(doc["retrieval_gates"][0]) for _ in range(2)]
+    for gate in doc["retrieval_gates"][5:]:
+        gate["capability"] = "elsewhere"
+    expected = "(expected one of " + ", ".join(CAPABILITIES) + ")"
+    assert problems_of(doc) == [
+        f"unknown_enum: retrieval_gates[5].capability {expected}",
+        f"unknown_enum: retrieval_gates[6].capability {expected}",
+    ]
+
+
+@pytest.mark.parametrize(
+    "sources",
+    [
+        [*SOURCES, SOURCES[0]],
+        [SOURCES[0], *SOURCES[:3]],
+        [["loopx_goal_state"], *SOURCES[1:]],
+        "loopx_goal_state",
+    ],
+)
+def test_source_of_truth_is_exactly_the_four(sources: Any) -> None:
+    doc = with_value(("truth_contract", "source_of_truth"), sources)
+    assert problems_of(doc) == [
+        f"invalid_source_of_truth: truth_contract.source_of_truth ({', '.join(SOURCES)})"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("section", "key", "category"),
+    [
+        ("issue_projection", "body", "transcript"),
+        ("session_projection", "tool_output", "raw_output"),
+        (None, "api_key", "credential"),
+    ],
+)
+def test_an_unknown_raw_key_is_named_raw(section: str | None, key: str, category: str) -> None:
+    doc = fixture_adapter()
+    (doc[section] if section else doc)[key] = "x"
+    path = f"{section}.{key}" if section else key
+    assert problems_of(doc) == [f"raw_material_key: {path} ({category})"]
+
+
+def test_a_problem_is_listed_once() -> None:
+    doc: dict[Any, Any] = fixture_adapter()
+    doc["sk-aaaaaaaaaaaaaaa1"] = "x"
+    doc["sk-bbbbbbbbbbbbbbb2"] = "x"
+    assert problems_of(doc) == ["unknown_field: <key>"]
+
+
+def test_strings_inside_a_tuple_are_scanned() -> None:
+    doc = fixture_adapter()
+    doc["extra"] = ("see /Users/alice/x",)
+    assert problems_of(doc) == ["unknown_field: extra", "private_path: extra[0]"]
+
+
+def test_a_non_object_and_the_raising_form() -> None:
+    assert problems_of([]) == ["not_an_object: <document>"]
+    assert problems_of("doc") == ["not_an_object: <document>"]
+    doc = with_value(("goal_id",), "a b")
+    with pytest.raises(ValueError) as raised:
+        assert_valid_openviking_session_memory_adapter(doc)
+    assert str(raised.value) == "invalid openviking_session_memory_adapter_v0: invalid_id: goal_id"
+    doc["mode"] = "other"
+    with pytest.raises(ValueError) as raised:
+        assert_valid_openviking_session_memory_adapter(doc)
+    assert str(raised.value) == (
+        "invalid openviking_session_memory_adapter_v0: "
+        "wrong_mode: mode (expected read_only_projection); invalid_id: goal_id"
+    )
+    assert_valid_openviking_session_memory_adapter(fixture_adapter())  # does not raise
