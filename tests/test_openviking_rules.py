@@ -460,6 +460,8 @@ def test_generated_at_limit_is_80() -> None:
     doc = fixture_adapter()
     doc["generated_at"] = "2" * 80
     assert problems_of(doc) == []
+    doc["generated_at"] = "2"
+    assert problems_of(doc) == []
     doc["generated_at"] = "2" * 81
     assert problems_of(doc) == ["invalid_value: generated_at (a short timestamp or null)"]
     doc["generated_at"] = ""
@@ -810,6 +812,22 @@ def test_validator_refuses_with_its_code(
     path: tuple[Any, ...], value: Any, expected: list[str]
 ) -> None:
     assert problems_of(with_value(path, value)) == expected
+
+
+@pytest.mark.parametrize("value", ["mem_a", {"mem_a": 1}])
+def test_candidate_refs_that_are_not_a_list_are_not_read(value: object) -> None:
+    doc = with_value(("memory_projection", "candidate_refs"), value)
+    assert problems_of(doc) == ["invalid_section: memory_projection.candidate_refs"]
+
+
+def test_an_unknown_future_gate_twice_is_not_a_duplicate() -> None:
+    doc = fixture_adapter()
+    doc["future_gates"] += ["memory_delete", "memory_delete"]
+    expected = "(expected one of " + ", ".join(FUTURE) + ")"
+    assert problems_of(doc) == [
+        f"unknown_enum: future_gates[6] {expected}",
+        f"unknown_enum: future_gates[7] {expected}",
+    ]
 
 
 def test_a_gate_that_is_not_an_object() -> None:
