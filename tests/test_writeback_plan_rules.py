@@ -435,3 +435,32 @@ def test_a_payload_keeps_plain_values_never_subclasses() -> None:
     copied = p.document["writeback"]["payload"]
     assert copied["next_action"] == "continue" and type(copied["next_action"]) is str
     assert copied["evidence_pointer_count"] == 3 and type(copied["evidence_pointer_count"]) is int
+
+
+def test_payload_limits_at_their_boundaries() -> None:
+    # A summary is at most 280 characters; a count fits a double exactly (|n| <= 2**53).
+    assert plan(payload={**HANDOFF, "next_action": "a" * 280}).status == "previewed"
+    too_long = plan(payload={**HANDOFF, "next_action": "a" * 281})
+    assert too_long.reason_code == "unsafe_payload"
+    assert plan(payload={**HANDOFF, "evidence_pointer_count": 2**53}).status == "previewed"
+    too_big = plan(payload={**HANDOFF, "evidence_pointer_count": 2**53 + 1})
+    assert too_big.reason_code == "unsafe_payload"
+    assert plan(payload={**HANDOFF, "evidence_pointer_count": 0}).status == "previewed"
+    assert plan(payload=None).reason_code == "missing_payload_key"  # no payload: nothing given
+
+
+def test_a_blocker_names_at_most_eight_keys() -> None:
+    eight = tuple(f"k{i}" for i in range(8))
+    assert "k7" in blocker_text("unknown_payload_key", key_names=eight)
+    assert " and " not in blocker_text("unknown_payload_key", key_names=eight)
+    nine = (*eight, "k8")
+    text = blocker_text("unknown_payload_key", key_names=nine)
+    assert "k7 and 1 more" in text and "k8" not in text
+    assert "(none)" in blocker_text("unknown_payload_key")
+
+
+def test_every_plan_status_is_in_the_published_set() -> None:
+    from loopx_chat.session_runtime.writeback import PLAN_STATUSES
+
+    seen = {p.status for p in (plan(), plan(entry=None), plan(write_class="shell_exec"))}
+    assert seen == {"previewed", "blocked", "rejected"} == set(PLAN_STATUSES)
