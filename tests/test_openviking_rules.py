@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,10 +22,7 @@ from loopx_chat.session_runtime import (
     validate_openviking_session_memory_adapter,
 )
 from loopx_chat.session_runtime.openviking_contract import private_value_code
-
-ROOT = Path(__file__).resolve().parent.parent
-FIXTURE = ROOT / "examples" / "fixtures" / "openviking-session-memory-adapter.public.json"
-SMOKE = ROOT / "examples" / "openviking-session-memory-adapter-smoke.py"
+from tests.test_openviking_adapter import FIXTURE, SMOKE
 
 Doc = dict[str, Any]
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import validate_writeback_document
+from tests.test_writeback_plan_rules import HANDOFF
 
 # The minimal shape from the reference, with values the handoff class allows.
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -48,12 +49,7 @@ def document() -> dict[str, Any]:
             "write_class": "handoff_packet_pointer",
             "mode": "dry_run",
             "idempotency_key": "loopx-meta:run_123:handoff_packet_pointer",
-            "payload": {
-                "handoff_id": "handoff-42",
-                "next_action": "continue",
-                "stop_condition": "the smoke prints ok",
-                "evidence_pointer_count": 2,
-            },
+            "payload": dict(HANDOFF),
         },
         "boundary": dict.fromkeys(SECTIONS["boundary"], False),
         "result": {"status": "previewed", "runtime_event_id": None, "loopx_writeback_run_id": None},
