@@ -10,6 +10,7 @@ import glob
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,9 +22,10 @@ from loopx_chat.codex.binary import codex_version, find_codex, native_binary_for
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.controller.home_ownership import AppServerRegistry
+from loopx_chat.controller.turn_ledger import TurnLedger
 from loopx_chat.controller.warm_threads import WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError
-from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import FakeCodex, run_in_thread, wait_for
 from tests.fakes.replay import recorded_reply
@@ -574,7 +576,7 @@ def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the
 ) -> None:
     with controller(tmp_path, home, fake_codex) as c:
         record = c.open_session("g", tmp_path)  # we hold the thread's writer lock
-        orphan = c.turns.begin(record.session_id, None)  # as a crashed controller left it
+        orphan = c.turns.begin(c.turns.draft(record.session_id, None))  # a crashed one left it
         settled = c.interrupt_turn(record.session_id)
     assert (settled.turn_id, settled.status) == (orphan.turn_id, "interrupted")
     assert not (tmp_path / "state" / "sessions" / record.session_id / "interrupt.request").exists()
@@ -635,3 +637,60 @@ def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
             assert "chat new --cwd" in missing.value.gate.next_action
     assert len(fake_codex.app_servers()) == spawned
     assert {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("stop_after", ["turn_saved", "session_busy", "begin_returned"])
+def test_a_stop_while_the_turn_is_being_recorded_never_leaves_it_running(
+    tmp_path: Path,
+    home: Path,
+    fake_codex: FakeCodex,
+    monkeypatch: pytest.MonkeyPatch,
+    stop_after: str,
+) -> None:
+    """SIGTERM raises SystemExit wherever the main thread is; CI once caught it just after the
+    turn was recorded as running and before the code that records a stop was in force."""
+
+    class _Stop(SystemExit):
+        pass
+
+    def stop_once() -> None:
+        monkeypatch.undo()
+        raise _Stop(143)
+
+    save_turn, mutate, begin = SessionStore.save_turn, SessionStore.mutate, TurnLedger.begin
+
+    def saving(self: SessionStore, turn: TurnRecord, *, durable: bool = True) -> TurnRecord:
+        saved = save_turn(self, turn, durable=durable)
+        if stop_after == "turn_saved" and turn.status == "running":
+            stop_once()
+        return saved
+
+    def mutating(
+        self: SessionStore,
+        session_id: str,
+        change: Callable[[SessionRecord], SessionRecord],
+        **options: bool,
+    ) -> SessionRecord:
+        changed = mutate(self, session_id, change, **options)
+        if stop_after == "session_busy" and changed.active_turn_id:
+            stop_once()
+        return changed
+
+    def beginning(self: TurnLedger, draft: TurnRecord) -> TurnRecord:
+        turn = begin(self, draft)
+        if stop_after == "begin_returned":
+            stop_once()
+        return turn
+
+    with controller(tmp_path, home, fake_codex, "hang_turn") as c:
+        record = c.open_session("g", tmp_path)
+        monkeypatch.setattr(SessionStore, "save_turn", saving)
+        monkeypatch.setattr(SessionStore, "mutate", mutating)
+        monkeypatch.setattr(TurnLedger, "begin", beginning)
+        with pytest.raises(_Stop):
+            c.submit_turn(record.session_id, "hi")
+    store = SessionStore(tmp_path / "state")
+    session = store.load(record.session_id)
+    assert (session.status, session.active_turn_id) == ("ready", None)
+    turns = store.list_turns(record.session_id)
+    assert [(t.status, t.error_code) for t in turns] == [("interrupted", "controller_stopped")]

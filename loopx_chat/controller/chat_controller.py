@@ -544,13 +544,16 @@ class ChatController:
         # A stale marker goes before the turn is recorded: once `begin` names this turn as
         # active, another process may write a marker for it, and that one must stay.
         self._marker(session_id).unlink(missing_ok=True)
-        turn = self.turns.begin(session_id, client_turn_id, text_digest)
-        warm.interrupt.clear()
-        with warm.steer_lock:
-            warm.running_turn_id = turn.turn_id
-            warm.steered_client_ids.clear()
+        turn = self.turns.draft(session_id, client_turn_id, text_digest)
         outcome: TurnOutcome | None = None
         try:
+            # Inside the `try`: a SIGTERM raises wherever the main thread is, and one that lands
+            # while the turn is being recorded must still settle it (`stopped` below).
+            self.turns.begin(turn)
+            warm.interrupt.clear()
+            with warm.steer_lock:
+                warm.running_turn_id = turn.turn_id
+                warm.steered_client_ids.clear()
             try:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
@@ -575,8 +578,7 @@ class ChatController:
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
-                outcome = TurnOutcome("", "interrupted", "controller_stopped", TokenCounts())
-                self.turns.finish(turn, outcome)
+                self.turns.stopped(turn)
                 self._warm.drop(session_id)
             raise
         finally:

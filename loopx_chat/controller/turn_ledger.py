@@ -14,7 +14,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass, replace
 
-from loopx_chat.codex.thread import TurnOutcome
+from loopx_chat.codex.thread import TokenCounts, TurnOutcome
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
@@ -73,13 +73,13 @@ class TurnLedger:
         with self.store.lock(session_id):
             return self.store.save_turn(replace(turn, steered=True, updated_at=self.store.now()))
 
-    def begin(
+    def draft(
         self, session_id: str, client_turn_id: str | None, text_digest: str | None = None
     ) -> TurnRecord:
-        """Record the turn as running before it starts, so a crash leaves a trace to settle."""
-        self.settle_orphan(session_id)
+        """The turn about to run, not yet recorded: the caller holds it before any write, so a
+        stop that lands inside `begin` still knows which turn to settle (`stopped`)."""
         now = self.store.now()
-        turn = TurnRecord(
+        return TurnRecord(
             turn_id=uuid.uuid4().hex,
             session_id=session_id,
             status="running",
@@ -88,16 +88,35 @@ class TurnLedger:
             client_turn_id=client_turn_id,
             text_digest=text_digest,
         )
+
+    def begin(self, turn: TurnRecord) -> TurnRecord:
+        """Record the turn as running before it starts, so a crash leaves a trace to settle."""
+        self.settle_orphan(turn.session_id)
         # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
         # cut that drops them the host's rollout still shows the turn (staleness says so).
-        with self.store.lock(session_id):
+        with self.store.lock(turn.session_id):
             self.store.save_turn(turn, durable=False)
             self.store.mutate(
-                session_id,
+                turn.session_id,
                 lambda r: r.with_changes({"status": "busy", "active_turn_id": turn.turn_id}),
                 durable=False,
             )
         return turn
+
+    def stopped(self, turn: TurnRecord) -> None:
+        """The controller was stopped (SIGTERM, Ctrl-C) before the turn had an outcome: a turn
+        `begin` recorded, even in part, is recorded as interrupted; one it never wrote is not."""
+        try:
+            recorded = self.store.load_turn(turn.session_id, turn.turn_id)
+        except LoopxChatError:
+            return
+        if recorded.status not in TERMINAL_TURN_STATUSES:
+            self.finish(
+                turn,
+                TurnOutcome(
+                    turn.upstream_turn_id or "", "interrupted", "controller_stopped", TokenCounts()
+                ),
+            )
 
     def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
         now = self.store.now()
