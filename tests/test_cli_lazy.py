@@ -8,6 +8,7 @@ the one-line help the group shows without importing must be each command's own.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -39,7 +40,9 @@ print(json.dumps(sorted(sys.modules)), file=sys.stderr)
 """
 
 
-def _probe(args: list[str]) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _probe(
+    args: list[str], env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """Run the CLI with `args` in a fresh interpreter: the process, and the modules it loaded."""
     done = subprocess.run(
         [sys.executable, "-c", PROBE, json.dumps(args)],
@@ -47,6 +50,7 @@ def _probe(args: list[str]) -> tuple[subprocess.CompletedProcess[str], list[str]
         text=True,
         timeout=60,
         check=True,
+        env=env,
     )
     return done, json.loads(done.stderr.strip().splitlines()[-1])
 
@@ -122,3 +126,29 @@ def test_status_of_no_goals_loads_no_projection_core(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     with_goal = loaded_by([*state, "status", "--json"])
     assert "loopx_chat.session_runtime.projection" in with_goal
+
+
+def test_a_first_status_loads_no_scanner_no_logging_and_no_openssl(tmp_path: Path) -> None:
+    """A new user's first `status` (no state, a home with no rollouts yet): the rollout
+    scanner, `logging` and `hashlib` (OpenSSL) are each a few ms of every start (issue 18).
+    Once the home has rollouts, the scanner loads and reads them."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "LOOPX_CHAT_CODEX_HOME": str(home)}
+    args = ["--state-dir", str(tmp_path / "state"), "status", "--json"]
+    done, loaded = _probe(args, env)
+    never = ("loopx_chat.codex.rollouts.scanner", "logging", "hashlib", "filelock")
+    assert [m for m in loaded if m in never] == []
+    assert json.loads(done.stdout)["host_scan"] == {
+        "threads": 0,
+        "bytes_read": 0,
+        "error_code": None,
+    }
+    rollout = home / "sessions" / "2026" / "11" / "30"
+    rollout.mkdir(parents=True)
+    thread = "01a22654-8805-7283-882f-6664d5224a44"
+    line = {"timestamp": "2026-11-30T08:00:00.000Z", "type": "session_meta", "payload": {}}
+    (rollout / f"rollout-2026-11-30T08-00-00-{thread}.jsonl").write_text(json.dumps(line) + "\n")
+    done, loaded = _probe(args, env)
+    assert "loopx_chat.codex.rollouts.scanner" in loaded
+    assert json.loads(done.stdout)["host_scan"]["bytes_read"] > 0

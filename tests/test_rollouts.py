@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import loopx_chat.codex.rollouts.host_facts as host_facts
 import loopx_chat.codex.rollouts.index as rollouts_index
 import loopx_chat.codex.rollouts.parse as rollouts_parse
 import loopx_chat.codex.rollouts.scanner as rollouts_scanner
@@ -1104,3 +1105,33 @@ def test_any_split_and_any_chunk_size_give_the_same_facts(
         total = facts.tokens.total_tokens if facts.tokens else None
         assert total == (10 + len(turns) - 1 if turns else None)
     assert exact.threads == result.threads
+
+
+def test_a_home_never_scanned_with_nothing_to_scan_is_answered_without_a_scan(
+    tmp_path: Path, home: Path
+) -> None:
+    """`status`'s fast path says what the full scan says of such a home, writes no index,
+    and gives way to the scan as soon as there is a rollout or an index."""
+    assert tuple(name for name, _ in rollouts_scanner._ROOTS) == host_facts.ROLLOUT_FOLDERS
+    state = tmp_path / "state"
+    assert host_facts.scan_bound_home(state, home) == host_facts.HostScan({}, 0, None)
+    assert not state.exists()
+    full, error = host_facts.scan_host(host_facts.scanner_for(tmp_path / "elsewhere", home))
+    assert full is not None and (full.threads, full.bytes_read, error) == ({}, 0, None)
+    rollout = Rollout(THREAD_A)
+    _append(_rollout_path(home, THREAD_A), rollout.turn("t1"))
+    seen = host_facts.scan_bound_home(state, home)
+    assert seen.threads is not None and set(seen.threads) == {THREAD_A}
+    assert seen.bytes_read > 0 and host_facts.index_path(state, home).exists()
+    index = host_facts.index_path(state, home)
+    remembered = {p: p.read_bytes() for p in index.parent.iterdir()}
+    assert THREAD_A in index.read_text()
+    (home / "sessions").rename(tmp_path / "moved-away")
+    # The index remembers the thread: the scan runs (and records that it is gone).
+    assert host_facts.scan_bound_home(state, home) == host_facts.HostScan({}, 0, None)
+    assert {p: p.read_bytes() for p in index.parent.iterdir()} != remembered
+    assert host_facts.scan_bound_home(state, home).summary() == {
+        "threads": 0,
+        "bytes_read": 0,
+        "error_code": None,
+    }

@@ -39,7 +39,7 @@ from loopx_chat.cli.lazy import LazyGroup
 @click.pass_context
 def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
     """Local control plane beside the Codex agent host."""
-    from loopx_chat.cli.context import CliContext, show_state_notices
+    from loopx_chat.cli.context import CliContext
     from loopx_chat.state.location import default_state_dir
 
     environ = dict(os.environ)
@@ -47,7 +47,6 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
         # https://no-color.org: any non-empty value. click then strips every style, as it
         # already does when stdout is not a terminal.
         ctx.color = False
-    show_state_notices()
     ctx.obj = CliContext(
         environ=environ,
         cwd=Path.cwd(),

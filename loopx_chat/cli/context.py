@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -20,7 +19,6 @@ import click
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.private_files import (
-    NOTICES,
     ensure_private_dir,
     open_private_append,
     state_os_error,
@@ -190,15 +188,3 @@ def renders_errors(func: F) -> F:
             sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
-
-
-class _NoteHandler(logging.Handler):
-    def emit(self, record: logging.LogRecord) -> None:
-        click.echo(f"note: {record.getMessage()}", err=True)
-
-
-def show_state_notices() -> None:
-    """Print the state layer's notes for the owner (repairs, tightened modes) on stderr."""
-    if not any(isinstance(h, _NoteHandler) for h in NOTICES.handlers):
-        NOTICES.addHandler(_NoteHandler())
-        NOTICES.propagate = False

@@ -17,7 +17,7 @@ from loopx_chat.cli.context import (
     renders_errors,
 )
 from loopx_chat.cli.options import actor_option, known_goal
-from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
+from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
@@ -75,24 +75,15 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
     if goal_id:
         known_goal(cli, goal_id)
     binding = cli.binding()
-    scan, scan_error = scan_host(scanner_for(cli.state_dir, binding.path))
+    scan = scan_bound_home(cli.state_dir, binding.path)
     doc = collect_status(
-        cli.store(),
-        _goals(cli),
-        str(binding.path),
-        goal_id,
-        surface="cli",
-        host=scan.threads if scan else None,
+        cli.store(), _goals(cli), str(binding.path), goal_id, surface="cli", host=scan.threads
     )
     if viewer == "owner":
         record_owner_view(_goals(cli), doc, "cli_owner")
     elif viewer is None and not as_json and sys.stdout.isatty():
         record_owner_view(_goals(cli), doc, "cli_tty")
-    doc["host_scan"] = (
-        {"threads": len(scan.threads), "bytes_read": scan.bytes_read, "error_code": None}
-        if scan
-        else {"threads": 0, "bytes_read": 0, "error_code": scan_error}
-    )
+    doc["host_scan"] = scan.summary()
     if as_json:
         emit_json(doc)
         return

@@ -24,7 +24,6 @@ key, the digest of the facts it was decided on).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from dataclasses import dataclass
@@ -56,6 +55,8 @@ class QuotaFacts:
 
 def transition_key(material: Any) -> str:
     """A stable digest of the facts a decision was made on."""
+    import hashlib  # on first need: OpenSSL costs a status of no goals 3 ms
+
     blob = json.dumps(material, sort_keys=True, default=str).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

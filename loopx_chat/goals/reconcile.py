@@ -19,10 +19,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopx_chat.codex.rollouts import ThreadFacts
 from loopx_chat.state.session_records import epoch_seconds
+
+if TYPE_CHECKING:
+    from loopx_chat.codex.rollouts import ThreadFacts
 
 REASONS = (
     "missing_gate",

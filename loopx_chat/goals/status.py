@@ -10,9 +10,8 @@ raw output or local paths.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopx_chat.codex.rollouts import ThreadFacts
 from loopx_chat.errors import StateError
 from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_state import GoalRecords
@@ -20,6 +19,9 @@ from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
 from loopx_chat.state.session_store import SessionStore
+
+if TYPE_CHECKING:
+    from loopx_chat.codex.rollouts import ThreadFacts
 
 STATUS_SCHEMA_VERSION = "loopx_chat_status_v1"
 STATUS_CONTRACT_VERSION = 2

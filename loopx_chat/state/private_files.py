@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import logging
 import os
 import stat
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -27,15 +27,18 @@ from loopx_chat.errors import StateError
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
 
-# Notes for the owner (a repaired torn line, a tightened mode): the CLI prints them on
-# stderr as `note: ...`, the service's log carries them.
-NOTICES = logging.getLogger("loopx_chat.state")
 
 _NO_SPACE = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG, errno.EIO}
 
 
 def notice(message: str) -> None:
-    NOTICES.warning(message)
+    """A note for the owner (a repaired torn line, a tightened mode), as `note: ...` on
+    stderr: the terminal for the CLI, the log for the service (launchd sends its stderr
+    there). Written directly rather than through `logging`, whose import every command would
+    pay (issue 18); a stderr that cannot take it never fails the write it is about."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"note: {message}\n")
+        sys.stderr.flush()
 
 
 def state_os_error(exc: OSError, path: Path | str, *, writing: bool) -> StateError:

@@ -14,7 +14,7 @@ and its index form), `parse` (reading a file's complete lines: the fast byte-lev
 the exact line-by-line path), `index` (the on-disk index: entries, load, save) and `scanner`
 (walking the home and orchestrating the incremental scan), `render` (the `codex facts --json`
 document as text); `host_facts` says where the bound home's index lives in owner-local state
-and turns a scan failure into a note. This module only re-exports.
+and turns a scan failure into a note. This module only re-exports, each name on first use.
 
 What it must never do:
   * keep message text, tool output, `cwd`, `base_instructions`, `last_agent_message` or any
@@ -27,20 +27,55 @@ What it must never do:
 
 from __future__ import annotations
 
-from loopx_chat.codex.rollouts.index import INDEX_SCHEMA
-from loopx_chat.codex.rollouts.records import OUTCOMES as OUTCOMES
-from loopx_chat.codex.rollouts.records import (
-    HostPosition,
-    LastTurn,
-    ScanResult,
-    ThreadFacts,
-    TokenTotals,
-    TurnCounts,
-)
-from loopx_chat.codex.rollouts.scanner import RolloutScanner, scan_home_facts, thread_facts_for
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from loopx_chat.codex.rollouts.index import INDEX_SCHEMA
+    from loopx_chat.codex.rollouts.records import OUTCOMES as OUTCOMES
+    from loopx_chat.codex.rollouts.records import (
+        HostPosition,
+        LastTurn,
+        ScanResult,
+        ThreadFacts,
+        TokenTotals,
+        TurnCounts,
+    )
+    from loopx_chat.codex.rollouts.scanner import (
+        RolloutScanner,
+        scan_home_facts,
+        thread_facts_for,
+    )
+
+# Each name loads its module on first use (PEP 562): `host_facts` is imported by every
+# `status`, and a home with nothing to scan must not pay for the scanner (issue 18).
+_EXPORTS = {
+    "INDEX_SCHEMA": "index",
+    "OUTCOMES": "records",
+    "HostPosition": "records",
+    "LastTurn": "records",
+    "ScanResult": "records",
+    "ThreadFacts": "records",
+    "TokenTotals": "records",
+    "TurnCounts": "records",
+    "RolloutScanner": "scanner",
+    "scan_home_facts": "scanner",
+    "thread_facts_for": "scanner",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "INDEX_SCHEMA",
+    "OUTCOMES",
     "HostPosition",
     "LastTurn",
     "RolloutScanner",

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import hashlib
 import json
 import os
 import re
@@ -177,6 +176,8 @@ def _tail_hash(fd: int, offset: int) -> str:
     """The hash `_Entry.tail` keeps of the bytes before `offset` ("" at the start of a file)."""
     if offset <= 0:
         return ""
+    import hashlib  # on first need: 3 ms of every command start that scans nothing
+
     size = min(_TAIL_BYTES, offset)
     return hashlib.blake2b(os.pread(fd, size, offset - size), digest_size=8).hexdigest()
 
