@@ -937,8 +937,10 @@ def test_index_of_another_home_is_not_continued(home: Path, tmp_path: Path) -> N
     path = _rollout_path(home, THREAD_A)
     path.write_bytes(r.meta() + r.turn("t1"))
     other = tmp_path / "other-home"
-    other.mkdir()
+    elsewhere = Rollout(THREAD_B)
+    _rollout_path(other, THREAD_B).write_bytes(elsewhere.meta() + elsewhere.turn("b1"))
     RolloutScanner(other, index).scan()
+    assert index.exists()
     result = scan_home_facts(home, index)
     assert result.notes == ("index_home_changed",)
     assert result.bytes_read == path.stat().st_size
@@ -1135,3 +1137,16 @@ def test_a_home_never_scanned_with_nothing_to_scan_is_answered_without_a_scan(
         "bytes_read": 0,
         "error_code": None,
     }
+
+
+def test_a_scan_of_an_empty_home_never_scanned_writes_no_index(
+    home: Path, scanner: RolloutScanner
+) -> None:
+    """A read of a home with nothing in it leaves owner-local state as it was."""
+    result = scanner.scan()
+    assert (result.threads, result.files, result.notes) == ({}, 0, ())
+    assert not scanner.index_path.parent.exists()
+    r = Rollout(THREAD_A)
+    _rollout_path(home, THREAD_A).write_bytes(r.meta() + r.turn("t1"))
+    assert set(scanner.scan().threads) == {THREAD_A}
+    assert scanner.index_path.exists()

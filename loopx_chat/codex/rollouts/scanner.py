@@ -194,8 +194,10 @@ class RolloutScanner(_IndexFile):
                 changed.append(rel)
         # Paths in the old index and not listed now: their files disappeared (or moved).
         removed = set(old).difference(entries)
-        if notes or self._generation is None:
-            self._save(entries, None, removed)  # no usable snapshot yet: write a whole one
+        if notes or (self._generation is None and entries):
+            # No usable snapshot yet: write a whole one. An empty home never scanned has
+            # nothing to remember, and a read (`codex facts`, `status`) writes no state for it.
+            self._save(entries, None, removed)
         elif changed or removed:
             self._save(entries, changed, removed)
         threads = _threads(entries)
