@@ -694,3 +694,29 @@ def test_a_stop_while_the_turn_is_being_recorded_never_leaves_it_running(
     assert (session.status, session.active_turn_id) == ("ready", None)
     turns = store.list_turns(record.session_id)
     assert [(t.status, t.error_code) for t in turns] == [("interrupted", "controller_stopped")]
+
+
+def test_the_interrupt_marker_is_looked_for_at_most_every_check_interval(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stat before every notification was a measurable share of a turn's own cost."""
+    from loopx_chat.controller import chat_controller
+
+    clock = [100.0]
+    looked: list[str] = []
+    exists = os.path.exists
+    monkeypatch.setattr(chat_controller.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(
+        chat_controller.os.path, "exists", lambda p: looked.append(str(p)) or exists(p)
+    )
+    marker = tmp_path / chat_controller.INTERRUPT_MARKER
+    watch = chat_controller._MarkerWatch(marker)
+    assert not watch.present() and looked == [str(marker)]
+    marker.write_text("turn")
+    clock[0] += chat_controller.MARKER_CHECK_SEC * 0.98
+    assert not watch.present() and len(looked) == 1
+    clock[0] += chat_controller.MARKER_CHECK_SEC * 0.04
+    assert watch.present() and len(looked) == 2
+    marker.unlink()  # the turn's own cleanup; the interrupt was already asked for
+    clock[0] += 1
+    assert watch.present() and len(looked) == 2

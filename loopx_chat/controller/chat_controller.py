@@ -20,6 +20,7 @@ import contextlib
 import importlib
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -66,6 +67,29 @@ from loopx_chat.state.session_store import SessionStore
 
 INTERRUPT_MARKER = "interrupt.request"
 STDERR_LOG = "app-server.stderr.log"
+
+# How often a running turn looks for another process's interrupt marker. The check runs
+# before every notification (a streamed reply has hundreds), and a stat each time was a
+# measurable share of a turn's own cost; a person's interrupt waits at most this long more.
+MARKER_CHECK_SEC = 0.05
+
+
+class _MarkerWatch:
+    """Whether the interrupt marker exists, asked of the filesystem at most every
+    `MARKER_CHECK_SEC`; once seen, it stays seen."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._next_check = 0.0
+        self._seen = False
+
+    def present(self) -> bool:
+        now = time.monotonic()
+        if not self._seen and now >= self._next_check:
+            self._next_check = now + MARKER_CHECK_SEC
+            self._seen = os.path.exists(self.path)
+        return self._seen
+
 
 MISMATCH_MESSAGE = (
     "This managed session belongs to a different Codex home. Restart loopx-chat with its "
@@ -566,11 +590,11 @@ class ChatController:
             turn = replace(turn, upstream_turn_id=upstream_id)
             if on_started is not None:
                 on_started(turn)
-            marker = self._marker(session_id)
+            marker = _MarkerWatch(self._marker(session_id))
             outcome = warm.thread.wait_turn(
                 upstream_id,
                 on_delta=on_delta,
-                should_interrupt=lambda: warm.interrupt.is_set() or marker.exists(),
+                should_interrupt=lambda: warm.interrupt.is_set() or marker.present(),
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.
