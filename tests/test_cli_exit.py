@@ -6,6 +6,7 @@ threads' work and atexit callbacks must be exactly what a normal interpreter exi
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -105,6 +106,33 @@ def test_output_to_a_full_device_is_output_unwritable(argv: list[str]) -> None:
     assert done.returncode == 1
     assert done.stderr.startswith(b"error [output_unwritable]: could not write the output (")
     assert b"Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize(
+    "argv", [["status"], ["status", "--json"], ["goal", "list"], ["codex", "facts"]]
+)
+def test_a_command_whose_output_is_refused_says_so_not_a_state_error(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """Inside a command, a refused stdout is not a state write that failed: the state dir is
+    untouched, and the message says the output could not be written."""
+    home = tmp_path / "home"
+    home.mkdir()
+    state = tmp_path / "state"
+    env = {**os.environ, "LOOPX_CHAT_CODEX_HOME": str(home)}
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            env=env,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith(b"error [output_unwritable]: could not write the output (")
+    assert b"state_unwritable" not in done.stderr and b"Traceback" not in done.stderr
 
 
 def test_ctrl_c_while_waiting_for_a_thread_ends_130_without_a_traceback() -> None:

@@ -184,7 +184,24 @@ def renders_errors(func: F) -> F:
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except OSError as exc:
+            if raised_writing_output(exc):
+                raise  # the output itself was refused: `cli.run` says `output_unwritable`
+            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
         except Exception as exc:
             sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
 
     return wrapper  # type: ignore[return-value]
+
+
+def raised_writing_output(exc: OSError) -> bool:
+    """Whether `exc` came out of `click.echo`, the one way commands write their output: a
+    refused stdout (a full device, say) is then not a state write that failed. Every state
+    write maps its own errors to a state code before they get here, with the path."""
+    echo = click.echo.__code__
+    tb = exc.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code is echo:
+            return True
+        tb = tb.tb_next
+    return False
