@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import build_session_runtime_readonly_projection
+from tests.test_key_corpus import SPEC_ID_KEYS as ID_KEYS
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
 DEFAULT_KINDS = {
@@ -30,17 +31,6 @@ DEFAULT_KINDS = {
     "artifacts": "artifact",
     "decision_results": "decision_result",
 }
-ID_KEYS = (
-    "session_id",
-    "event_id",
-    "outcome_id",
-    "gate_id",
-    "approval_id",
-    "artifact_id",
-    "tool_call_id",
-    "run_id",
-    "ref_id",
-)
 OPEN_STATUSES = (
     "blocked",
     "needs_decision",
@@ -184,6 +174,26 @@ def test_missing_empty_or_non_list_groups_read_as_no_items(group: object) -> Non
     payload = build(**{name: group for name in GROUPS})
     assert payload["source"]["source_refs"] == {name: [] for name in GROUPS}
     assert payload["boundary"]["unclassified_key_names"] == []
+
+
+class _ChattyStr(str):
+    """A string whose iteration yields mappings: a string group must still read as empty."""
+
+    def __iter__(self) -> Iterator[Any]:
+        yield {"session_id": "s1", "next_action": "go", "api_key": "CANARY"}
+
+
+class _ChattyBytes(bytes):
+    def __iter__(self) -> Iterator[Any]:
+        yield {"session_id": "s1", "next_action": "go", "api_key": "CANARY"}
+
+
+@pytest.mark.parametrize("group", [_ChattyStr("x"), _ChattyBytes(b"x")])
+def test_a_string_group_is_never_iterated(group: object) -> None:
+    payload = build(sessions=group)
+    assert payload["source"]["source_refs"]["sessions"] == []
+    assert payload["boundary"]["raw_material_detected"] is False
+    assert payload["first_screen"]["first_agent_todo"] is None
 
 
 @pytest.mark.parametrize("name", GROUPS)
