@@ -487,6 +487,8 @@ def test_tmpdir_is_launchds_own_folder_and_not_known() -> None:
         ("exec loopx-chat >(x)", "redirection"),
         ("exec loopx-chat <(x)", "redirection"),
         ("exec loopx-chat >>|x", "redirection"),
+        ("exec loopx-chat >>&2", "redirection"),  # bash, dash: syntax error; zsh: both streams
+        ("exec loopx-chat 2>|&1", "redirection"),
         ("exec loopx-chat &>x", "control_flow"),
         ("exec loopx-chat >&&x", "redirection"),
         ("exec loopx-chat <|x", "redirection"),

@@ -202,9 +202,14 @@ class _Lexer:
         self.i += 1
         if op == "<" and self.peek() == "<":
             raise Ambiguous("heredoc", "the script uses a heredoc")
-        if self.peek() in (">", "|") and op == ">":
+        doubled = self.peek() in (">", "|") and op == ">"
+        if doubled:
             self.i += 1  # `>>` or `>|`
         if self.peek() == "&":
+            if doubled:
+                # `>>&2` and `>|&2`: a syntax error to bash and dash, a redirection of both
+                # streams to zsh (which also refuses `>|&`). The shells disagree: refuse.
+                raise Ambiguous("redirection", "the script uses a redirection it cannot read")
             self.i += 1
             start = self.i
             while self.peek().isdigit() or self.peek() == "-":
