@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -35,6 +33,11 @@ def write_builtin_catalog(
     executable: Path, environ: Mapping[str, str], *, timeout: float = DEBUG_MODELS_TIMEOUT_SEC
 ) -> Path:
     """Return a temp file holding the binary's built-in catalog; the caller deletes it."""
+    # Only the retry pays for these (with random, bz2, lzma): every chat command imports
+    # this module, and almost none retries (issue 18).
+    import shutil
+    import tempfile
+
     scratch_home = Path(tempfile.mkdtemp(prefix="loopx-chat-codex-home-"))
     try:
         env = child_environment(environ, scratch_home)
