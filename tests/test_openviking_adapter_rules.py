@@ -347,7 +347,8 @@ def test_candidates_is_read_only_when_candidate_refs_is_absent() -> None:
 
 
 def test_a_candidate_is_one_mapping_or_a_list_of_mappings() -> None:
-    assert memory_of(candidate_refs={"memory_ref_id": "mem_a"})["candidate_refs"] != []
+    lone = memory_of(candidate_refs={"memory_ref_id": "mem_a"})["candidate_refs"]
+    assert [c["memory_ref_id"] for c in lone] == ["mem_a"]
     assert memory_of(candidate_refs="mem_a")["candidate_refs"] == []
 
 
