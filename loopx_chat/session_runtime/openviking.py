@@ -98,7 +98,6 @@ from loopx_chat.session_runtime.openviking_contract import (
     _is_flag_name,
     _is_id,
     _is_int,
-    _is_text,
     private_value_code,
 )
 from loopx_chat.session_runtime.openviking_validate import (
@@ -214,12 +213,13 @@ def _read_text(value: object, limit: int = TEXT_LIMIT) -> str | None:
 
 
 def _read_generated_at(value: object) -> str | None:
-    # Copied only when it is already a short, single-line, public-safe stamp: the builder
-    # never reads a clock and never invents or truncates one.
+    # Copied only when it is already a short, public-safe stamp: one run of printable
+    # characters (a space, tab, line break or control character inside is not a stamp). The
+    # builder never reads a clock and never invents or truncates one.
     if not isinstance(value, str):
         return None
     stamp = value.strip()
-    if not (0 < len(stamp) <= GENERATED_AT_LIMIT) or " " in stamp or not _is_text(stamp):
+    if not (0 < len(stamp) <= GENERATED_AT_LIMIT) or " " in stamp or not stamp.isprintable():
         return None
     return stamp if private_value_code(stamp) is None else None
 
