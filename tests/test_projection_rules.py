@@ -241,6 +241,8 @@ def test_each_group_has_its_own_default_ref_kind_in_input_order() -> None:
         ({"kind": "Tool_Call"}, "Tool_Call"),  # kept as written: a ref kind is not lowercased
         ({"type": "approval"}, "approval"),
         ({"kind": "first", "type": "second"}, "first"),
+        ({"kind": " tool \t call ", "type": "second"}, "tool call"),  # collapsed, still first
+        ({"kind": "x" * 61, "type": "second"}, "x" * 59 + "..."),  # capped, still first
         ({"kind": "  ", "type": "second"}, "second"),
         ({"kind": "", "type": "second"}, "second"),
         ({"kind": {"nested": "x"}, "type": "second"}, "second"),
