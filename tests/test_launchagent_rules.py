@@ -273,3 +273,67 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
         "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
     )
     assert parsed.port() == 8767
+
+
+# ---- the existing plist's own rules (`binding.existing_binding`) ---------------------------
+
+
+def _existing(
+    env: dict[str, str] | None = None, args: tuple[str, ...] = SERVICE, **data: object
+) -> ParsedPlist:
+    return ParsedPlist(data=data, environment=env or {}, program_arguments=args)
+
+
+@pytest.mark.parametrize(
+    ("program", "args"),
+    [("/usr/local/bin/other", SERVICE), (SERVICE[0], ()), ("", SERVICE)],
+    ids=["another program", "no arguments", "empty"],
+)
+def test_a_program_key_other_than_the_first_argument_is_refused_by_its_rule(
+    program: str, args: tuple[str, ...]
+) -> None:
+    """launchd runs `Program` with `ProgramArguments` as its argv: when they differ, what
+    runs is not what the arguments say, so nothing read from them can be trusted."""
+    existing = _existing({"CODEX_HOME": "/h"}, args, Program=program)
+    err = _refused("legacy_binding_ambiguous", existing=existing)
+    assert err.detail == "program_key"  # type: ignore[attr-defined]
+
+
+def test_a_program_key_equal_to_the_first_argument_is_read_as_usual() -> None:
+    got = _resolve(existing=_existing({"CODEX_HOME": "/h"}, Program=SERVICE[0]))
+    assert (got.path, got.legacy) == ("/h", True)
+
+
+@pytest.mark.parametrize(
+    "existing",
+    [_existing(args=("/usr/bin/env", "-i", *SERVICE)), _existing({"HOME": ""})],
+    ids=["env -i", "HOME empty"],
+)
+def test_a_service_started_without_home_is_refused_by_its_rule(existing: ParsedPlist) -> None:
+    """Without HOME the service's `~/.codex` comes from the user database, which the old
+    job never named: refused rather than guessed."""
+    err = _refused("legacy_binding_ambiguous", existing=existing)
+    assert err.detail == "home_unset"  # type: ignore[attr-defined]
+
+
+def test_an_existing_plists_sqlite_home_expands_tilde_against_the_services_home() -> None:
+    env = {"LOOPX_CHAT_CODEX_HOME": "~/h", "CODEX_SQLITE_HOME": "~/db", "HOME": "/Users/job"}
+    got = _resolve(existing=_existing(env))
+    assert (got.path, got.sqlite_home) == ("/Users/job/h", "/Users/job/db")
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "legacy"),
+    [
+        ({"LOOPX_CHAT_CODEX_HOME": "/h"}, SERVICE, False),
+        ({"CODEX_HOME": "/h"}, SERVICE, True),
+        ({"LOOPX_CHAT_CODEX_HOME": "/h"}, ("/bin/sh", "-c", f"exec {' '.join(SERVICE)}"), True),
+        ({}, ("/bin/sh", "-c", f"LOOPX_CHAT_CODEX_HOME=/h exec {' '.join(SERVICE)}"), True),
+    ],
+    ids=["ours, direct", "CODEX_HOME", "ours, through a shell", "set by the script"],
+)
+def test_only_our_own_variable_given_straight_to_the_program_is_not_legacy(
+    env: dict[str, str], args: tuple[str, ...], legacy: bool
+) -> None:
+    got = _resolve(existing=_existing(env, args))
+    assert (got.path, got.legacy) == ("/h", legacy)

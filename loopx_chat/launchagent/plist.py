@@ -11,7 +11,6 @@ from __future__ import annotations
 import plistlib
 import posixpath
 import re
-import xml.parsers.expat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -183,9 +182,9 @@ def parse_plist(raw: bytes, *, where: str) -> ParsedPlist:
     """Parse XML or binary; any shape the installer cannot trust is `plist_malformed`."""
     try:
         data = plistlib.loads(raw)
-    except (plistlib.InvalidFileException, xml.parsers.expat.ExpatError, ValueError) as exc:
-        raise _malformed(where, type(exc).__name__) from None
-    except Exception as exc:  # plistlib raises assorted errors on truncated binary input
+    except Exception as exc:
+        # InvalidFileException, expat's ExpatError and ValueError by design, and assorted
+        # others (struct.error, OverflowError, RecursionError...) on a damaged binary plist.
         raise _malformed(where, type(exc).__name__) from None
     if not isinstance(data, dict):
         raise _malformed(where, "top level is not a dictionary")
