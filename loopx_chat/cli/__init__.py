@@ -60,8 +60,8 @@ def run() -> NoReturn:
     """The console script and `python -m loopx_chat`: run the CLI, then end the process.
 
     A finished command ends with `os._exit` once everything the interpreter would do for it
-    at exit is done: other non-daemon threads joined, atexit callbacks run (logging's flush
-    among them), stdout and stderr flushed. What it skips is tearing down some 200 modules
+    at exit is done: other non-daemon threads joined, atexit callbacks run (a library's log
+    flush among them), stdout and stderr flushed. What it skips is tearing down some 200 modules
     and their objects, 30 to 50 ms of nothing for a process that is ending anyway (measured
     in docs/performance.md). In-process callers (tests, `CliRunner`) call `main` and keep
     their interpreter.

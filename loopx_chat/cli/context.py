@@ -155,7 +155,10 @@ def _internal_log(exc: BaseException) -> str:
 
 
 def render_failure(exc: BaseException, as_json: bool) -> int:
-    """Print one failure (one JSON document with --json); the exit code."""
+    """Print one failure (one JSON document with --json); the exit code. A refused output
+    is not a command's failure: it goes on to `cli.run`, which says `output_unwritable`."""
+    if isinstance(exc, OSError) and raised_writing_output(exc):
+        raise exc
     known = as_known_error(exc)
     if known is None:
         summary = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
@@ -184,10 +187,6 @@ def renders_errors(func: F) -> F:
             return func(*args, **kwargs)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
-        except OSError as exc:
-            if raised_writing_output(exc):
-                raise  # the output itself was refused: `cli.run` says `output_unwritable`
-            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
         except Exception as exc:
             sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
 

@@ -125,8 +125,6 @@ class LazyGroup(click.Group):
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
-            from loopx_chat.cli.context import raised_writing_output, render_failure
+            from loopx_chat.cli.context import render_failure
 
-            if isinstance(exc, OSError) and raised_writing_output(exc):
-                raise  # the output was refused: `cli.run` says `output_unwritable`
             sys.exit(render_failure(exc, as_json))

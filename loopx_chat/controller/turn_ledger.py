@@ -14,7 +14,7 @@ import hashlib
 import uuid
 from dataclasses import dataclass, replace
 
-from loopx_chat.codex.thread import TokenCounts, TurnOutcome
+from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
@@ -111,12 +111,7 @@ class TurnLedger:
         except LoopxChatError:
             return
         if recorded.status not in TERMINAL_TURN_STATUSES:
-            self.finish(
-                turn,
-                TurnOutcome(
-                    turn.upstream_turn_id or "", "interrupted", "controller_stopped", TokenCounts()
-                ),
-            )
+            self._interrupted(turn, "controller_stopped")
 
     def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
         now = self.store.now()
@@ -172,11 +167,11 @@ class TurnLedger:
             self.store.update(session_id, active_turn_id=None, status="ready")
             return
         if turn.status not in TERMINAL_TURN_STATUSES:
-            self.finish(
-                turn,
-                TurnOutcome(
-                    turn.upstream_turn_id or "", "interrupted", "app_server_exited", turn.tokens
-                ),
-            )
+            self._interrupted(turn, "app_server_exited")
         else:
             self.store.update(session_id, active_turn_id=None, status="ready")
+
+    def _interrupted(self, turn: TurnRecord, code: str) -> None:
+        """Record a turn that never got its outcome as interrupted, with the tokens it had."""
+        outcome = TurnOutcome(turn.upstream_turn_id or "", "interrupted", code, turn.tokens)
+        self.finish(turn, outcome)

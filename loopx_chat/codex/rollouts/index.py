@@ -71,10 +71,6 @@ _HEX = re.compile(r"[0-9a-f]{0,64}")
 _ROWS_PER_LINE = 256
 
 
-def _dump_rows(rows: dict[str, list[Any]]) -> str:
-    return json.dumps(rows, separators=(",", ":"))
-
-
 # The journal is folded into a new snapshot once it is larger than this share of the snapshot
 # (or than `_JOURNAL_MIN`, for small homes), so loading never replays much.
 _JOURNAL_SHARE = 4
@@ -349,7 +345,7 @@ class _IndexFile:
             opening = f'{head[:-1]}, "files": {{'
             for at in range(0, len(rels), _ROWS_PER_LINE):
                 batch = {rel: entries[rel].to_row() for rel in rels[at : at + _ROWS_PER_LINE]}
-                chunk = f"{opening}\n{_dump_rows(batch)[1:-1]}".encode()
+                chunk = f"{opening}\n{json.dumps(batch, separators=(',', ':'))[1:-1]}".encode()
                 opening = ","
                 written += len(chunk)
                 yield chunk
