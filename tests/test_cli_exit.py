@@ -19,6 +19,11 @@ from loopx_chat.cli import main
 from tests.conftest import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+# A full device is Linux's; elsewhere (a Mac) these are skipped, but never under CI, where a
+# missing /dev/full must fail rather than pass unseen.
+NEEDS_DEV_FULL = pytest.mark.skipif(
+    not Path("/dev/full").exists() and not os.environ.get("CI"), reason="needs /dev/full (Linux)"
+)
 
 
 def _run_with_fake_main(body: str) -> subprocess.CompletedProcess[bytes]:
@@ -92,7 +97,7 @@ def test_cli_exit_status_and_output_match_the_in_process_cli(tmp_path: Path) -> 
     assert b"No such option" in bad.stderr
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@NEEDS_DEV_FULL
 @pytest.mark.parametrize("argv", [["--version"], ["--help"]])
 def test_output_to_a_full_device_is_output_unwritable(argv: list[str]) -> None:
     with open("/dev/full", "wb") as full:
@@ -108,7 +113,7 @@ def test_output_to_a_full_device_is_output_unwritable(argv: list[str]) -> None:
     assert b"Traceback" not in done.stderr
 
 
-@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+@NEEDS_DEV_FULL
 @pytest.mark.parametrize(
     "argv", [["status"], ["status", "--json"], ["goal", "list"], ["codex", "facts"]]
 )
