@@ -598,7 +598,7 @@ class ChatController:
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.
-            final = self.turns.finish(turn, outcome)
+            result = self.turns.finish_with_session(turn, outcome)
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
@@ -613,7 +613,7 @@ class ChatController:
             self._warm.drop(session_id)
         else:
             self._warm.schedule_idle_close(session_id, warm)
-        return TurnResult(self.store.load(session_id), final, created=True)
+        return result
 
     def _marker(self, session_id: str) -> Path:
         return self.store.session_dir(session_id) / INTERRUPT_MARKER

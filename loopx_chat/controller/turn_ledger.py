@@ -91,15 +91,20 @@ class TurnLedger:
 
     def begin(self, turn: TurnRecord) -> TurnRecord:
         """Record the turn as running before it starts, so a crash leaves a trace to settle."""
-        self.settle_orphan(turn.session_id)
-        # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
-        # cut that drops them the host's rollout still shows the turn (staleness says so).
+        # One lock and one read for the whole step: this is on every turn's path.
         with self.store.lock(turn.session_id):
+            record = self.store.load(turn.session_id)
+            if record.active_turn_id:
+                self._settle(record)
+                record = self.store.load(turn.session_id)
+            # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
+            # cut that drops them the host's rollout still shows the turn (staleness says so).
             self.store.save_turn(turn, durable=False)
             self.store.mutate(
                 turn.session_id,
                 lambda r: r.with_changes({"status": "busy", "active_turn_id": turn.turn_id}),
                 durable=False,
+                current=record,
             )
         return turn
 
@@ -114,6 +119,11 @@ class TurnLedger:
             self._interrupted(turn, "controller_stopped")
 
     def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
+        return self.finish_with_session(turn, outcome).turn
+
+    def finish_with_session(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnResult:
+        """Record the outcome; the session as it was written comes back with it, so the
+        caller needs no read of its own."""
         now = self.store.now()
         final = replace(
             turn,
@@ -154,22 +164,25 @@ class TurnLedger:
             session_created_at=session.created_at,
             started_at=final.created_at,
         )
-        return final
+        return TurnResult(session, final, created=True)
 
     def settle_orphan(self, session_id: str) -> None:
         """A turn left `running` by a controller that died is recorded as interrupted."""
         record = self.store.load(session_id)
-        if not record.active_turn_id:
-            return
+        if record.active_turn_id:
+            self._settle(record)
+
+    def _settle(self, record: SessionRecord) -> None:
+        assert record.active_turn_id is not None
         try:
-            turn = self.store.load_turn(session_id, record.active_turn_id)
+            turn = self.store.load_turn(record.session_id, record.active_turn_id)
         except LoopxChatError:
-            self.store.update(session_id, active_turn_id=None, status="ready")
+            self.store.update(record.session_id, active_turn_id=None, status="ready")
             return
         if turn.status not in TERMINAL_TURN_STATUSES:
             self._interrupted(turn, "app_server_exited")
         else:
-            self.store.update(session_id, active_turn_id=None, status="ready")
+            self.store.update(record.session_id, active_turn_id=None, status="ready")
 
     def _interrupted(self, turn: TurnRecord, code: str) -> None:
         """Record a turn that never got its outcome as interrupted, with the tokens it had."""

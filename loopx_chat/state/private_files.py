@@ -96,18 +96,23 @@ def tighten(fd: int, path: Path | str, mode: int) -> None:
             notice(f"{path} had mode {st.st_mode & 0o777:04o}; tightened to {mode:04o}")
 
 
-def ensure_private_dir(path: Path, *, within: Path | None = None) -> None:
+def ensure_private_dir(path: Path | str, *, within: Path | str | None = None) -> None:
     """Create `path` (and the parents we create) 0700; tighten a looser existing leaf.
 
     No component of `path` may be a symlink (`state_unsafe`): state roots are resolved at
     startup, so a symlink on the way is one someone put inside the state dir. With
     `within` (the state root), every folder from it down to `path` is also 0700.
     """
-    path = Path(os.path.abspath(path))
-    start = Path(os.path.abspath(within)) if within is not None else path
-    current = Path(path.anchor)
-    for part in path.parts[1:]:
-        current = current / part
+    # Plain strings, not pathlib: this runs before every state write (several a turn), and
+    # building a Path per component cost more than the lstat calls themselves.
+    target = os.path.abspath(path)
+    start = os.path.abspath(within) if within is not None else target
+    start_prefix = start.rstrip(os.sep) + os.sep
+    current = ""
+    for part in target.split(os.sep)[1:]:
+        if not part:
+            continue
+        current = f"{current}{os.sep}{part}"
         try:
             st = os.lstat(current)
         except FileNotFoundError:
@@ -127,7 +132,7 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> None:
                 f"cannot use {current} as a folder: it is a file; nothing was written",
                 error_code="state_unwritable",
             )
-        inside = current == path or current.is_relative_to(start)
+        inside = current in (target, start) or current.startswith(start_prefix)
         if inside and st.st_mode & 0o777 != PRIVATE_DIR_MODE:
             os.chmod(current, PRIVATE_DIR_MODE, follow_symlinks=False)
             if st.st_mode & 0o077:

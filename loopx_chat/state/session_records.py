@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -181,7 +181,10 @@ class TurnRecord:
     schema_version: str = TURN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # What `asdict` gives, without its deep-copying walk (every turn writes this twice).
+        data = dict(self.__dict__)
+        data["tokens"] = dict(self.tokens.__dict__)
+        return data
 
     def public_dict(self) -> dict[str, Any]:
         """The shape the CLI's --json and the HTTP API show for a turn."""

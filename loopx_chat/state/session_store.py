@@ -100,6 +100,9 @@ class SessionStore:
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.RLock] = {}
         self._file_locks: dict[str, FileLock] = {}
+        # Sessions whose file lock this store holds; only the holder of the session's
+        # thread lock reads or changes its entry.
+        self._held: dict[str, bool] = {}
 
     # -- paths -------------------------------------------------------------------------
     def session_dir(self, session_id: str) -> Path:
@@ -119,6 +122,11 @@ class SessionStore:
         with self._guard:
             thread_lock = self._thread_locks.setdefault(session_id, threading.RLock())
         with thread_lock:
+            if self._held.get(session_id):
+                # Re-entered by the thread that holds it (a mutate inside a ledger step):
+                # the file lock is ours already, and taking it again costs a turn's time.
+                yield
+                return
             file_lock = self._file_locks.get(session_id)
             if file_lock is None:
                 with state_write(folder):
@@ -133,9 +141,11 @@ class SessionStore:
                 self._file_locks[session_id] = file_lock
             with state_write(folder / LOCK_FILE):
                 file_lock.acquire()
+            self._held[session_id] = True
             try:
                 yield
             finally:
+                self._held[session_id] = False
                 file_lock.release()
 
     # -- sessions ----------------------------------------------------------------------
@@ -190,14 +200,18 @@ class SessionStore:
         change: Callable[[SessionRecord], SessionRecord],
         *,
         durable: bool = True,
+        current: SessionRecord | None = None,
     ) -> SessionRecord:
         """Read-modify-write under the session lock; `change` may raise to abort.
 
         `durable=False` skips the fsync: a SIGKILL still leaves the old or the new bytes (the
         rename is atomic and the page cache outlives the process); only a power cut may
-        bring back the previous file. See docs/performance.md for which writes may."""
+        bring back the previous file. See docs/performance.md for which writes may.
+        `current` is the record a caller already read while holding this lock (so it is
+        still what the file says); without it the file is read here."""
         with self.lock(session_id):
-            current = self.load(session_id)
+            if current is None:
+                current = self.load(session_id)
             updated = change(current)
             if updated == current and updated.extra == current.extra:
                 return current
@@ -231,10 +245,7 @@ class SessionStore:
 
     def save_turn(self, turn: TurnRecord, *, durable: bool = True) -> TurnRecord:
         """Write a turn record; callers hold the session lock. `durable` as in `mutate`."""
-        path = self.turn_path(turn.session_id, turn.turn_id)
-        with state_write(path.parent):
-            ensure_private_dir(path.parent, within=self.root)
-        self._write(path, turn.to_dict(), durable=durable)
+        self._write(self.turn_path(turn.session_id, turn.turn_id), turn.to_dict(), durable=durable)
         return turn
 
     def load_turn(self, session_id: str, turn_id: str) -> TurnRecord:
