@@ -238,8 +238,18 @@ class AppServerProcess:
         finally:
             self._write_lock.release()
 
-    def request(self, method: str, params: Mapping[str, Any], timeout: float) -> dict[str, Any]:
-        """Send a request and wait for its response; raise RpcError, ProcessGone, TimeoutError."""
+    def request(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        timeout: float,
+        *,
+        after_send: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Send a request and wait for its response; raise RpcError, ProcessGone, TimeoutError.
+
+        `after_send` runs once the request is written, before the wait: work that can overlap
+        the app-server's answer. What it raises propagates, and the answer is not awaited."""
         with self._id_lock:
             self._next_id += 1
             request_id = self._next_id
@@ -250,6 +260,8 @@ class AppServerProcess:
             self._pending[request_id] = slot
         try:
             self._send({"id": request_id, "method": method, "params": dict(params)}, timeout)
+            if after_send is not None:
+                after_send()
             try:
                 response = slot.get(timeout=timeout)
             except queue.Empty:

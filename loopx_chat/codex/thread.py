@@ -82,6 +82,10 @@ class HostLaunch:
     log_path: Path  # the app-server's stderr
     options: ThreadOptions
     timeouts: Timeouts
+    # Work that need not precede the spawn, run while codex boots (after `initialize` is
+    # sent, before its answer); it runs for each process a launch starts, so it must be
+    # idempotent. What it raises ends the process it ran for.
+    while_starting: Callable[[], None] | None = None
 
 
 def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerProcess:
@@ -96,7 +100,9 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
         policy=launch.options.server_requests,
     )
     try:
-        CodexThread._handshake(proc, launch.codex_home, launch.timeouts, launch.log_path)
+        CodexThread._handshake(
+            proc, launch.codex_home, launch.timeouts, launch.log_path, launch.while_starting
+        )
     except BaseException:
         proc.close(launch.timeouts.close_grace)
         raise
@@ -204,7 +210,11 @@ class CodexThread:
 
     @staticmethod
     def _handshake(
-        proc: AppServerProcess, codex_home: Path, timeouts: Timeouts, log_path: Path
+        proc: AppServerProcess,
+        codex_home: Path,
+        timeouts: Timeouts,
+        log_path: Path,
+        while_starting: Callable[[], None] | None = None,
     ) -> None:
         try:
             result = proc.request(
@@ -218,6 +228,7 @@ class CodexThread:
                     "capabilities": {"experimentalApi": True},
                 },
                 timeouts.startup,
+                after_send=while_starting,
             )
         except ProcessGone:
             raise _exited_error(proc, log_path, "before answering initialize") from None

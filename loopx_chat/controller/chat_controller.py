@@ -17,7 +17,6 @@ Which threads stay loaded between turns, and when they are let go, is `warm_thre
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
 import threading
 import time
@@ -48,7 +47,6 @@ from loopx_chat.controller.thread_lock import ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -167,6 +165,8 @@ class ChatController:
         if self._start_recorded:
             return
         self._start_recorded = True
+        from loopx_chat.goals.goal_store import GoalStore  # only once a controller works
+
         goals = GoalStore(self.store.root)
         try:
             open_ids = [
@@ -265,8 +265,6 @@ class ChatController:
                 gate=WORK_DIR_GATE,
             )
         executable = self._binary_path()
-        # Only now, with a home and a codex to run, does this controller do real work.
-        self.record_start()
         folder = self.store.session_dir(session_id)
         with state_write(folder):
             ensure_private_dir(folder)
@@ -278,13 +276,11 @@ class ChatController:
             log_path=folder / STDERR_LOG,
             options=self.config.options,
             timeouts=self.config.timeouts,
+            while_starting=self._while_codex_starts,
         )
         # Held while spawning, so an exclusive operation either sees our registered
         # app-server or keeps us from starting one (home_exclusive_hold).
         with self._home_lock.spawn_guard():
-            # Registering needs psutil (about 17 ms to import): import it while codex starts
-            # and answers `initialize`, not after, when the turn is waiting for it.
-            threading.Thread(target=importlib.import_module, args=("psutil",), daemon=True).start()
             host = open_host(launch)
             try:
                 self._registry.register(
@@ -302,6 +298,18 @@ class ChatController:
                 raise
         return host
 
+    def _while_codex_starts(self) -> None:
+        """What a first spawn needs done but not before it: codex takes 50-100 ms to answer
+        `initialize`, and this runs in that wait instead of ahead of the spawn.
+
+        Only now, with a home and a codex to run, does this controller do real work, so its
+        start is recorded here (a refusal before the spawn leaves state untouched). Registering
+        the app-server needs psutil (about 17 ms to import) and the turn's digest hashlib."""
+        self.record_start()
+        import hashlib  # noqa: F401
+
+        import psutil  # noqa: F401
+
     def open_session(
         self,
         goal_id: str,
@@ -311,6 +319,8 @@ class ChatController:
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
             raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
+        from loopx_chat.goals.goal_store import validate_goal_id  # a turn never needs it
+
         validate_goal_id(goal_id)  # it names folders and shows on every status screen
         if mode == "resume_latest":
             latest = self._latest_session(goal_id)
@@ -351,6 +361,7 @@ class ChatController:
         screen showed (the gates-preserved metric's denominator and numerator)."""
         # The status reader (projection, quota, reconcile, rollouts) loads only when a session
         # opens: a turn on an existing session never needs it.
+        from loopx_chat.goals.goal_store import GoalStore
         from loopx_chat.goals.status import session_start_gates
 
         try:
@@ -390,7 +401,7 @@ class ChatController:
         self,
         record: SessionRecord,
         client_turn_id: str | None = None,
-        text_digest: str | None = None,
+        text: str | None = None,
     ) -> Warm:
         warm = self._warm.alive(record.session_id)
         if warm is not None:
@@ -404,7 +415,7 @@ class ChatController:
         try:
             lock.acquire()
         except CodexError:
-            self._record_busy(record, client_turn_id, text_digest)
+            self._record_busy(record, client_turn_id, text)
             raise
         try:
             work = Path(record.work_dir) if record.work_dir else self.binding.path
@@ -414,7 +425,7 @@ class ChatController:
         except CodexError as exc:
             lock.release()
             if exc.error_code == "thread_busy":
-                self._record_busy(record, client_turn_id, text_digest)
+                self._record_busy(record, client_turn_id, text)
             self._record_resume_failure(record, exc)
             raise
         except BaseException:
@@ -435,7 +446,7 @@ class ChatController:
         self,
         record: SessionRecord,
         client_turn_id: str | None = None,
-        text_digest: str | None = None,
+        text: str | None = None,
     ) -> None:
         """A refused writer. It avoided duplicate compute only when it asked for the very
         turn that runs: the same client_turn_id, or the same message text (its digest) while
@@ -447,7 +458,7 @@ class ChatController:
                 if running.status == "running":
                     if client_turn_id is not None and running.client_turn_id == client_turn_id:
                         same_by = "client_turn_id"
-                    elif text_digest is not None and running.text_digest == text_digest:
+                    elif text is not None and running.text_digest == message_digest(text):
                         same_by = "text_digest"
         self.control.record(
             "thread_busy_refused",
@@ -515,8 +526,8 @@ class ChatController:
                 existing = self.store.find_turn_by_client_id(session_id, client_turn_id)
                 if existing is not None:
                     return self.turns.replayed(record, existing)
+            warm = self._ensure_warm(record, client_turn_id, text)
             digest = message_digest(text)
-            warm = self._ensure_warm(record, client_turn_id, digest)
             _check_may_start(may_start)
             return self._run_turn(
                 session_id, warm, text, client_turn_id, on_delta, on_started, digest

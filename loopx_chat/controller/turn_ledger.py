@@ -10,7 +10,6 @@ while a turn runs, the sha256 of its message, so a refusal can tell the same wor
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from dataclasses import dataclass, replace
 
@@ -30,6 +29,8 @@ class TurnResult:
 
 def message_digest(text: str) -> str:
     """What a running turn keeps of its message: a sha256, never the text."""
+    import hashlib  # OpenSSL takes ms to load; a chat command loads it while codex starts
+
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 

@@ -109,10 +109,17 @@ def ensure_private_dir(path: Path | str, *, within: Path | str | None = None) ->
     start = os.path.abspath(within) if within is not None else target
     start_prefix = start.rstrip(os.sep) + os.sep
     current = ""
-    for part in target.split(os.sep)[1:]:
+    parts = target.split(os.sep)[1:]
+    if within is not None and target.startswith(start_prefix) and _is_real_dir(start):
+        # The walk starts at the state root: the folders above it were resolved when the root
+        # was chosen, and are not ours to police on every write.
+        current = start.rstrip(os.sep)
+        parts = [*current.split(os.sep)[-1:], *target[len(start_prefix) :].split(os.sep)]
+        current = os.path.dirname(current)
+    for part in parts:
         if not part:
             continue
-        current = f"{current}{os.sep}{part}"
+        current = f"{current.rstrip(os.sep)}{os.sep}{part}"
         try:
             st = os.lstat(current)
         except FileNotFoundError:
@@ -137,6 +144,13 @@ def ensure_private_dir(path: Path | str, *, within: Path | str | None = None) ->
             os.chmod(current, PRIVATE_DIR_MODE, follow_symlinks=False)
             if st.st_mode & 0o077:
                 notice(f"{current} had mode {st.st_mode & 0o777:04o}; tightened to 0700")
+
+
+def _is_real_dir(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def open_private_append(path: Path, *, readable: bool = False) -> int:
