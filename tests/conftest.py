@@ -15,8 +15,11 @@ from typing import Any
 
 import pytest
 
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
+from loopx_chat.codex.thread import HostLaunch, ThreadOptions, Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.state.session_store import SessionStore
 
@@ -57,6 +60,36 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     ambient.mkdir()
     env["CODEX_HOME"] = str(ambient)
     return env
+
+
+def real_launch(
+    codex_bin: str, home: Path, work: Path, env: dict[str, str], log: Path, **changes: Any
+) -> HostLaunch:
+    """A launch of the pinned codex on `home`, for tests that open a thread without a
+    controller (another client of the same home, a hook around the spawn)."""
+    return HostLaunch(
+        executable=find_codex(codex_bin, env).path,
+        codex_home=home,
+        work_dir=work,
+        environ=env,
+        log_path=log,
+        options=ThreadOptions(),
+        timeouts=Timeouts(),
+        **changes,
+    )
+
+
+def raw_app_server(
+    codex_bin: str, home: Path, work: Path, env: dict[str, str], log: Path
+) -> AppServerProcess:
+    """An app-server of the pinned codex on `home`, spoken to directly (no controller)."""
+    return AppServerProcess.spawn(
+        executable=find_codex(codex_bin, env).path,
+        codex_home=home,
+        work_dir=work,
+        environ=env,
+        stderr_log=log,
+    )
 
 
 def make_controller(

@@ -25,7 +25,7 @@ from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import make_controller, run_in_thread, wait_for
+from tests.conftest import make_controller, raw_app_server, run_in_thread, wait_for
 
 
 def _rollouts(home: Path) -> list[Path]:
@@ -83,14 +83,7 @@ def test_turn_lands_under_the_bound_home_never_the_ambient_one(
 def _raw_app_server(
     codex_bin: str, home: Path, tmp_path: Path, env: dict[str, str]
 ) -> AppServerProcess:
-    """An app-server of the pinned binary on `home`, spoken to directly (no controller)."""
-    return AppServerProcess.spawn(
-        executable=find_codex(codex_bin, env).path,
-        codex_home=home,
-        work_dir=tmp_path,
-        environ=env,
-        stderr_log=tmp_path / "raw-app-server.log",
-    )
+    return raw_app_server(codex_bin, home, tmp_path, env, tmp_path / "raw-app-server.log")
 
 
 def test_initialize_reports_the_pinned_home(

@@ -15,11 +15,10 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.codex.app_server import AppServerProcess
-from loopx_chat.codex.binary import find_codex
 from loopx_chat.controller.home_ownership import AppServerRegistry, find_home_users, short_command
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import resolve_codex_home
-from tests.conftest import FakeCodex, make_controller
+from tests.conftest import FakeCodex, make_controller, raw_app_server
 
 
 def _tree_digest(root: Path) -> dict[str, str]:
@@ -39,13 +38,7 @@ def _foreign_app_server(
     codex_bin: str, home: Path, env: dict[str, str], log: Path
 ) -> AppServerProcess:
     """A real app-server that loopx-chat did not register: somebody else's client."""
-    proc = AppServerProcess.spawn(
-        executable=find_codex(codex_bin, env).path,
-        codex_home=home,
-        work_dir=home,
-        environ=env,
-        stderr_log=log,
-    )
+    proc = raw_app_server(codex_bin, home, home, env, log)
     proc.request("initialize", {"clientInfo": {"name": "other", "version": "1"}}, 30)
     proc.request("thread/start", {"cwd": str(home)}, 30)  # opens the sqlite state
     return proc

@@ -9,11 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.rollouts import LastTurn, ThreadFacts, TurnCounts
-from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+from loopx_chat.codex.thread import CodexThread
 from loopx_chat.goals.reconcile import Staleness, reconcile_reason, staleness
-from tests.conftest import make_controller
+from tests.conftest import make_controller, real_launch
 
 
 def thread(tid: str, started: int, outcome: str, at: str) -> ThreadFacts:
@@ -80,15 +79,7 @@ def test_host_moving_on_marks_the_goal_stale(
 
     # Another client (think Codex Desktop) runs a turn on the same thread, not through us.
     other = CodexThread.open(
-        HostLaunch(
-            executable=find_codex(codex_bin, base_env).path,
-            codex_home=bound_home,
-            work_dir=tmp_path,
-            environ=base_env,
-            log_path=tmp_path / "other.log",
-            options=ThreadOptions(),
-            timeouts=Timeouts(),
-        ),
+        real_launch(codex_bin, bound_home, tmp_path, base_env, tmp_path / "other.log"),
         resume_thread_id=record.upstream_thread_id,
     )
     try:

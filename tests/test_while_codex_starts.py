@@ -8,26 +8,18 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+from loopx_chat.codex.thread import CodexThread, HostLaunch
 from loopx_chat.controller.chat_controller import ControllerConfig
 from loopx_chat.errors import StateError
 from loopx_chat.state.control_events import ControlLog
-from tests.conftest import make_controller, wait_for
+from tests.conftest import make_controller, real_launch, wait_for
 
 
 def _launch(
     codex_bin: str, home: Path, tmp_path: Path, env: dict[str, str], while_starting
 ) -> HostLaunch:  # type: ignore[no-untyped-def]
-    return HostLaunch(
-        executable=find_codex(codex_bin, env).path,
-        codex_home=home,
-        work_dir=tmp_path,
-        environ=env,
-        log_path=tmp_path / "stderr.log",
-        options=ThreadOptions(),
-        timeouts=Timeouts(),
-        while_starting=while_starting,
+    return real_launch(
+        codex_bin, home, tmp_path, env, tmp_path / "stderr.log", while_starting=while_starting
     )
 
 
