@@ -101,22 +101,21 @@ def ensure_private_dir(path: Path | str, *, within: Path | str | None = None) ->
 
     No component of `path` may be a symlink (`state_unsafe`): state roots are resolved at
     startup, so a symlink on the way is one someone put inside the state dir. With
-    `within` (the state root), every folder from it down to `path` is also 0700.
+    `within` (the state root), every folder from it down to `path` is also 0700, and when
+    the root is an existing folder the walk starts at it: the folders above a root were
+    resolved when it was chosen, and are not ours to police on every write. Without one,
+    or before the root exists, every component from `/` is walked.
     """
     # Plain strings, not pathlib: this runs before every state write (several a turn), and
     # building a Path per component cost more than the lstat calls themselves.
     target = os.path.abspath(path)
     start = os.path.abspath(within) if within is not None else target
     start_prefix = start.rstrip(os.sep) + os.sep
-    current = ""
-    parts = target.split(os.sep)[1:]
+    base = os.sep
     if within is not None and target.startswith(start_prefix) and _is_real_dir(start):
-        # The walk starts at the state root: the folders above it were resolved when the root
-        # was chosen, and are not ours to police on every write.
-        current = start.rstrip(os.sep)
-        parts = [*current.split(os.sep)[-1:], *target[len(start_prefix) :].split(os.sep)]
-        current = os.path.dirname(current)
-    for part in parts:
+        base = os.path.dirname(start.rstrip(os.sep))  # the root itself is still checked
+    current = base
+    for part in target[len(base) :].split(os.sep):
         if not part:
             continue
         current = f"{current.rstrip(os.sep)}{os.sep}{part}"
