@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +82,70 @@ def test_a_file_where_a_folder_belongs_is_unwritable(tmp_path: Path) -> None:
     with pytest.raises(StateError) as refused:
         ensure_private_dir(root / "sessions" / "s1", within=root)
     assert refused.value.error_code == "state_unwritable"
+
+
+def test_folders_it_creates_are_private_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o277)  # would make a new folder 0500: not even writable by its owner
+    try:
+        ensure_private_dir(tmp_path / "state" / "sessions", within=tmp_path / "state")
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "state") == _mode(tmp_path / "state" / "sessions") == 0o700
+
+
+def test_a_new_root_under_a_shared_parent_leaves_the_parent_alone_and_says_nothing(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    parent = tmp_path / "shared"
+    parent.mkdir()
+    parent.chmod(0o755)
+    root = parent / "state"
+    ensure_private_dir(root / "sessions", within=root)  # the root does not exist yet
+    assert _mode(parent) == 0o755
+    assert _mode(root) == _mode(root / "sessions") == 0o700
+    assert capfd.readouterr().err == ""
+
+
+def test_a_folder_others_could_read_is_tightened_and_said(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "state"
+    (root / "sessions").mkdir(parents=True)
+    root.chmod(0o700)
+    (root / "sessions").chmod(0o701)
+    ensure_private_dir(root / "sessions", within=root)
+    assert _mode(root / "sessions") == 0o700
+    assert "had mode 0701; tightened to 0700" in capfd.readouterr().err
+
+
+def test_a_folder_only_its_owner_could_not_write_is_fixed_without_a_word(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "state"
+    (root / "sessions").mkdir(parents=True)
+    root.chmod(0o700)
+    (root / "sessions").chmod(0o500)
+    ensure_private_dir(root / "sessions", within=root)
+    assert _mode(root / "sessions") == 0o700
+    assert capfd.readouterr().err == ""  # nobody else could ever read it: nothing to report
+
+
+def test_a_folder_already_private_is_not_touched(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    (root / "sessions").mkdir(parents=True)
+    for folder in (root, root / "sessions"):
+        folder.chmod(0o700)
+    before = [f.stat().st_ctime_ns for f in (root, root / "sessions")]
+    time.sleep(0.01)
+    ensure_private_dir(root / "sessions", within=root)
+    assert [f.stat().st_ctime_ns for f in (root, root / "sessions")] == before
+
+
+def test_a_leaf_outside_the_root_is_still_tightened(tmp_path: Path) -> None:
+    root = tmp_path / "state"
+    root.mkdir()
+    other = tmp_path / "logs"
+    other.mkdir()
+    other.chmod(0o755)
+    ensure_private_dir(other, within=root)
+    assert _mode(other) == 0o700
