@@ -1,0 +1,65 @@
+"""The session lock as another process sees it: held for exactly as long as the outermost
+holder in this process holds it, whatever is nested inside."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from loopx_chat.state.session_records import SessionRecord
+from loopx_chat.state.session_store import LOCK_FILE, SessionStore
+
+SID = "s1"
+# Another process asks for the lock without waiting: exit 0 if it got it, 3 if it is held.
+_PROBE = """
+import sys
+from filelock import FileLock, Timeout
+try:
+    FileLock(sys.argv[1]).acquire(timeout=0)
+except Timeout:
+    sys.exit(3)
+"""
+
+
+def _taken_elsewhere(store: SessionStore) -> bool:
+    path = store.session_dir(SID) / LOCK_FILE
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], timeout=60, check=False)
+    assert done.returncode in (0, 3), done
+    return done.returncode == 3
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SessionStore:
+    store = SessionStore(tmp_path / "state")
+    now = store.now()
+    store.create(SessionRecord(session_id=SID, goal_id="g", created_at=now, updated_at=now))
+    return store
+
+
+def test_another_process_cannot_take_it_while_it_is_held(store: SessionStore) -> None:
+    with store.lock(SID):
+        assert _taken_elsewhere(store)
+    assert not _taken_elsewhere(store)
+
+
+def test_a_nested_hold_neither_releases_it_early_nor_keeps_it_after(store: SessionStore) -> None:
+    with store.lock(SID):
+        with store.lock(SID):
+            store.update(SID, status="busy")  # takes it again inside
+        assert _taken_elsewhere(store)  # the outer hold still has it
+    assert not _taken_elsewhere(store)
+    with store.lock(SID):  # and a later hold takes it for real again
+        assert _taken_elsewhere(store)
+
+
+def test_the_first_lock_of_a_new_session_makes_its_folder_private(tmp_path: Path) -> None:
+    store = SessionStore(tmp_path / "state")
+    with store.lock("new-session"):
+        pass
+    folder = store.session_dir("new-session")
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / LOCK_FILE).stat().st_mode) == 0o600
