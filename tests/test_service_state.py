@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 
 import pytest
 
@@ -123,3 +124,41 @@ def test_request_lines_are_logged_with_control_characters_escaped(
     line = next((x for x in err.splitlines() if "/nope" in x), err)
     assert "/nope\\x1b[31m\\x07forged\\x7f 404" in line
     assert not {"\x1b", "\x07", "\x7f"} & set(err)
+
+
+@pytest.mark.parametrize(
+    ("raw", "logged"),
+    [
+        (b"GARBAGE-secret-line\r\n\r\n", "- - 400 refused before handling"),
+        (b"GET /x?token=SECRET HTTP/9.9\r\n\r\n", "- - 505 refused before handling"),
+        (b"OPTIONS /y?token=SECRET HTTP/1.1\r\nHost: h\r\n\r\n", "OPTIONS /y 501 refused"),
+        (
+            b"GET /z?token=SECRET HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n",
+            "GET /z 431 refused before handling",
+        ),
+        (b"GET /" + b"u" * 70000 + b" HTTP/1.1\r\n\r\n", "- - 414 refused before handling"),
+    ],
+)
+def test_requests_http_server_refuses_before_the_handler_are_logged_without_their_text(
+    capfd: pytest.CaptureFixture[str], raw: bytes, logged: str
+) -> None:
+    server = LoopbackServer("127.0.0.1", 0, lambda port: None)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(raw)
+            reply = b""
+            while chunk := sock.recv(65536):
+                reply += chunk
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+    err = capfd.readouterr().err
+    code = logged.split()[2]
+    # A line http.server reads as HTTP/0.9 gets the error page alone, with no status line.
+    assert reply.split(b" ", 2)[1] == code.encode() if reply.startswith(b"HTTP/") else reply
+    assert f"Error code: {code}".encode() in reply
+    assert f"loopx-chat serve: {logged}" in err
+    assert "SECRET" not in err and "secret" not in err and "uuuuuuuu" not in err

@@ -126,8 +126,22 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(response.body)
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """http.server's own refusals, made before `_handle` runs (a malformed request line, a
+        URI or a header too long, an unsupported version or method), logged like any request:
+        method and path without the query, or `-` where the line could not be read."""
+        super().send_error(code, message, explain)
+        # parse_request clears `command` before reading a line; `path` may then be the
+        # previous request's on this connection, so it is shown only with a command.
+        command = self.command or ""
+        path = getattr(self, "path", "") if command else ""
+        log(
+            f"{printable(command) or '-'} {printable(path.split('?')[0])[:200] or '-'} {code} "
+            "refused before handling"
+        )
+
     def log_message(self, format: str, *args: Any) -> None:
-        pass  # our own log line in _handle carries no query strings or bodies
+        pass  # our own log lines carry no query strings, bodies or raw request lines
 
 
 def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> None:
