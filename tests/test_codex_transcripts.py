@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,58 @@ def _shape(path: Path) -> tuple[list[str], set[str], set[str]]:
     return client, server, background
 
 
+def _known_notices(fixtures: Path) -> set[str]:
+    """Any recorded wording of a background notice is one codex may send in any scenario."""
+    return set().union(*(_shape(path)[2] for path in fixtures.glob("*.json")))
+
+
+def _drift(now: Path, was: Path, known_notices: set[str]) -> list[str]:
+    """What a new recording says differently from the fixture; empty when nothing."""
+    (now_client, now_server, now_notices), (was_client, was_server, _) = _shape(now), _shape(was)
+    changed = sorted(
+        (now_server - was_server) | (was_server - now_server) | (now_notices - known_notices)
+    )
+    if changed or now_client != was_client:
+        return [m[:300] for m in changed] or ["(the client side differs)"]
+    return []
+
+
+def test_drift_ignores_a_missing_background_notice_but_not_a_changed_one(tmp_path: Path) -> None:
+    fixtures = FIXTURES / pinned_version()
+    was = fixtures / "interrupt.json"
+    known = _known_notices(fixtures)
+    doc = json.loads(was.read_text())
+    assert any(e["message"].get("method") in BACKGROUND_NOTICES for e in doc["transcript"])
+
+    def variant(name: str, change: Callable[[dict[str, Any]], dict[str, Any] | None]) -> Path:
+        entries = []
+        for entry in json.loads(was.read_text())["transcript"]:
+            changed = change(entry["message"])
+            if changed is not None:
+                entries.append({**entry, "message": changed})
+        path = tmp_path / name
+        path.write_text(json.dumps({**doc, "transcript": entries}))
+        return path
+
+    def without_notice(m: dict[str, Any]) -> dict[str, Any] | None:
+        return None if m.get("method") in BACKGROUND_NOTICES else m
+
+    def notice_with(m: dict[str, Any]) -> dict[str, Any]:
+        if m.get("method") in BACKGROUND_NOTICES:
+            return {**m, "params": {**m["params"], "newField": 1}}
+        return m
+
+    def started_with(m: dict[str, Any]) -> dict[str, Any]:
+        if m.get("method") == "turn/started":
+            return {**m, "params": {**m["params"], "newField": 1}}
+        return m
+
+    assert _drift(variant("same.json", lambda m: m), was, known) == []
+    assert _drift(variant("absent.json", without_notice), was, known) == []
+    assert _drift(variant("notice.json", notice_with), was, known)
+    assert _drift(variant("started.json", started_with), was, known)
+
+
 def test_recorded_transcripts_match_the_pinned_codex(tmp_path: Path, codex_bin: str) -> None:
     fixtures = FIXTURES / pinned_version()
     done = subprocess.run(
@@ -81,18 +134,11 @@ def test_recorded_transcripts_match_the_pinned_codex(tmp_path: Path, codex_bin: 
         "the scenarios differ; rerun tools/record-codex-transcripts and review the diff"
     )
     drifted: dict[str, list[str]] = {}
-    # Any recorded wording of a background notice is one codex may send in any scenario.
-    known_notices = set().union(*(_shape(fixtures / name)[2] for name in recorded))
+    known_notices = _known_notices(fixtures)
     for name in recorded:
-        (now_client, now_server, now_notices), (was_client, was_server, _) = (
-            _shape(tmp_path / name),
-            _shape(fixtures / name),
-        )
-        changed = sorted(
-            (now_server - was_server) | (was_server - now_server) | (now_notices - known_notices)
-        )
-        if changed or now_client != was_client:
-            drifted[name] = [m[:300] for m in changed] or ["(the client side differs)"]
+        changed = _drift(tmp_path / name, fixtures / name, known_notices)
+        if changed:
+            drifted[name] = changed
     assert drifted == {}, (
         f"codex {pinned_version()} no longer says what these recordings hold; rerun "
         "tools/record-codex-transcripts, review the diff and fix what depends on it"
