@@ -40,12 +40,32 @@ SECRET_PATTERNS: tuple[str, ...] = (
     r"(?i:\bbasic\s+[A-Za-z0-9+/]{8,}={0,2})",
     r"(?i:\b[a-z][a-z0-9+.-]*://[^\s/@:]+:[^\s/@]+@)",  # user:password@ in a URL
 )
-_UNSAFE_TEXT = re.compile("|".join(f"(?:{p})" for p in (*LOCAL_PATH_PATTERNS, *SECRET_PATTERNS)))
+
+# Compiled on first use, not at import: the three patterns take about 5 ms to compile, and
+# most commands (a status with no goals, a chat turn) import this module and never check a
+# text.
+_unsafe_text: re.Pattern[str] | None = None
 # The same patterns by class, so a refusal can say which kind of text it saw (never the text).
-UNSAFE_TEXT_CLASSES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("secret", re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS))),
-    ("local_path", re.compile("|".join(f"(?:{p})" for p in LOCAL_PATH_PATTERNS))),
-)
+_unsafe_text_classes: tuple[tuple[str, re.Pattern[str]], ...] | None = None
+
+
+def _any_unsafe() -> re.Pattern[str]:
+    global _unsafe_text
+    if _unsafe_text is None:
+        _unsafe_text = re.compile(
+            "|".join(f"(?:{p})" for p in (*LOCAL_PATH_PATTERNS, *SECRET_PATTERNS))
+        )
+    return _unsafe_text
+
+
+def _unsafe_classes() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    global _unsafe_text_classes
+    if _unsafe_text_classes is None:
+        _unsafe_text_classes = (
+            ("secret", re.compile("|".join(f"(?:{p})" for p in SECRET_PATTERNS))),
+            ("local_path", re.compile("|".join(f"(?:{p})" for p in LOCAL_PATH_PATTERNS))),
+        )
+    return _unsafe_text_classes
 
 
 def scalar_str(value: object) -> str | None:
@@ -100,14 +120,14 @@ def text(value: object, limit: int = 180) -> str | None:
 
 
 def is_public_safe(collapsed: str) -> bool:
-    return _UNSAFE_TEXT.search(collapsed) is None
+    return (_unsafe_text or _any_unsafe()).search(collapsed) is None
 
 
 def unsafe_text_class(collapsed: str) -> str | None:
     """`secret` or `local_path` when the compact filter would drop this text, else None."""
     if is_public_safe(collapsed):
         return None
-    return next(name for name, pattern in UNSAFE_TEXT_CLASSES if pattern.search(collapsed))
+    return next(name for name, pattern in _unsafe_classes() if pattern.search(collapsed))
 
 
 def public_safe_text(value: object, limit: int) -> str | None:
