@@ -25,7 +25,6 @@ import os
 import re
 import subprocess
 import time
-import tomllib
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -94,6 +93,8 @@ def home_check(binding: CodexHomeBinding) -> HomeCheck:
     present = config.is_file()
     parses: bool | None = None
     if present:
+        import tomllib  # as in home.py: only a home with a config.toml pays for the parser
+
         try:
             with open(config, "rb") as handle:
                 tomllib.load(handle)
