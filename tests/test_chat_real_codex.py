@@ -169,6 +169,10 @@ def test_two_controllers_on_one_thread(
                 third.submit_turn(record.session_id, "three")
     assert ours.value.error_code == "thread_busy"
     assert theirs.value.error_code == "thread_busy"
+    # Our lock knows the holder is one of ours (the service keeps threads warm); codex's
+    # refusal comes from any client of the home.
+    assert ours.value.gate is not None and "loopx-chat serve" in ours.value.gate.next_action
+    assert theirs.value.gate is not None and "serve" not in theirs.value.gate.next_action
     assert SessionStore(state).load(record.session_id).turn_count == 1
 
 

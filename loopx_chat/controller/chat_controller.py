@@ -43,7 +43,7 @@ from loopx_chat.controller.home_ownership import (
     RegisteredServer,
     process_create_time,
 )
-from loopx_chat.controller.thread_lock import ThreadWriterLock
+from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
@@ -110,7 +110,7 @@ WORK_DIR_GATE = Gate(
 class ControllerConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
-    warm_idle_close_sec: float = 180.0
+    warm_idle_close_sec: float = DEFAULT_HOLD_AFTER_TURN_SEC
 
 
 class _Host(Protocol):

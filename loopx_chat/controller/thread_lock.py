@@ -12,11 +12,24 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from loopx_chat.codex.errors_map import BUSY_GATE
-from loopx_chat.errors import CodexError
+from loopx_chat.errors import CodexError, Gate
 from loopx_chat.home import home_key
 from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
 from loopx_chat.state.session_records import validate_session_id
+
+# Refused by our own lock, so the holder is another loopx-chat process with this state dir:
+# say what it may be. The local service keeps a thread loaded after a turn (warm) and is the
+# holder a CLI user most often meets.
+# How long a controller keeps a thread loaded (and this lock held) after its last turn,
+# unless configured otherwise (`ControllerConfig.warm_idle_close_sec`).
+DEFAULT_HOLD_AFTER_TURN_SEC = 180.0
+LOCK_BUSY_GATE = Gate(
+    summary="Another loopx-chat process holds this Codex thread.",
+    next_action="A turn may be running there, or it is the local service (`loopx-chat serve`), "
+    f"which keeps a thread loaded for {DEFAULT_HOLD_AFTER_TURN_SEC / 60:g} minutes after its "
+    "last turn. Send the message through that process (the service's page or API), or retry "
+    "once it lets the thread go; two clients never drive one thread at once.",
+)
 
 
 def thread_lock_path(state_root: Path, codex_home: Path, thread_id: str) -> Path:
@@ -39,7 +52,7 @@ class ThreadWriterLock:
             raise CodexError(
                 "Another loopx-chat controller is driving this Codex thread",
                 error_code="thread_busy",
-                gate=BUSY_GATE,
+                gate=LOCK_BUSY_GATE,
             ) from None
 
     def release(self) -> None:
