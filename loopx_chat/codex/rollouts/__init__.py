@@ -12,7 +12,8 @@ Its modules, each with one job: `records` (the public frozen records), `fields` 
 that decide what of an untrusted value may be kept), `accumulator` (one file's running state
 and its index form), `parse` (reading a file's complete lines: the fast byte-level path and
 the exact line-by-line path), `index` (the on-disk index: entries, load, save) and `scanner`
-(walking the home and orchestrating the incremental scan), `render` (the `codex facts --json`
+(walking the home and orchestrating the incremental scan), `layout` (the home's two rollout
+folders), `render` (the `codex facts --json`
 document as text); `host_facts` says where the bound home's index lives in owner-local state
 and turns a scan failure into a note. This module only re-exports, each name on first use.
 

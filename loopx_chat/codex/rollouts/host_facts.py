@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from loopx_chat.codex.rollouts.layout import ROLLOUT_FOLDERS
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import home_key
 
 if TYPE_CHECKING:
     from loopx_chat.codex.rollouts import RolloutScanner, ScanResult, ThreadFacts
 
-# The scanner's two roots (`scanner._ROOTS`); a test keeps the two lists equal.
-ROLLOUT_FOLDERS = ("sessions", "archived_sessions")
 INDEX_FOLDER = "host"
 
 

@@ -26,10 +26,9 @@ from types import MappingProxyType
 
 from loopx_chat.codex.rollouts.accumulator import _Acc
 from loopx_chat.codex.rollouts.index import _Entry, _IndexFile, _tail_hash
+from loopx_chat.codex.rollouts.layout import ARCHIVED_FOLDER, ROLLOUT_FOLDERS
 from loopx_chat.codex.rollouts.parse import _FileReader
 from loopx_chat.codex.rollouts.records import HostPosition, ScanResult, ThreadFacts
-
-_ROOTS: tuple[tuple[str, bool], ...] = (("sessions", False), ("archived_sessions", True))
 
 _NAME_UUID = re.compile(
     r"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})\.jsonl$"
@@ -56,7 +55,8 @@ def _walk(home: Path) -> list[tuple[str, bool, os.stat_result]]:
     """
     found: list[tuple[str, bool, os.stat_result]] = []
     root = str(home)
-    for top, archived in _ROOTS:
+    for top in ROLLOUT_FOLDERS:
+        archived = top == ARCHIVED_FOLDER
         stack = [(f"{top}/", _DIR_OPEN)]
         while stack:
             folder, flags = stack.pop()
