@@ -75,7 +75,7 @@ def test_finish_records_the_outcome_with_the_one_fsync_and_returns_the_session_w
     ledger = _ledger(store)
     turn = ledger.begin(replace(ledger.draft(SID, None, "d" * 64), upstream_turn_id="up-1"))
     tokens = TokenCounts(input_tokens=3, output_tokens=4, total_tokens=7)
-    result = ledger.finish_with_session(turn, TurnOutcome("", "failed", "turn_failed", tokens))
+    result = ledger.finish(turn, TurnOutcome("", "failed", "turn_failed", tokens))
     assert len(fsyncs) == 1
     final = store.load_turn(SID, turn.turn_id)
     assert result.turn == final and result.created
@@ -121,7 +121,7 @@ def test_a_busy_session_whose_turn_is_final_is_set_ready_and_not_counted_again(
 ) -> None:
     ledger = _ledger(store)
     turn = ledger.begin(ledger.draft(SID, None))
-    final = ledger.finish(turn, TurnOutcome("up", "completed", None, TokenCounts()))
+    final = ledger.finish(turn, TurnOutcome("up", "completed", None, TokenCounts())).turn
     # A power cut kept the fsynced outcome and brought back the session that said busy.
     store.update(SID, status="busy", active_turn_id=turn.turn_id)
     ledger.settle_orphan(SID)

@@ -304,10 +304,8 @@ class ChatController:
 
         Only now, with a home and a codex to run, does this controller do real work, so its
         start is recorded here (a refusal before the spawn leaves state untouched). Registering
-        the app-server needs psutil (about 17 ms to import) and the turn's digest hashlib."""
+        the app-server needs psutil (about 17 ms to import)."""
         self.record_start()
-        import hashlib  # noqa: F401
-
         import psutil  # noqa: F401
 
     def open_session(
@@ -609,7 +607,7 @@ class ChatController:
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.
-            result = self.turns.finish_with_session(turn, outcome)
+            result = self.turns.finish(turn, outcome)
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.

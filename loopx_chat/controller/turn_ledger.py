@@ -10,6 +10,7 @@ while a turn runs, the sha256 of its message, so a refusal can tell the same wor
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from dataclasses import dataclass, replace
 
@@ -29,8 +30,6 @@ class TurnResult:
 
 def message_digest(text: str) -> str:
     """What a running turn keeps of its message: a sha256, never the text."""
-    import hashlib  # OpenSSL takes ms to load; a chat command loads it while codex starts
-
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -119,10 +118,7 @@ class TurnLedger:
         if recorded.status not in TERMINAL_TURN_STATUSES:
             self._interrupted(turn, "controller_stopped")
 
-    def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnRecord:
-        return self.finish_with_session(turn, outcome).turn
-
-    def finish_with_session(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnResult:
+    def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnResult:
         """Record the outcome; the session as it was written comes back with it, so the
         caller needs no read of its own."""
         now = self.store.now()
