@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from loopx_chat.codex.app_server import AppServerProcess
 
@@ -45,28 +46,25 @@ def test_a_server_that_exits_on_end_of_stdin_is_never_signalled(tmp_path: Path) 
     assert log.read_text() == "eof\n"
 
 
-def test_a_server_that_ignores_end_of_stdin_gets_sigterm(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("on_term", "closed_with"),
+    [
+        ("exit 3", 3),  # it honours SIGTERM
+        (":", -signal.SIGKILL),  # it ignores SIGTERM too: SIGKILL ends it
+    ],
+)
+def test_a_server_that_ignores_end_of_stdin_gets_sigterm_then_sigkill(
+    tmp_path: Path, on_term: str, closed_with: int
+) -> None:
     log = tmp_path / "events"
-    # `read` returns at end of stdin; the loop keeps the program running after it.
+    # `cat` returns at end of stdin; the loop keeps the program running after it.
     program = _program(
         tmp_path,
-        f"trap 'echo term >> {log}; exit 3' TERM\n"
+        f"trap 'echo term >> {log}; {on_term}' TERM\n"
         f"cat > /dev/null\necho eof >> {log}\nwhile :; do sleep 0.05; done\n",
     )
     proc = _spawn(tmp_path, program)
-    assert proc.close(grace=0.5) == 3
-    assert log.read_text() == "eof\nterm\n"
-
-
-def test_a_server_that_ignores_sigterm_is_killed(tmp_path: Path) -> None:
-    log = tmp_path / "events"
-    program = _program(
-        tmp_path,
-        f"trap 'echo term >> {log}' TERM\n"
-        f"cat > /dev/null\necho eof >> {log}\nwhile :; do sleep 0.05; done\n",
-    )
-    proc = _spawn(tmp_path, program)
-    assert proc.close(grace=0.5) == -signal.SIGKILL
+    assert proc.close(grace=0.5) == closed_with
     assert log.read_text() == "eof\nterm\n"
 
 

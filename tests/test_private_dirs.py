@@ -106,28 +106,24 @@ def test_a_new_root_under_a_shared_parent_leaves_the_parent_alone_and_says_nothi
     assert capfd.readouterr().err == ""
 
 
-def test_a_folder_others_could_read_is_tightened_and_said(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        (0o701, "had mode 0701; tightened to 0700\n"),  # others could reach it: said
+        (0o500, ""),  # only its owner lacked a right: nobody else could ever read it
+    ],
+)
+def test_a_folder_not_exactly_private_is_made_so_and_said_only_if_others_could_reach_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], mode: int, said: str
 ) -> None:
     root = tmp_path / "state"
     (root / "sessions").mkdir(parents=True)
     root.chmod(0o700)
-    (root / "sessions").chmod(0o701)
+    (root / "sessions").chmod(mode)
     ensure_private_dir(root / "sessions", within=root)
     assert _mode(root / "sessions") == 0o700
-    assert "had mode 0701; tightened to 0700" in capfd.readouterr().err
-
-
-def test_a_folder_only_its_owner_could_not_write_is_fixed_without_a_word(
-    tmp_path: Path, capfd: pytest.CaptureFixture[str]
-) -> None:
-    root = tmp_path / "state"
-    (root / "sessions").mkdir(parents=True)
-    root.chmod(0o700)
-    (root / "sessions").chmod(0o500)
-    ensure_private_dir(root / "sessions", within=root)
-    assert _mode(root / "sessions") == 0o700
-    assert capfd.readouterr().err == ""  # nobody else could ever read it: nothing to report
+    err = capfd.readouterr().err
+    assert (said in err) if said else err == ""
 
 
 def test_a_folder_already_private_is_not_touched(tmp_path: Path) -> None:
