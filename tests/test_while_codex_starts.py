@@ -8,19 +8,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from loopx_chat.codex.thread import CodexThread, HostLaunch
+from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.chat_controller import ControllerConfig
 from loopx_chat.errors import StateError
 from loopx_chat.state.control_events import ControlLog
 from tests.conftest import make_controller, real_launch, wait_for
-
-
-def _launch(
-    codex_bin: str, home: Path, tmp_path: Path, env: dict[str, str], while_starting
-) -> HostLaunch:  # type: ignore[no-untyped-def]
-    return real_launch(
-        codex_bin, home, tmp_path, env, tmp_path / "stderr.log", while_starting=while_starting
-    )
 
 
 def _codex_children() -> list[psutil.Process]:
@@ -37,7 +29,14 @@ def test_it_runs_once_the_app_server_is_spawned_and_before_the_thread_opens(
         seen.append([p.cmdline()[1] for p in _codex_children() if len(p.cmdline()) > 1])
 
     thread = CodexThread.open(
-        _launch(codex_bin, bound_home, tmp_path, base_env, while_starting),
+        real_launch(
+            codex_bin,
+            bound_home,
+            tmp_path,
+            base_env,
+            tmp_path / "stderr.log",
+            while_starting=while_starting,
+        ),
         resume_thread_id=None,
     )
     try:
@@ -58,7 +57,14 @@ def test_what_it_raises_ends_the_app_server_it_ran_for(
 
     with pytest.raises(StateError) as failed:
         CodexThread.open(
-            _launch(codex_bin, bound_home, tmp_path, base_env, while_starting),
+            real_launch(
+                codex_bin,
+                bound_home,
+                tmp_path,
+                base_env,
+                tmp_path / "stderr.log",
+                while_starting=while_starting,
+            ),
             resume_thread_id=None,
         )
     assert failed.value.error_code == "state_unwritable"
