@@ -64,6 +64,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "metrics",
         "The six goal-control metrics, each with its numerator and denominator.",
     ),
+    "open": (
+        "open_cmd",
+        "open_page",
+        "Open the running service's page in your browser, logged in as its owner.",
+    ),
     "project": (
         "goal_cmds",
         "project",
