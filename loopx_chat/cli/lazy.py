@@ -87,7 +87,8 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "serve": (
         "serve_cmd",
         "serve",
-        "Serve the chat API, /status.json and the first-screen page on loopback.",
+        "Serve the chat API, /status.json and the first-screen page on loopback, to the owner "
+        "only (everything but /healthz needs the secret in the state dir).",
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (

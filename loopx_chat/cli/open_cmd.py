@@ -19,7 +19,7 @@ from loopx_chat.errors import Gate, UsageError
 @click.pass_obj
 @renders_errors
 def open_page(cli: CliContext, print_only: bool) -> None:
-    """Open the first-screen page of the running service, logged in as its owner."""
+    """Open the running service's page in your browser, logged in as its owner."""
     from loopx_chat.state.service_runtime import login_url, read_runtime, read_secret
 
     runtime = read_runtime(cli.state_dir)
