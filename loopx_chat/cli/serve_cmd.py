@@ -17,7 +17,10 @@ from loopx_chat.cli.context import CliContext, renders_errors
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.notify.dispatcher import MODES
+from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
+from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -64,13 +67,39 @@ from loopx_chat.state.service_runtime import (
     show_default=True,
     help="Connections open at once.",
 )
+@click.option(
+    "--notify",
+    "notify_mode",
+    type=click.Choice(MODES),
+    default="desktop",
+    show_default=True,
+    help="How the owner is told that a goal needs them: desktop notices (osascript or "
+    "notify-send), the --notify-url webhook, both, or none.",
+)
+@click.option(
+    "--notify-url",
+    default=None,
+    metavar="URL",
+    help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
+)
 @click.pass_obj
 @renders_errors
 def serve(
-    cli: CliContext, host: str, port: int, max_warm: int, max_streams: int, max_connections: int
+    cli: CliContext,
+    host: str,
+    port: int,
+    max_warm: int,
+    max_streams: int,
+    max_connections: int,
+    notify_mode: str,
+    notify_url: str | None,
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
     only (everything but /healthz needs the secret in the state dir)."""
+    if notify_url is not None:
+        checked_url(notify_url)
+    if notify_mode in ("webhook", "both") and not notify_url:
+        raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
     controller = ChatController(
@@ -122,7 +151,17 @@ def serve(
     else:
         # Under launchd stderr is a log file, which must never hold the secret.
         log("open the page with `loopx-chat open` (it carries the owner's login link)")
+    watcher = NoticeWatcher(
+        status=server.app.status_snapshot,
+        actions=server.app.page_actions,
+        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ),
+        state_dir=cli.state_dir,
+        page_url=f"http://127.0.0.1:{server.port}/",
+    )
+    server.app.card_notes = watcher.notes
+    watcher.start()
     try:
         serve_forever(server)
     finally:
+        watcher.close()
         remove_runtime(cli.state_dir, os.getpid())

@@ -18,7 +18,7 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -288,6 +288,8 @@ class ServiceApp:
         self._status_cache = StatusCache(controller.store.root, self._compute_status)
         # Per process: the page embeds it, and every write the page makes must send it back.
         self.csrf_token = secrets.token_urlsafe(32)
+        # Notes per goal for its card (a notice that could not be sent); set by `serve`.
+        self.card_notes: Callable[[], Mapping[str, tuple[str, ...]]] = dict
 
     # -- entry ---------------------------------------------------------------------------
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
@@ -464,10 +466,15 @@ class ServiceApp:
         return self._status_events()
 
     # -- the first screen ----------------------------------------------------------------
+    def status_snapshot(self) -> tuple[dict[str, Any], bytes]:
+        """The status document and its bytes, as the page and /status.json see it now."""
+        return self._status_cache.get()
+
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
         records = GoalRecords(self.goals)
         actions: dict[str, GoalActions] = {}
+        notes = self.card_notes()
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
             blockers = tuple(str(r) for r in row.get("shown_blocker_refs", ()))
@@ -502,6 +509,7 @@ class ServiceApp:
                 next_action=handoffs[-1].next_action if handoffs else None,
                 proposals=proposals,
                 blockers=blockers,
+                notes=notes.get(goal_id, ()),
             )
         return actions
 

@@ -65,6 +65,7 @@ class GoalActions:
     next_action: str | None = None  # the newest handoff packet's next action
     proposals: tuple[str, ...] = ()  # titles of advisory dreaming proposals
     blockers: tuple[str, ...] = field(default=())  # ids of the blockers this card shows
+    notes: tuple[str, ...] = ()  # service notes, e.g. a notice that could not be sent
 
 
 def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
@@ -202,6 +203,7 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
     if actions.next_action:
         extra.append(f"<li>handoff: {_text(actions.next_action)}</li>")
     extra += [f"<li>dreaming proposal (advisory): {_text(t)}</li>" for t in actions.proposals]
+    extra += [f'<li class="note">{_text(n, words=False)}</li>' for n in actions.notes]
     aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
     return (
         f'<section class="card actor-{actor}" data-goal="{escape(goal_id)}" '

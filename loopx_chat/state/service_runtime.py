@@ -96,14 +96,15 @@ def _read_private(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def read_secret(state_dir: Path) -> str | None:
-    """The owner's secret, or None when no service has made one yet."""
-    raw = _read_private(state_dir / SECRET_FILE, 256)
+def read_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str | None:
+    """The owner's secret (or another secret kept the same way, `file_name`), or None when
+    no service has made one yet."""
+    raw = _read_private(state_dir / file_name, 256)
     if raw is None:
         return None
     text = raw.decode("ascii", "replace").strip()
     if not _SECRET_SHAPE.fullmatch(text):
-        raise ValueError(f"{state_dir / SECRET_FILE} does not hold a loopx-chat secret")
+        raise ValueError(f"{state_dir / file_name} does not hold a loopx-chat secret")
     return text
 
 
@@ -172,8 +173,9 @@ def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRunti
 # -- writing (the service's start and stop) --------------------------------------------------
 
 
-def ensure_secret(state_dir: Path) -> str:
+def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
     """The owner's secret, made now (0600, in the private state dir) if there is none.
+    `file_name` keeps another secret the same way (the webhook's signing key).
 
     A file that is there but unusable (another owner, readable by others, not a secret) is
     refused as `state_unsafe` and left as it is: a secret others could read must be replaced
@@ -185,9 +187,9 @@ def ensure_secret(state_dir: Path) -> str:
         state_write,
     )
 
-    path = state_dir / SECRET_FILE
+    path = state_dir / file_name
     try:
-        current = read_secret(state_dir)
+        current = read_secret(state_dir, file_name=file_name)
     except ValueError as exc:
         raise StateError(
             f"the service's secret file is not safe to use: {exc}",
@@ -211,7 +213,7 @@ def ensure_secret(state_dir: Path) -> str:
                 PRIVATE_FILE_MODE,
             )
         except FileExistsError:  # another start won the race: use its secret
-            return ensure_secret(state_dir)
+            return ensure_secret(state_dir, file_name=file_name)
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
             os.write(fd, secret.encode("ascii") + b"\n")
