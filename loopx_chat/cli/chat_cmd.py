@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from loopx_chat.cli.approval_options import chat_policy_options
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import POSITIVE_SECONDS
@@ -184,6 +185,7 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
     help="Work dir of the session (default: the current folder).",
 )
 @click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
+@chat_policy_options
 @json_option
 @message_input
 @click.pass_context
@@ -216,6 +218,7 @@ def chat_new(
 @chat.command("send")
 @click.argument("session_id")
 @click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
+@chat_policy_options
 @json_option
 @message_input
 @click.pass_context

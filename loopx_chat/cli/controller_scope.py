@@ -31,7 +31,11 @@ def command_controller(ctx: click.Context) -> Iterator[ChatController]:
         timeouts=Timeouts(
             idle=opts.get("idle_timeout", 180.0), hard=opts.get("turn_timeout", 900.0)
         ),
-        options=ThreadOptions(sandbox=opts.get("sandbox", "read-only")),
+        options=ThreadOptions(
+            sandbox=opts.get("sandbox", "read-only"),
+            approval_policy=opts.get("approval", "never"),
+            plan=opts.get("plan", False),
+        ),
     )
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     controller = ChatController(

@@ -13,7 +13,9 @@ import threading
 import click
 
 from loopx_chat import __version__
+from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_store import GoalStore
@@ -82,6 +84,7 @@ from loopx_chat.state.service_runtime import (
     metavar="URL",
     help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
 )
+@policy_options
 @click.pass_obj
 @renders_errors
 def serve(
@@ -93,6 +96,8 @@ def serve(
     max_connections: int,
     notify_mode: str,
     notify_url: str | None,
+    approval: str,
+    plan: bool,
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
     only (everything but /healthz needs the secret in the state dir)."""
@@ -107,7 +112,9 @@ def serve(
         environ=cli.environ,
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
-        config=ControllerConfig(max_warm=max_warm),
+        config=ControllerConfig(
+            max_warm=max_warm, options=ThreadOptions(approval_policy=approval, plan=plan)
+        ),
     )
     goals = GoalStore(cli.state_dir)
     try:

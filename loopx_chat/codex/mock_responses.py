@@ -4,7 +4,8 @@ What this module owns:
   * `MockResponsesServer`: a tiny HTTP server that answers ``POST /v1/responses`` with the SSE
     event stream codex 0.171.0 expects from a custom model provider (``wire_api = "responses"``).
     The reply is chosen by directives in the last real user message (``mock:text=``,
-    ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``), so a test or
+    ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``, and
+    ``mock:call=NAME {json}``, which makes the model call any tool once), so a test or
     the offline demo can provoke each provider behaviour on demand.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.codex.mock_responses --port N``: the same server in the foreground.
@@ -51,6 +52,7 @@ _DIRECTIVE_TEXT = re.compile(r"mock:text=([^\r\n]*)")
 _DIRECTIVE_SLOW = re.compile(r"mock:slow=([0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _DIRECTIVE_ERROR = re.compile(r"mock:error=([0-9]{3})")
 _DIRECTIVE_SHELL = re.compile(r"mock:shell=([^\r\n]*)")
+_DIRECTIVE_CALL = re.compile(r"mock:call=([A-Za-z_][A-Za-z0-9_]*) (\{[^\r\n]*\})")
 _DIRECTIVE_HANG = re.compile(r"mock:hang\b")
 _DIRECTIVE_FAIL = re.compile(r"mock:fail\b")
 
@@ -125,6 +127,17 @@ def _tool_output_after_last_user(body: dict[str, Any]) -> str | None:
                 output = output.get("content") or json.dumps(output)
             found = "" if output is None else str(output)
     return found
+
+
+def _tool_outputs(body: dict[str, Any]) -> list[str]:
+    """Every function_call_output in the request's input, as text, in order."""
+    items = body.get("input")
+    out: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            output = item.get("output")
+            out.append(output if isinstance(output, str) else json.dumps(output))
+    return out
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
@@ -296,8 +309,9 @@ class _Handler(BaseHTTPRequestHandler):
         delay = float(slow.group(1)) if slow else 0.0
         text = _DIRECTIVE_TEXT.search(prompt)
         shell = _DIRECTIVE_SHELL.search(prompt)
-        tool_output = _tool_output_after_last_user(body) if shell else None
-        if shell and tool_output is not None:
+        call = _DIRECTIVE_CALL.search(prompt)
+        tool_output = _tool_output_after_last_user(body) if shell or call else None
+        if (shell or call) and tool_output is not None:
             # codex prefixes exec output with "Chunk ID/Wall time/.../Output:"; quote the command's
             # own output so a test can assert on it.
             _, marker, command_output = tool_output.partition("Output:\n")
@@ -315,6 +329,14 @@ class _Handler(BaseHTTPRequestHandler):
             # reset it anyway).  Leave when stopped or when codex drops the connection.
             self._wait(float("inf"))
             return
+        if call and tool_output is None:
+            try:
+                arguments = json.loads(call.group(2))
+            except ValueError:
+                arguments = None
+            if isinstance(arguments, dict):
+                stream.function_call(call.group(1), arguments)
+                return
         if shell and tool_output is None:
             stream.function_call("exec_command", {"cmd": shell.group(1).strip()})
             return
@@ -427,7 +449,7 @@ class MockResponsesServer:
 
     Use as a context manager, or call `start()` and `stop()`.  Every ``POST /v1/responses`` is
     recorded in `requests` (in memory only) as ``{"model", "user_texts", "assistant_texts",
-    "headers"}``.
+    "tool_outputs", "headers"}``.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -504,6 +526,7 @@ class MockResponsesServer:
             "model": body.get("model"),
             "user_texts": _message_texts(body, "user", "input_text"),
             "assistant_texts": _message_texts(body, "assistant", "output_text"),
+            "tool_outputs": _tool_outputs(body),
             "headers": {k.lower(): v for k, v in headers.items()},
         }
         # Counting and appending under one lock keeps `#N` equal to the entry's position.

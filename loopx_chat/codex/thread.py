@@ -51,12 +51,21 @@ class Timeouts:
     interrupt_settle: float = 5.0
 
 
+# What codex may ask the owner before it acts (`approvalPolicy`): never asks (the default);
+# asks only when the model requests more than the sandbox allows; asks before every
+# command that is not known to be safe.
+APPROVAL_POLICIES = ("never", "on-request", "untrusted")
+
+
 @dataclass(frozen=True)
 class ThreadOptions:
     sandbox: str = "read-only"
     approval_policy: str = "never"
     config_args: tuple[str, ...] = ()
     server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)
+    # Turns in codex's Plan collaboration mode: the only mode in which the model may ask the
+    # owner a question (`request_user_input`).
+    plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -138,12 +147,20 @@ class CodexThread:
     """A warm app-server process with one thread loaded."""
 
     def __init__(
-        self, proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+        self,
+        proc: AppServerProcess,
+        thread_id: str,
+        timeouts: Timeouts,
+        log_path: Path,
+        options: ThreadOptions | None = None,
+        model: str | None = None,
     ) -> None:
         self.proc = proc
         self.thread_id = thread_id
         self.timeouts = timeouts
         self.log_path = log_path
+        self.options = options or ThreadOptions()
+        self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
         # The thread's cumulative usage as codex last reported it (a resume reports it too):
         # a turn is charged the growth of this total, never another turn's `last` figure.
@@ -193,7 +210,7 @@ class CodexThread:
             config_args.append(f"model_catalog_json={json.dumps(str(catalog_path))}")
         proc = _spawn_handshaked(launch, config_args)
         try:
-            thread_id = cls._load_thread(
+            thread_id, model = cls._load_thread(
                 proc,
                 resume_thread_id=resume_thread_id,
                 work_dir=launch.work_dir,
@@ -206,7 +223,7 @@ class CodexThread:
         except BaseException:
             proc.close(launch.timeouts.close_grace)
             raise
-        return cls(proc, thread_id, launch.timeouts, launch.log_path)
+        return cls(proc, thread_id, launch.timeouts, launch.log_path, launch.options, model)
 
     @staticmethod
     def _handshake(
@@ -268,7 +285,8 @@ class CodexThread:
         developer_instructions: str | None,
         retry_allowed: bool,
         log_path: Path,
-    ) -> str:
+    ) -> tuple[str, str | None]:
+        """(thread id, the model codex reports for it)."""
         params: dict[str, Any] = {
             "cwd": str(work_dir),
             # Resume restores most settings but not the sandbox: pass both every time.
@@ -313,21 +331,29 @@ class CodexThread:
                 error_code="app_server_protocol",
                 gate=HOST_GATE,
             )
-        return thread_id
+        model = result.get("model")
+        return thread_id, model if isinstance(model, str) else None
 
     # -- turns --------------------------------------------------------------------------
     def start_turn(self, text: str) -> tuple[str, bool]:
-        """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id."""
-        result = _rpc(
-            self.proc,
-            "turn/start",
-            {
-                "threadId": self.thread_id,
-                "input": [{"type": "text", "text": text, "text_elements": []}],
-            },
-            self.timeouts.request,
-            self.log_path,
-        )
+        """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id.
+
+        The approval policy goes with every turn, and Plan mode when the options ask for it."""
+        params: dict[str, Any] = {
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": text, "text_elements": []}],
+            "approvalPolicy": self.options.approval_policy,
+        }
+        if self.options.plan:
+            params["collaborationMode"] = {
+                "mode": "plan",
+                "settings": {
+                    "model": self.model,
+                    "reasoning_effort": None,
+                    "developer_instructions": None,
+                },
+            }
+        result = _rpc(self.proc, "turn/start", params, self.timeouts.request, self.log_path)
         turn = result.get("turn")
         turn_id = turn.get("id") if isinstance(turn, dict) else None
         if not isinstance(turn_id, str) or not turn_id:
