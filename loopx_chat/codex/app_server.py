@@ -62,14 +62,27 @@ class Notification:
 
 
 @dataclass(frozen=True)
+class ServerRequest:
+    """A request codex sent us (an approval, a question). `params` stay in memory only."""
+
+    request_id: Any
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ServerRequestPolicy:
     """How server-initiated requests are answered. Default: decline everything.
 
-    Approvals get `decision` (`decline` by default); any other request (user input,
-    elicitation, unknown future methods) gets a JSON-RPC error so the server moves on.
+    `holder`, when set, is offered each request first (on the reader thread; it must not
+    block): True means it took the request and will answer it later through
+    `AppServerProcess.reply`. Otherwise approvals get `decision` (`decline` by default);
+    any other request (user input, elicitation, unknown future methods) gets a JSON-RPC
+    error so the server moves on.
     """
 
     approval_decision: str = "decline"
+    holder: Callable[[AppServerProcess, ServerRequest], bool] | None = None
 
     def answer(self, method: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if method.endswith("/requestApproval"):
@@ -354,23 +367,47 @@ class AppServerProcess:
             self.stats.skipped_lines += 1
             self._log.note("skipped a JSON message with neither a known id nor a method")
             return
-        if "id" in message:
-            self._answer_server_request(message["id"], method)
-            return
         params = message.get("params")
+        if "id" in message:
+            self._answer_server_request(
+                message["id"], method, params if isinstance(params, dict) else {}
+            )
+            return
         self.notifications.put(Notification(method, params if isinstance(params, dict) else {}))
 
-    def _answer_server_request(self, request_id: Any, method: str) -> None:
+    def _answer_server_request(
+        self, request_id: Any, method: str, params: Mapping[str, Any]
+    ) -> None:
         self.stats.server_requests += 1
+        holder = self._policy.holder
+        if holder is not None:
+            try:
+                if holder(self, ServerRequest(request_id, method, params)):
+                    return
+            except Exception:  # a holder that fails must not leave codex waiting
+                self._log.note(f"the holder of a {method} request failed; answered by policy")
         result, error = self._policy.answer(method)
-        reply: dict[str, Any] = {"id": request_id}
-        if error is not None:
-            reply["error"] = error
-        else:
-            reply["result"] = result
         # On the reader thread: a reply that cannot be written must not stop the reading.
-        with contextlib.suppress(ProcessGone, TimeoutError):
-            self._send(reply)
+        self.reply(request_id, result=result, error=error)
+
+    def reply(
+        self,
+        request_id: Any,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Answer a server request; False when the app-server is gone or stopped reading."""
+        message: dict[str, Any] = {"id": request_id}
+        if error is not None:
+            message["error"] = dict(error)
+        else:
+            message["result"] = dict(result or {})
+        try:
+            self._send(message)
+        except (ProcessGone, TimeoutError):
+            return False
+        return True
 
     def _pump_stderr(self) -> None:
         stream = self.proc.stderr

@@ -381,6 +381,9 @@ class CodexThread:
         """
         usage = _TurnUsage(self.usage_total)
         started = last_event = time.monotonic()
+        # While codex waits on the owner (an approval, a question), neither the idle nor the
+        # turn timeout runs: the time spent waiting is added back when the wait ends.
+        waiting_since: float | None = None
         interrupt_sent_for: str | None = None
         settle_deadline: float | None = None
         retry_at: float | None = None  # when to ask again for an interrupt codex refused
@@ -390,6 +393,8 @@ class CodexThread:
                 reason: str | None = None
                 if should_interrupt():
                     reason = "interrupted"
+                elif waiting_since is not None:
+                    pass
                 elif now - last_event > self.timeouts.idle:
                     reason = "idle_timeout"
                 elif now - started > self.timeouts.hard:
@@ -415,6 +420,17 @@ class CodexThread:
                 continue
             last_event = time.monotonic()
             params = note.params
+            if note.method == "thread/status/changed" and params.get("threadId") in (
+                None,
+                self.thread_id,
+            ):
+                waiting = _waits_on_owner(params.get("status"))
+                if waiting and waiting_since is None:
+                    waiting_since = last_event
+                elif not waiting and waiting_since is not None:
+                    started += last_event - waiting_since
+                    waiting_since = None
+                continue
             if note.method == "thread/tokenUsage/updated" and params.get("threadId") in (
                 None,
                 self.thread_id,
@@ -562,6 +578,14 @@ def _rpc(
             error_code=timeout_code,
             gate=HOST_GATE,
         ) from None
+
+
+OWNER_WAIT_FLAGS = frozenset({"waitingOnApproval", "waitingOnUserInput"})
+
+
+def _waits_on_owner(status: object) -> bool:
+    flags = status.get("activeFlags") if isinstance(status, dict) else None
+    return isinstance(flags, list) and any(f in OWNER_WAIT_FLAGS for f in flags)
 
 
 def _timeout_code(reason: str | None) -> str | None:
