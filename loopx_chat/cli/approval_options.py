@@ -13,7 +13,9 @@ from typing import Any
 
 import click
 
+from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.codex.thread import APPROVAL_POLICIES
+from loopx_chat.controller.host_requests import DECISION_TIMEOUT_SEC
 
 APPROVAL_HELP = (
     "When Codex asks you before it acts: never (the default: it never asks), on-request "
@@ -24,7 +26,16 @@ PLAN_HELP = "Run turns in Codex's Plan mode, the only mode in which it may ask y
 
 
 def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--approval` and `--plan` to a command; the callback gets `approval` and `plan`."""
+    """Add `--approval`, `--plan` and `--decision-timeout` to a command; the callback gets
+    `approval`, `plan` and `decision_timeout`."""
+    func = click.option(
+        "--decision-timeout",
+        type=POSITIVE_SECONDS,
+        default=DECISION_TIMEOUT_SEC,
+        show_default=True,
+        help="Seconds an approval or question waits for you; then Codex is told you have not "
+        "answered yet (decline, or an empty answer) and the gate stays open.",
+    )(func)
     func = click.option("--plan", is_flag=True, default=False, help=PLAN_HELP)(func)
     return click.option(
         "--approval",
@@ -39,9 +50,13 @@ def chat_policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """`policy_options` for a chat subcommand: the values go into `chat_options`."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, approval: str, plan: bool, **kwargs: Any) -> Any:
+    def wrapper(
+        *args: Any, approval: str, plan: bool, decision_timeout: float, **kwargs: Any
+    ) -> Any:
         meta = click.get_current_context().meta
-        meta.setdefault("chat_options", {}).update(approval=approval, plan=plan)
+        meta.setdefault("chat_options", {}).update(
+            approval=approval, plan=plan, decision_timeout=decision_timeout
+        )
         return func(*args, **kwargs)
 
     return policy_options(wrapper)

@@ -16,6 +16,7 @@ import click
 from loopx_chat.cli.context import CliContext
 from loopx_chat.codex.thread import ThreadOptions, Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
+from loopx_chat.controller.host_requests import DECISION_TIMEOUT_SEC
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -36,6 +37,7 @@ def command_controller(ctx: click.Context) -> Iterator[ChatController]:
             approval_policy=opts.get("approval", "never"),
             plan=opts.get("plan", False),
         ),
+        decision_timeout=opts.get("decision_timeout", DECISION_TIMEOUT_SEC),
     )
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     controller = ChatController(

@@ -84,6 +84,13 @@ from loopx_chat.state.service_runtime import (
     metavar="URL",
     help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
 )
+@click.option(
+    "--sandbox",
+    type=click.Choice(["read-only", "workspace-write"]),
+    default="read-only",
+    show_default=True,
+    help="What the agent may touch in the sessions this service runs.",
+)
 @policy_options
 @click.pass_obj
 @renders_errors
@@ -96,8 +103,10 @@ def serve(
     max_connections: int,
     notify_mode: str,
     notify_url: str | None,
+    sandbox: str,
     approval: str,
     plan: bool,
+    decision_timeout: float,
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
     only (everything but /healthz needs the secret in the state dir)."""
@@ -113,7 +122,9 @@ def serve(
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
         config=ControllerConfig(
-            max_warm=max_warm, options=ThreadOptions(approval_policy=approval, plan=plan)
+            max_warm=max_warm,
+            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+            decision_timeout=decision_timeout,
         ),
     )
     goals = GoalStore(cli.state_dir)

@@ -30,9 +30,15 @@ from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import Gate, LoopxChatError, StateError, UsageError
 from loopx_chat.goals.goal_facts import goal_exists
 from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
+from loopx_chat.goals.goal_store import (
+    DECISIONS,
+    HOST_GATE_PREFIX,
+    GoalStore,
+    validate_goal_id,
+)
+from loopx_chat.goals.goal_store import Gate as GoalGate
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
-from loopx_chat.service import access
+from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import Access, AccessDecision
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import (
@@ -492,6 +498,7 @@ class ServiceApp:
                         decision=g.decision,
                         reason=g.reason,
                         updated_at=g.updated_at,
+                        html=None if g.host is None else self._host_gate_html(goal_id, g),
                     )
                     for g in self.goals.gates(goal_id)
                 )
@@ -512,6 +519,10 @@ class ServiceApp:
                 notes=notes.get(goal_id, ()),
             )
         return actions
+
+    def _host_gate_html(self, goal_id: str, gate: GoalGate) -> str:
+        live = self.controller.host_requests.live(gate.gate_id)
+        return host_gates.render_host_gate(goal_id, gate, live.details if live else None)
 
     def _cards_event(self, status: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -572,15 +583,21 @@ class ServiceApp:
     ) -> Response:
         """A gate decision from the page or a program, recorded as `gate resolve` records it,
         with who made it (`owner-page`, `owner-api`, `owner-cli`)."""
-        decision = doc.get("decision")
-        reason = doc.get("reason")
-        if decision not in DECISIONS:
-            raise UsageError("decision must be approve or reject", error_code="usage_error")
-        if reason is not None and not isinstance(reason, str):
-            raise UsageError("reason must be a string", error_code="usage_error")
-        gate = self.goals.resolve_gate(
-            validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
-        )
+        if gate_id.startswith(HOST_GATE_PREFIX):
+            # What codex asked: answered to the live request when this service holds it.
+            gate = host_gates.decide(
+                self.controller.host_requests, validate_goal_id(goal_id), gate_id, doc, actor=actor
+            )
+        else:
+            decision = doc.get("decision")
+            reason = doc.get("reason")
+            if decision not in DECISIONS:
+                raise UsageError("decision must be approve or reject", error_code="usage_error")
+            if reason is not None and not isinstance(reason, str):
+                raise UsageError("reason must be a string", error_code="usage_error")
+            gate = self.goals.resolve_gate(
+                validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
+            )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
         return json_response(200, {**self._cards_event(status), "gate": gate.to_dict()})
