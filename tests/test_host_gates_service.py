@@ -8,7 +8,6 @@ import hashlib
 import hmac
 import http.client
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -49,7 +48,7 @@ class Receiver:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 want = "sha256=" + hmac.new(secret_of().encode(), body, hashlib.sha256).hexdigest()
                 if hmac.compare_digest(want, self.headers.get("X-Loopx-Signature", "")):
