@@ -140,6 +140,11 @@ def _submit(
         if not as_json:
             click.echo(f"[loopx-chat] turn {turn.turn_id} running, waiting for codex…", err=True)
 
+    if not as_json and sys.stdin.isatty():
+        # What codex asks during this turn is asked here too (any other surface may answer).
+        from loopx_chat.cli.terminal_decide import TerminalDecider
+
+        TerminalDecider(controller)
     result = controller.submit_turn(
         session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
     )
