@@ -185,6 +185,17 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
             lambda: [p for p in receiver.posts if p["kind"] == "host_gate"], what="the webhook"
         )
         assert notice[0]["goal_id"] == "g"
+        notified = _until(
+            lambda: [
+                e
+                for e in map(
+                    json.loads, (state / "events" / "control.jsonl").read_text().splitlines()
+                )
+                if e["kind"] == "blocker_notified"
+            ],
+            what="the notice in the metrics log",
+        )
+        assert notified[0]["blocker_ref"] == gate.gate_id and notified[0]["channel"] == "webhook"
         done = _gate_resolve(state, env, gate.gate_id, "--goal", "g", "--decision", "approve")
         assert done.returncode == 0, done.stderr
         _until(lambda: (sub / "f").exists(), what="the approved command to run")

@@ -20,7 +20,11 @@ numerator and denominator; events are those of `control_events.EVENT_FIELDS`):
 - stale_projection_detection: stale detections, with mean lag in turns and seconds;
 - time_to_owner_sees_blocker: blockers (failed or timed-out turns, blocking gates) that an
   owner's view (the page, `status` on a terminal, `?viewer=owner`) displayed / blockers,
-  with mean and max seconds in between.
+  with mean and max seconds in between;
+- time_to_notice: blockers a notice reached the owner about (a desktop notifier exited 0,
+  or the webhook answered 2xx) / blockers, with mean and max seconds in between;
+- time_to_decision: blocking gates (owner gates and host gates) decided / blocking gates
+  requested, with mean and max seconds from request to decision.
 """
 
 from __future__ import annotations
@@ -140,6 +144,23 @@ def compute_metrics(
     for d in by_kind.get("blocker_displayed", []):
         shown.setdefault(str(d.get("blocker_ref")), _t(d.get("at")))
     delays = [shown[ref] - at for ref, at in blockers if ref in shown and shown[ref] >= at]
+    notified: dict[str, float] = {}
+    for n in by_kind.get("blocker_notified", []):
+        notified.setdefault(str(n.get("blocker_ref")), _t(n.get("at")))
+    notice_delays = [
+        notified[ref] - at for ref, at in blockers if ref in notified and notified[ref] >= at
+    ]
+    gates_asked = {
+        str(g.get("gate_id")): _t(g.get("at"))
+        for g in by_kind.get("gate_requested", [])
+        if g.get("blocking", True)
+    }
+    decided: dict[str, float] = {}
+    for r in by_kind.get("gate_resolved", []):
+        decided.setdefault(str(r.get("gate_id")), _t(r.get("at")))
+    decision_delays = [
+        decided[g] - at for g, at in gates_asked.items() if g in decided and decided[g] >= at
+    ]
 
     return {
         "goal_id": goal_id,
@@ -159,10 +180,16 @@ def compute_metrics(
             "mean_lag_seconds": round(sum(lag_s) / len(lag_s), 3) if lag_s else None,
             "mean_lag_turns": round(sum(lag_t) / len(lag_t), 3) if lag_t else None,
         },
-        "time_to_owner_sees_blocker": _ratio(
-            len(delays),
-            len(blockers),
-            mean_seconds=round(sum(delays) / len(delays), 3) if delays else None,
-            max_seconds=round(max(delays), 3) if delays else None,
+        "time_to_owner_sees_blocker": _ratio(len(delays), len(blockers), **_spread(delays)),
+        "time_to_notice": _ratio(len(notice_delays), len(blockers), **_spread(notice_delays)),
+        "time_to_decision": _ratio(
+            len(decision_delays), len(gates_asked), **_spread(decision_delays)
         ),
+    }
+
+
+def _spread(delays: list[float]) -> dict[str, float | None]:
+    return {
+        "mean_seconds": round(sum(delays) / len(delays), 3) if delays else None,
+        "max_seconds": round(max(delays), 3) if delays else None,
     }

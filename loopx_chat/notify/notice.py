@@ -35,6 +35,7 @@ class Notice:
     kind: str  # a KIND_WORDS key, or "summary"
     page_url: str
     held: int = 0  # a summary: how many notices it stands for
+    blocker_ref: str | None = None  # the gate or outcome id it is about (the metrics key)
 
     @property
     def title(self) -> str:

@@ -21,6 +21,7 @@ from loopx_chat.notify.log import NoticeLog, NoticeRecord
 from loopx_chat.notify.notice import Notice
 from loopx_chat.notify.webhook import SECRET_FILE, WebhookSender
 from loopx_chat.service.page import GoalActions, actor_of
+from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.service_runtime import ensure_secret
 from loopx_chat.state.session_store import utc_now
 
@@ -45,13 +46,15 @@ def wanted_notices(
                     kind = (
                         "host_gate" if gate.gate_id.startswith(HOST_GATE_PREFIX) else "owner_gate"
                     )
-                    out.append(Notice(f"{goal_id}:{gate.gate_id}", goal_id, kind, page_url))
+                    key = f"{goal_id}:{gate.gate_id}"
+                    out.append(Notice(key, goal_id, kind, page_url, blocker_ref=gate.gate_id))
         elif actor == "blocked":
             ref = (
                 next((r for r in reversed(acts.blockers)), None)
                 or str((row.get("answers") or {}).get("latest_run", ""))[:80]
             )
-            out.append(Notice(f"{goal_id}:blocked:{ref}", goal_id, "blocked", page_url))
+            key = f"{goal_id}:blocked:{ref}"
+            out.append(Notice(key, goal_id, "blocked", page_url, blocker_ref=ref))
     return out
 
 
@@ -87,6 +90,7 @@ class NoticeWatcher:
         self._actions = actions
         self.page_url = page_url
         self.log = NoticeLog(state_dir)
+        self.control = ControlLog(state_dir)
         records = self.log.records()
         self._failures = {
             (r.goal_id, r.channel): r for rs in NoticeLog.failures(records).values() for r in rs
@@ -123,6 +127,13 @@ class NoticeWatcher:
                         at,
                     )
         self.log.record(notice, outcome, at)
+        if outcome.ok and notice.blocker_ref:
+            self.control.record(
+                "blocker_notified",
+                goal_id=notice.goal_id,
+                blocker_ref=notice.blocker_ref,
+                channel=outcome.channel,
+            )
 
     def notes(self) -> dict[str, tuple[str, ...]]:
         with self._lock:

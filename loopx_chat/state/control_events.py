@@ -58,6 +58,9 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "gate_resolved": frozenset({"goal_id", "gate_id", "decision", "actor"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),
     "blocker_displayed": frozenset({"goal_id", "blocker_ref", "surface"}),
+    # A notice about a blocker (a gate id, or a failed run's outcome id) reached a channel:
+    # `osascript`/`notify-send` exited 0, or the webhook answered 2xx.
+    "blocker_notified": frozenset({"goal_id", "blocker_ref", "channel"}),
     "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds", "position"}),
 }
 
