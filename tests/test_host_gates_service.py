@@ -8,6 +8,7 @@ import hashlib
 import hmac
 import http.client
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -66,7 +67,9 @@ class Receiver:
 
 
 class Service:
-    def __init__(self, state: Path, env: dict[str, str], codex_bin: str, url: str) -> None:
+    def __init__(
+        self, state: Path, env: dict[str, str], codex_bin: str, url: str, *extra: str
+    ) -> None:
         self.state = state
         self.port = _free_port()
         self.stderr = state.parent / f"serve-{self.port}.log"
@@ -90,6 +93,7 @@ class Service:
                 "webhook",
                 "--notify-url",
                 url,
+                *extra,
             ],
             env=env,
             stdout=subprocess.DEVNULL,
@@ -268,3 +272,110 @@ def test_a_service_killed_with_a_request_pending_leaves_it_expired_and_asks_noth
     finally:
         service.stop()
         receiver.server.shutdown()
+
+
+CHROMIUM = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+
+
+def _browser_tools() -> tuple[Any, str]:
+    import shutil
+
+    import pytest
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if exe is None or sync_playwright is None:
+        message = "chromium and playwright are needed (`make test` installs them)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return sync_playwright, exe
+
+
+def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+) -> None:
+    from loopx_chat.state.service_runtime import login_url
+
+    sync_playwright, exe = _browser_tools()
+    state = tmp_path / "state"
+    work = tmp_path / "work"
+    work.mkdir()
+    env = _env(base_env, bound_home)
+    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    service = Service(state, env, codex_bin, receiver.url, "--plan")
+    secret_answer = "s3cret-answer-77e1"
+    question = {
+        "id": "token",
+        "header": "Token",
+        "question": "Which token <b>should</b> I use?",
+        "isSecret": True,
+        "options": [{"label": "the old one", "description": "kept"}],
+    }
+    try:
+        _, doc = service.call(
+            "POST",
+            "/api/chat/sessions",
+            {"goal_id": "g", "work_dir": str(work), "create_goal": True},
+        )
+        session_id = doc["session"]["session_id"]
+        service.call(
+            "POST", f"/api/chat/sessions/{session_id}/turns", {"text": f"mock:shell=touch {work}/f"}
+        )
+        _until(lambda: _pending_host_gate(state), what="the host gate")
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
+            try:
+                page = browser.new_context().new_page()
+                page.goto(login_url(service.port, read_secret(state) or ""))
+                gate = page.locator(".gate.host")
+                gate.wait_for()
+                assert f"touch {work}/f" in gate.locator("pre.live.command").inner_text()
+                gate.locator("button", has_text="Approve once").click()
+                _until(lambda: (work / "f").exists(), what="the approved command to run")
+                _until(
+                    lambda: GoalStore(state).gates("g")[0].decided_by == "owner-page",
+                    what="the page's decision on record",
+                )
+                # Next, once that turn is over: a secret question, in a password field.
+                _until(
+                    lambda: (
+                        not service.call("GET", f"/api/chat/sessions/{session_id}")[1]["session"][
+                            "active_turn_id"
+                        ]
+                    ),
+                    what="the first turn to end",
+                )
+                text = "mock:call=request_user_input " + json.dumps({"questions": [question]})
+                status, doc = service.call(
+                    "POST", f"/api/chat/sessions/{session_id}/turns", {"text": text}
+                )
+                assert status in (201, 202), doc
+                _until(lambda: _pending_host_gate(state), what="the question")
+                field = page.locator('.gate.host input.answer[type="password"]')
+                field.wait_for()
+                assert "Which token <b>should</b> I use?" in page.inner_text("main")
+                field.fill(secret_answer)
+                page.locator(".gate.host button", has_text="Send answer").click()
+                _until(
+                    lambda: any(
+                        secret_answer in o for r in mock.requests for o in r["tool_outputs"]
+                    ),
+                    what="the model to get the answer",
+                )
+            finally:
+                browser.close()
+    finally:
+        service.stop()
+        receiver.server.shutdown()
+    for path in state.rglob("*"):
+        if path.is_file():
+            assert secret_answer.encode() not in path.read_bytes(), path
+    assert secret_answer.encode() not in service.stderr.read_bytes()

@@ -261,3 +261,27 @@ def test_time_waiting_on_the_owner_counts_for_neither_timeout(
     result = _done(thread, box)
     assert result.turn.status == "completed" and result.turn.error_code is None
     assert (work / "f").exists()
+
+
+def test_an_escalation_shows_its_justification_live_and_stores_it_nowhere(
+    tmp_path: Path, make: Callable[..., ChatController], mock: MockResponsesServer
+) -> None:
+    why = "JUSTIFY-4c1d: the build needs the network"
+    work = _work(tmp_path)
+    c = make(approval_policy="on-request")
+    session = c.open_session("g", work)
+    call = {
+        "cmd": f"touch {work}/f",
+        "sandbox_permissions": "require_escalated",
+        "justification": why,
+    }
+    thread, box = _turn(c, session.session_id, f"mock:call=exec_command {json.dumps(call)}")
+    live = _asked(c)
+    assert live.details["reason"] == why
+    c.host_requests.decide("g", live.gate_id, Choice("decline"), actor="owner-api")
+    _done(thread, box)
+    c.close()
+    assert not (work / "f").exists()
+    for path in (tmp_path / "state").rglob("*"):
+        if path.is_file():
+            assert b"JUSTIFY-4c1d" not in path.read_bytes(), path
