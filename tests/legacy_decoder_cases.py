@@ -2,9 +2,10 @@
 
 Each case is a `/bin/sh -c SCRIPT` (or a whole argv) the decoder accepts, with the words the
 service program receives after its name and the environment variables it sees (None: not in
-its environment). `tests/test_launchagent_decoder_rules.py` holds the decoder to these
-(fast, in the mutation pass); `tests/test_launchagent_shells.py` holds bash (as `sh` and as
-itself), dash and zsh to the very same values, so no expected value here is only our guess.
+its environment). `tests/launchagent/test_legacy_rules.py` holds the decoder to these
+(fast, in the mutation pass); `tests/integration/test_launchagent_shells.py` holds bash (as
+`sh` and as itself), dash and zsh to the very same values, so no expected value here is only
+our guess.
 
 Placeholders: the job's HOME is `/Users/me` and its USER `me` (launchd's environment); the
 real-shell run finds `loopx-chat` on PATH as a program that reports what it received.

@@ -29,9 +29,9 @@ from loopx_chat.launchagent.plist import (
 from tests.conftest import wait_for
 
 # The binding helpers are the decoder tests' own (one definition).
-from tests.test_launchagent_decoder import HOME, _plist, _resolve
+from tests.launchagent.test_legacy import HOME, _plist, _resolve
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def spec(home: str, port: int = 8767) -> AgentSpec:

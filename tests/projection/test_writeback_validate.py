@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import validate_writeback_document
-from tests.test_writeback_plan_rules import HANDOFF
+from tests.projection.test_writeback import HANDOFF
 
 # The minimal shape from the reference, with values the handoff class allows.
 SECTIONS: dict[str, tuple[str, ...]] = {

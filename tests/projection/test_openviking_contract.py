@@ -22,7 +22,7 @@ from loopx_chat.session_runtime import (
     validate_openviking_session_memory_adapter,
 )
 from loopx_chat.session_runtime.openviking_contract import private_value_code
-from tests.test_openviking_adapter import FIXTURE, SMOKE
+from tests.projection.test_openviking import FIXTURE, SMOKE
 
 Doc = dict[str, Any]
 

@@ -40,7 +40,7 @@ from tests.legacy_decoder_cases import HOME as HOME_OF_CASES
 from tests.legacy_decoder_cases import USER as USER_OF_CASES
 from tests.legacy_plist_corpus import LegacyCase, corpus
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FAKE_LAUNCHCTL = ROOT / "tests" / "fakes" / "fake_launchctl.py"
 LABEL = "com.loopx.chat"
 LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"

@@ -14,8 +14,8 @@ import pytest
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
+from tests.integration.test_service import Service, service  # noqa: F401 - the running-service fixture
 from tests.state_conditions import read_only_bind
-from tests.test_service import Service, service  # noqa: F401 - the running-service fixture
 
 
 def test_too_deep_json_is_bad_json(service: Service) -> None:  # noqa: F811

@@ -21,9 +21,9 @@ import pytest
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.test_service_process import _chromium, _start
+from tests.integration.test_service_process import _chromium, _start
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
 CHROMIUM_ARGS = [
     "--no-sandbox",

@@ -16,7 +16,7 @@ from typing import Any
 from loopx_chat.codex.errors_map import UPSTREAM_TEXTS
 from tests.fakes.replay import FIXTURES, load, pinned_version
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tools" / "record-codex-transcripts"
 # Token counts follow the prompt's size, which includes this machine's temp path length.
 _TOKEN_KEYS = frozenset(

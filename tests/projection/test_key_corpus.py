@@ -18,7 +18,7 @@ from loopx_chat.session_runtime import (
 )
 from loopx_chat.session_runtime import keys as keys_module
 
-CORPUS_FILE = Path(__file__).resolve().parent / "data" / "session_runtime_key_classes.tsv"
+CORPUS_FILE = Path(__file__).resolve().parents[1] / "data" / "session_runtime_key_classes.tsv"
 
 
 def _load_corpus() -> dict[str, str]:

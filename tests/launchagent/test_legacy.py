@@ -1,7 +1,7 @@
 """The legacy-plist decoder, rule by rule: what each allowlisted construct gives the service,
 and which rule (`detail`) refuses everything else. Pure and fast: the mutation pass over
-`launchagent/legacy.py` runs these (`tests/test_launchagent_shells.py` holds the same decoder
-to the real shells)."""
+`launchagent/legacy.py` runs these (`tests/integration/test_launchagent_shells.py` holds the
+same decoder to the real shells)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_openviking_rules import build
+from tests.projection.test_openviking_contract import build
 
 Doc = dict[str, Any]
 

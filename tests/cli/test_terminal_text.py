@@ -14,7 +14,7 @@ import pytest
 
 from tests.state_conditions import unavailable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ESC = b"\x1b"
 SCRIPT = Path(sys.executable).parent / "loopx-chat"
 

@@ -716,7 +716,7 @@ def test_scanners_racing_on_one_index_never_lose_or_double_a_turn(
     racers = [
         subprocess.Popen(
             [sys.executable, "-c", _SCAN_LOOP, str(home), str(scanner.index_path), "40"],
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=Path(__file__).resolve().parents[2],
         )
         for _ in range(3)
     ]

@@ -18,7 +18,7 @@ import pytest
 from loopx_chat.cli import main
 from tests.conftest import wait_for
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # A full device is Linux's; elsewhere (a Mac) these are skipped, but never under CI, where a
 # missing /dev/full must fail rather than pass unseen.
 NEEDS_DEV_FULL = pytest.mark.skipif(

@@ -1,11 +1,11 @@
 """The legacy decoder's rules one at a time, each with a test that names it.
 
 Decoded cases come from `tests/legacy_decoder_cases.py`, whose expected values the real
-shells confirm in `tests/test_launchagent_shells.py`. The name tables here (variables a shell
-sets, commands a startup file must not run, each shell's options) are written from the
-shells' documentation, never imported from the module: a rule table with an entry missing
-must fail one of these. Pure and fast: the mutation pass over `launchagent/legacy.py` runs
-this file for every mutant.
+shells confirm in `tests/integration/test_launchagent_shells.py`. The name tables here
+(variables a shell sets, commands a startup file must not run, each shell's options) are
+written from the shells' documentation, never imported from the module: a rule table with an
+entry missing must fail one of these. Pure and fast: the mutation pass over
+`launchagent/legacy.py` runs this file for every mutant.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from loopx_chat.session_runtime import (
 from loopx_chat.session_runtime import projection as projection_module
 from loopx_chat.session_runtime.keys import RAW_MATERIAL_KEYS, SOURCE_ID_KEYS, TIMESTAMP_KEYS
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_DIR = Path(session_runtime.__file__).parent
 RAW_RECOMMENDATION = "provide compact summaries without raw material before projection"
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")

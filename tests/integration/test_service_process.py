@@ -20,7 +20,7 @@ from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.state.session_store import SessionStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 
 

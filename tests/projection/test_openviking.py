@@ -24,7 +24,7 @@ from loopx_chat.session_runtime import (
 )
 from loopx_chat.session_runtime import openviking as ov
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "examples" / "fixtures" / "openviking-session-memory-adapter.public.json"
 SMOKE = ROOT / "examples" / "openviking-session-memory-adapter-smoke.py"
 OK_LINE = "openviking-session-memory-adapter-smoke ok"
