@@ -15,8 +15,8 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import FakeCodex
-from tests.fakes.replay import recorded_reply, recorded_turn_tokens
+from tests.helpers.fakes import FakeCodex
+from tests.helpers.fakes.replay import recorded_reply, recorded_turn_tokens
 
 
 def _invoke(tmp_path: Path, fake: FakeCodex, home: Path, args: list[str], scenario: str = "ok"):  # type: ignore[no-untyped-def]

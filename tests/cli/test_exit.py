@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from loopx_chat.cli import main
-from tests.conftest import wait_for
+from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 # A full device is Linux's; elsewhere (a Mac) these are skipped, but never under CI, where a

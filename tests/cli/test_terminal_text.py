@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.state_conditions import unavailable
+from tests.helpers.conditions import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 ESC = b"\x1b"

@@ -40,7 +40,8 @@ from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
 from loopx_chat.errors import ERROR_CODES, StateError
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import make_controller, run_in_thread, wait_for
+from tests.helpers.real_codex import make_controller
+from tests.helpers.waiting import run_in_thread, wait_for
 
 # ---------------------------------------------------------------------------------------------
 # Synthetic rollouts in codex's compact layout

@@ -18,7 +18,8 @@ from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.controller.home_ownership import AppServerRegistry, find_home_users, short_command
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import resolve_codex_home
-from tests.conftest import FakeCodex, make_controller, raw_app_server
+from tests.helpers.fakes import FakeCodex
+from tests.helpers.real_codex import make_controller, raw_app_server
 
 
 def _tree_digest(root: Path) -> dict[str, str]:

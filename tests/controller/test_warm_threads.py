@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from loopx_chat.controller.warm_threads import WarmThreads
-from tests.conftest import wait_for
+from tests.helpers.waiting import wait_for
 
 
 @dataclass

@@ -16,7 +16,7 @@ from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
-from tests.conftest import make_controller
+from tests.helpers.real_codex import make_controller
 
 MEMORY_INPUT = {
     "issue": {"repo": "OpenViking/Viking", "issue_number": 2792, "title_summary": "a crash"},

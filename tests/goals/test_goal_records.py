@@ -14,7 +14,7 @@ from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.quota import QuotaFacts, decide_quota
-from tests.goal_helpers import goal_with_turns
+from tests.helpers.goals import goal_with_turns
 
 
 def records(root: Path) -> GoalRecords:

@@ -19,7 +19,7 @@ from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import FakeCodex
+from tests.helpers.fakes import FakeCodex
 
 
 def _controller(tmp_path: Path, fake: FakeCodex, scenario: str = "ok") -> ChatController:

@@ -12,7 +12,7 @@ from loopx_chat.cli import main
 from loopx_chat.codex.rollouts import LastTurn, ThreadFacts, TurnCounts
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.goals.reconcile import Staleness, reconcile_reason, staleness
-from tests.conftest import make_controller, real_launch
+from tests.helpers.real_codex import make_controller, real_launch
 
 
 def thread(tid: str, started: int, outcome: str, at: str) -> ThreadFacts:

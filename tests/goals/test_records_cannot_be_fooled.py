@@ -17,7 +17,7 @@ from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.session_runtime._text import public_safe_text
-from tests.goal_helpers import goal_with_turns
+from tests.helpers.goals import goal_with_turns
 
 
 def run(root: Path, *args: str, code: int = 0) -> dict[str, Any]:

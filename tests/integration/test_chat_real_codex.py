@@ -25,7 +25,8 @@ from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import make_controller, raw_app_server, run_in_thread, wait_for
+from tests.helpers.real_codex import make_controller, raw_app_server
+from tests.helpers.waiting import run_in_thread, wait_for
 
 
 def _rollouts(home: Path) -> list[Path]:

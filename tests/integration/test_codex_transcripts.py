@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.codex.errors_map import UPSTREAM_TEXTS
-from tests.fakes.replay import FIXTURES, load, pinned_version
+from tests.helpers.fakes.replay import FIXTURES, load, pinned_version
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tools" / "record-codex-transcripts"

@@ -21,7 +21,7 @@ import pytest
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.integration.test_service_process import _chromium, _start
+from tests.helpers.serve_process import chromium, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -85,7 +85,7 @@ def _post(port: int, path: str, body: bytes, headers: dict[str, str]) -> tuple[i
 def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    exe = _chromium()
+    exe = chromium()
     sync_playwright = _playwright()
     state = tmp_path / "state"
     goals = GoalStore(state)
@@ -97,7 +97,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     _session(store, "goal-ready", bound_home, ["completed"])
     goals.record_handoff("goal-ready", "write the migration tests", "tests pass", ())
     _session(store, "goal-quiet", bound_home, ["completed"])
-    proc, port = _start(state, bound_home, base_env, codex_bin)
+    proc, port = start_serve(state, bound_home, base_env, codex_bin)
     url = f"http://127.0.0.1:{port}/"
     try:
         # A script reading the feed is not the owner seeing a blocker.

@@ -35,13 +35,14 @@ from click.testing import CliRunner
 from loopx_chat.cli import launchagent_cmd, main
 from loopx_chat.home import resolve_codex_home
 from loopx_chat.launchagent.launchctl import Runner, RunResult
-from tests.legacy_decoder_cases import ARGVS, SCRIPTS, Decoded
-from tests.legacy_decoder_cases import HOME as HOME_OF_CASES
-from tests.legacy_decoder_cases import USER as USER_OF_CASES
-from tests.legacy_plist_corpus import LegacyCase, corpus
+from tests.helpers.fakes import FAKE_LAUNCHCTL
+from tests.helpers.legacy_decoder_cases import ARGVS, SCRIPTS, Decoded
+from tests.helpers.legacy_decoder_cases import HOME as HOME_OF_CASES
+from tests.helpers.legacy_decoder_cases import USER as USER_OF_CASES
+from tests.helpers.legacy_plist_corpus import LegacyCase, corpus
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE_LAUNCHCTL = ROOT / "tests" / "fakes" / "fake_launchctl.py"
+
 LABEL = "com.loopx.chat"
 LAUNCHD_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 SHELLS = ("bash", "dash", "zsh")

@@ -14,7 +14,8 @@ from loopx_chat.errors import CodexError
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import make_controller, run_in_thread, wait_for
+from tests.helpers.real_codex import make_controller
+from tests.helpers.waiting import run_in_thread, wait_for
 
 TEXT = "mock:hang CANARY-same-work-4c2"
 

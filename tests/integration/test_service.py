@@ -6,106 +6,21 @@ back in any response."""
 
 from __future__ import annotations
 
-import http.client
-import json
 import re
 import socket
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.service.app import ServiceApp
-from loopx_chat.service.server import LoopbackServer
 from loopx_chat.service.status_cache import state_fingerprint
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import make_controller
-
-
-@dataclass
-class Reply:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
-
-
-@dataclass
-class Service:
-    port: int
-    controller: ChatController
-    state: Path
-    home: Path
-    seen: list[bytes]
-
-    def request(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        headers: dict[str, str] | None = None,
-        raw: bytes | None = None,
-    ) -> Reply:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        hdrs = {"Host": f"127.0.0.1:{self.port}"}
-        payload = raw
-        if body is not None:
-            payload = json.dumps(body).encode()
-            hdrs["Content-Type"] = "application/json"
-        hdrs.update(headers or {})
-        conn.request(method, path, body=payload, headers=hdrs)
-        resp = conn.getresponse()
-        data = resp.read()
-        conn.close()
-        self.seen.append(data)
-        return Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
-
-    def events(self, session_id: str) -> list[dict[str, Any]]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        conn.request(
-            "GET",
-            f"/api/chat/sessions/{session_id}/events",
-            headers={"Host": f"localhost:{self.port}"},
-        )
-        resp = conn.getresponse()
-        assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
-        data = resp.read()
-        conn.close()
-        self.seen.append(data)
-        return [
-            json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: ")
-        ]
-
-
-@pytest.fixture
-def service(
-    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
-) -> Iterator[Service]:
-    state = tmp_path / "state"
-    controller = make_controller(state, bound_home, base_env, codex_bin)
-    goals = GoalStore(state)
-    server = LoopbackServer(
-        "127.0.0.1", 0, lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path)
-    )
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    svc = Service(server.port, controller, state, bound_home, [])
-    try:
-        yield svc
-    finally:
-        server.shutdown()
-        controller.close()
-        server.server_close()
-        thread.join(timeout=10)
+from tests.helpers.real_codex import make_controller
+from tests.helpers.service import Service
 
 
 def test_capabilities(service: Service) -> None:

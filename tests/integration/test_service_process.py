@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -14,52 +12,14 @@ import time
 from pathlib import Path
 
 import psutil
-import pytest
 
 from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.serve_process import chromium, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _start(
-    state: Path, home: Path, env: dict[str, str], codex_bin: str
-) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "loopx_chat",
-            "--state-dir",
-            str(state),
-            "--codex-bin",
-            codex_bin,
-            "serve",
-            "--port",
-            str(port),
-        ],
-        env={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return proc, port
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("serve did not start listening")
 
 
 def _post(port: int, path: str, body: dict) -> dict:  # type: ignore[type-arg]
@@ -81,7 +41,7 @@ def test_sigterm_mid_turn_shuts_down_cleanly(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
     state = tmp_path / "state"
-    proc, port = _start(state, bound_home, base_env, codex_bin)
+    proc, port = start_serve(state, bound_home, base_env, codex_bin)
     try:
         sid = _post(port, "/api/chat/sessions", {"goal_id": "g"})["session"]["session_id"]
         turn = _post(port, f"/api/chat/sessions/{sid}/turns", {"text": "mock:hang"})["turn"]
@@ -119,7 +79,7 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
     index = index_path(state, bound_home.resolve())
     # A blocking gate: a status computed at start-up would record it as displayed.
     GoalStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
-    proc, _port = _start(state, bound_home, base_env, codex_bin)
+    proc, _port = start_serve(state, bound_home, base_env, codex_bin)
     try:
         deadline = time.monotonic() + 20
         while not index.exists() and time.monotonic() < deadline:
@@ -136,23 +96,13 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
     assert "blocker_displayed" not in kinds and "stale_detected" not in kinds
 
 
-def _chromium() -> str:
-    exe = shutil.which("chromium") or shutil.which("chromium-browser")
-    if exe is None:
-        message = "Debian chromium is missing; `make test` installs it where apt is available"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    return exe
-
-
 def test_first_screen_in_headless_chromium(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    exe = _chromium()
+    exe = chromium()
     state = tmp_path / "state"
     GoalStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
-    proc, port = _start(state, bound_home, base_env, codex_bin)
+    proc, port = start_serve(state, bound_home, base_env, codex_bin)
     flags = [
         "--headless",
         "--no-sandbox",

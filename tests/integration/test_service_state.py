@@ -14,11 +14,11 @@ import pytest
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.integration.test_service import Service, service  # noqa: F401 - the running-service fixture
-from tests.state_conditions import read_only_bind
+from tests.helpers.conditions import read_only_bind
+from tests.helpers.service import Service
 
 
-def test_too_deep_json_is_bad_json(service: Service) -> None:  # noqa: F811
+def test_too_deep_json_is_bad_json(service: Service) -> None:
     reply = service.request(
         "POST",
         "/api/chat/sessions",
@@ -33,7 +33,7 @@ def test_too_deep_json_is_bad_json(service: Service) -> None:  # noqa: F811
     ["/tmp/a\x00b", "~no-such-user-16/x", "/tmp/\ud800", "/" + "a" * 5000, 42],
     ids=["nul", "unknown-user", "lone-surrogate", "too-long", "not-a-string"],
 )
-def test_bad_work_dir_is_usage_error(service: Service, work_dir: object) -> None:  # noqa: F811
+def test_bad_work_dir_is_usage_error(service: Service, work_dir: object) -> None:
     raw = json.dumps({"goal_id": "g", "work_dir": work_dir}).encode()
     reply = service.request(
         "POST", "/api/chat/sessions", raw=raw, headers={"Content-Type": "application/json"}
@@ -44,7 +44,7 @@ def test_bad_work_dir_is_usage_error(service: Service, work_dir: object) -> None
     )
 
 
-def test_unwritable_state_is_503(service: Service) -> None:  # noqa: F811
+def test_unwritable_state_is_503(service: Service) -> None:
     service.state.mkdir(parents=True, exist_ok=True)
     with read_only_bind(service.state):
         reply = service.request("POST", "/api/chat/sessions", {"goal_id": "g"})
@@ -53,7 +53,7 @@ def test_unwritable_state_is_503(service: Service) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("kind", ["fifo", "deep", "symlink", "mismatch"])
-def test_session_problems_show_no_local_path(service: Service, kind: str) -> None:  # noqa: F811
+def test_session_problems_show_no_local_path(service: Service, kind: str) -> None:
     store = SessionStore(service.state)
     store.create(SessionRecord(session_id="bad", goal_id="g", created_at="t", updated_at="t"))
     path = store.session_path("bad")
@@ -80,7 +80,7 @@ def test_session_problems_show_no_local_path(service: Service, kind: str) -> Non
     assert one.json()["error_code"] == expected and str(service.state) not in one.body.decode()
 
 
-def test_a_corrupt_goal_is_a_problem_card_not_a_500(service: Service) -> None:  # noqa: F811
+def test_a_corrupt_goal_is_a_problem_card_not_a_500(service: Service) -> None:
     for goal in ("good", "bad"):
         folder = service.state / "goals" / goal
         folder.mkdir(parents=True)
@@ -110,7 +110,7 @@ def test_listen_backlog_holds_a_burst_of_connections() -> None:
 
 
 def test_request_lines_are_logged_with_control_characters_escaped(
-    service: Service,  # noqa: F811
+    service: Service,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     with socket.create_connection(("127.0.0.1", service.port), timeout=10) as sock:

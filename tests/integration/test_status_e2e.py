@@ -10,7 +10,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from tests.conftest import make_controller
+from tests.helpers.real_codex import make_controller
 
 
 def _status(state: Path, home: Path) -> dict[str, Any]:

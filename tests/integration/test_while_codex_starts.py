@@ -12,7 +12,8 @@ from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.chat_controller import ControllerConfig
 from loopx_chat.errors import StateError
 from loopx_chat.state.control_events import ControlLog
-from tests.conftest import make_controller, real_launch, wait_for
+from tests.helpers.real_codex import make_controller, real_launch
+from tests.helpers.waiting import wait_for
 
 
 def _codex_children() -> list[psutil.Process]:

@@ -10,7 +10,8 @@ from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.goal_store import GoalStore
-from tests.conftest import make_controller, wait_for
+from tests.helpers.real_codex import make_controller
+from tests.helpers.waiting import wait_for
 
 
 def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:

@@ -26,10 +26,11 @@ from loopx_chat.launchagent.plist import (
     parse_plist,
     render_plist,
 )
-from tests.conftest import wait_for
 
 # The binding helpers are the decoder tests' own (one definition).
-from tests.launchagent.test_legacy import HOME, _plist, _resolve
+from tests.helpers.fakes import FAKE_LAUNCHCTL
+from tests.helpers.launchd import HOME, resolve_binding, service_plist
+from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +64,7 @@ def test_binding_survives_build_and_parse(home: str) -> None:
     data = render_plist(build_plist(spec(home)))
     parsed = parse_plist(data, where="generated")
     assert parsed.environment["LOOPX_CHAT_CODEX_HOME"] == home
-    binding = _resolve(existing=parsed, ambient="/ambient")
+    binding = resolve_binding(existing=parsed, ambient="/ambient")
     assert (binding.path, binding.source, binding.legacy) == (
         posixpath.normpath(home),
         "existing plist: LOOPX_CHAT_CODEX_HOME from EnvironmentVariables",
@@ -269,9 +270,7 @@ def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "launchctl"
-    fake.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests/fakes/fake_launchctl.py"}" "$@"\n'
-    )
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_LAUNCHCTL}" "$@"\n')
     fake.chmod(0o755)
     env = {
         "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -302,7 +301,7 @@ def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
 
 def test_control_characters_are_refused_not_a_traceback() -> None:
     with pytest.raises(LaunchAgentError) as explicit:
-        _resolve(explicit="/tmp/a\x01b")
+        resolve_binding(explicit="/tmp/a\x01b")
     assert explicit.value.error_code == "codex_home_not_absolute"
     raw = plistlib.dumps(
         {"EnvironmentVariables": {"LOOPX_CHAT_CODEX_HOME": "/h\x1bx"}}, fmt=plistlib.FMT_BINARY
@@ -310,17 +309,15 @@ def test_control_characters_are_refused_not_a_traceback() -> None:
     with pytest.raises(LaunchAgentError) as parsed:
         parse_plist(raw, where="/x.plist")
     assert parsed.value.error_code == "plist_malformed"
-    assert _plist(args=["x", "--port", "\u00b2"]).port() is None
-    assert _plist(args=["x", "--port=8123"]).port() == 8123
+    assert service_plist(args=["x", "--port", "\u00b2"]).port() is None
+    assert service_plist(args=["x", "--port=8123"]).port() == 8123
 
 
 def _la(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
     bindir = tmp_path / "bin"
     bindir.mkdir(exist_ok=True)
     fake = bindir / "launchctl"
-    fake.write_text(
-        f'#!/bin/sh\nexec "{sys.executable}" "{ROOT / "tests/fakes/fake_launchctl.py"}" "$@"\n'
-    )
+    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_LAUNCHCTL}" "$@"\n')
     fake.chmod(0o755)
     env = {
         "PATH": f"{bindir}:{os.environ['PATH']}",
@@ -402,13 +399,19 @@ def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("existing", "ambient_sqlite", "expected"),
     [
-        (_plist({"CODEX_HOME": "/h", "CODEX_SQLITE_HOME": "/db"}), "/amb", "/db"),
+        (service_plist({"CODEX_HOME": "/h", "CODEX_SQLITE_HOME": "/db"}), "/amb", "/db"),
         (
-            _plist({}, ["/bin/sh", "-c", "export CODEX_HOME=/h CODEX_SQLITE_HOME=/s; exec loopx"]),
+            service_plist(
+                {}, ["/bin/sh", "-c", "export CODEX_HOME=/h CODEX_SQLITE_HOME=/s; exec loopx"]
+            ),
             None,
             "/s",
         ),
-        (_plist({"CODEX_HOME": "/h"}), "/amb", None),  # an installed agent keeps its own: none
+        (
+            service_plist({"CODEX_HOME": "/h"}),
+            "/amb",
+            None,
+        ),  # an installed agent keeps its own: none
         (None, "/amb", "/amb"),  # a fresh install follows the installing shell
         (None, None, None),
     ],
@@ -416,7 +419,7 @@ def test_stop_and_uninstall_refuse_before_touching_launchd(tmp_path: Path) -> No
 def test_the_sqlite_home_moves_with_the_binding(
     existing: ParsedPlist | None, ambient_sqlite: str | None, expected: str | None
 ) -> None:
-    assert _resolve(existing=existing, ambient_sqlite=ambient_sqlite).sqlite_home == expected
+    assert resolve_binding(existing=existing, ambient_sqlite=ambient_sqlite).sqlite_home == expected
 
 
 def test_an_upgrade_keeps_the_sqlite_home_of_the_installed_agent(tmp_path: Path) -> None:

@@ -10,48 +10,16 @@ from collections.abc import Sequence
 import pytest
 
 from loopx_chat.launchagent.binding import (
-    InstallBinding,
-    LaunchdUser,
     expand_user_home,
-    resolve_install_binding,
     startup_files_to_read,
 )
 from loopx_chat.launchagent.legacy import Ambiguous
 from loopx_chat.launchagent.plist import LaunchAgentError, ParsedPlist
-
-HOME = "/Users/me"
-USER = LaunchdUser(home=HOME, name="me", shell="/bin/zsh")
-
-
-def _resolve(
-    *,
-    explicit: str | None = None,
-    existing: ParsedPlist | None = None,
-    ambient: str | None = None,
-    ambient_sqlite: str | None = None,
-) -> InstallBinding:
-    """The binding, with every startup file the plist's shell would read absent."""
-    startup = dict.fromkeys(startup_files_to_read(existing, USER)) if existing else {}
-    got, _ = resolve_install_binding(
-        explicit=explicit,
-        existing=existing,
-        ambient_codex_home=ambient,
-        user=USER,
-        startup_text=startup,
-        ambient_sqlite_home=ambient_sqlite,
-    )
-    return got
+from tests.helpers.launchd import HOME, USER, resolve_binding, service_plist
 
 
 def _decide(script: str, shell: str = "/bin/sh") -> str:
-    return _resolve(existing=_plist(args=[shell, "-c", script])).path
-
-
-SERVICE = ("/usr/local/bin/loopx-chat", "serve")
-
-
-def _plist(env: dict[str, str] | None = None, args: Sequence[str] = SERVICE) -> ParsedPlist:
-    return ParsedPlist(data={}, environment=env or {}, program_arguments=tuple(args))
+    return resolve_binding(existing=service_plist(args=[shell, "-c", script])).path
 
 
 @pytest.mark.parametrize(
@@ -157,7 +125,7 @@ def test_each_refusal_names_its_rule(script: str, detail: str) -> None:
 def test_legacy_programs_decode_to_what_the_service_saw(
     args: list[str], env: dict[str, str], expected: str
 ) -> None:
-    assert _resolve(existing=_plist(env, args), ambient="/amb").path == expected
+    assert resolve_binding(existing=service_plist(env, args), ambient="/amb").path == expected
 
 
 @pytest.mark.parametrize(
@@ -186,21 +154,31 @@ def test_legacy_programs_decode_to_what_the_service_saw(
 def test_undecidable_legacy_programs_are_refused(args: list[str], detail: str) -> None:
     env = {"BASH_ENV": "/x"} if detail == "bash_env" else {}
     with pytest.raises(Ambiguous) as info:
-        _resolve(existing=_plist(env, args))
+        resolve_binding(existing=service_plist(env, args))
     assert (info.value.error_code, info.value.detail) == ("legacy_binding_ambiguous", detail)
 
 
 @pytest.mark.parametrize(
     ("explicit", "existing", "ambient", "expected"),
     [
-        ("/e", _plist({"LOOPX_CHAT_CODEX_HOME": "/p"}), "/a", "/e"),
-        (None, _plist({"LOOPX_CHAT_CODEX_HOME": "/p", "CODEX_HOME": "/c"}), "/a", "/p"),
-        (None, _plist({"CODEX_HOME": "/c"}), "/a", "/c"),
-        (None, _plist(args=["/bin/zsh", "-c", "export CODEX_HOME=/l; exec loopx"]), "/a", "/l"),
-        (None, _plist(args=["/usr/bin/python3", "-m", "loopx_chat"]), "/a", f"{HOME}/.codex"),
-        (None, _plist({"CODEX_HOME": "~/.codex-x"}), "/a", f"{HOME}/.codex-x"),
-        (None, _plist({"HOME": "/other"}), "/a", "/other/.codex"),
-        (None, _plist({"LOOPX_CHAT_CODEX_HOME": ""}), "/a", f"{HOME}/.codex"),
+        ("/e", service_plist({"LOOPX_CHAT_CODEX_HOME": "/p"}), "/a", "/e"),
+        (None, service_plist({"LOOPX_CHAT_CODEX_HOME": "/p", "CODEX_HOME": "/c"}), "/a", "/p"),
+        (None, service_plist({"CODEX_HOME": "/c"}), "/a", "/c"),
+        (
+            None,
+            service_plist(args=["/bin/zsh", "-c", "export CODEX_HOME=/l; exec loopx"]),
+            "/a",
+            "/l",
+        ),
+        (
+            None,
+            service_plist(args=["/usr/bin/python3", "-m", "loopx_chat"]),
+            "/a",
+            f"{HOME}/.codex",
+        ),
+        (None, service_plist({"CODEX_HOME": "~/.codex-x"}), "/a", f"{HOME}/.codex-x"),
+        (None, service_plist({"HOME": "/other"}), "/a", "/other/.codex"),
+        (None, service_plist({"LOOPX_CHAT_CODEX_HOME": ""}), "/a", f"{HOME}/.codex"),
         (None, None, "/a", "/a"),
         (None, None, None, f"{HOME}/.codex"),
         ("~/x", None, None, f"{HOME}/x"),
@@ -209,13 +187,13 @@ def test_undecidable_legacy_programs_are_refused(args: list[str], detail: str) -
 def test_binding_precedence(
     explicit: str | None, existing: ParsedPlist | None, ambient: str | None, expected: str
 ) -> None:
-    assert _resolve(explicit=explicit, existing=existing, ambient=ambient).path == expected
+    assert resolve_binding(explicit=explicit, existing=existing, ambient=ambient).path == expected
 
 
 @pytest.mark.parametrize("value", ["relative/home", "./x"])
 def test_relative_binding_refused(value: str) -> None:
     with pytest.raises(LaunchAgentError) as info:
-        _resolve(explicit=value)
+        resolve_binding(explicit=value)
     assert info.value.error_code == "codex_home_not_absolute"
 
 

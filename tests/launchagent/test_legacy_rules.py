@@ -1,6 +1,6 @@
 """The legacy decoder's rules one at a time, each with a test that names it.
 
-Decoded cases come from `tests/legacy_decoder_cases.py`, whose expected values the real
+Decoded cases come from `tests/helpers/legacy_decoder_cases.py`, whose expected values the real
 shells confirm in `tests/integration/test_launchagent_shells.py`. The name tables here
 (variables a shell sets, commands a startup file must not run, each shell's options) are
 written from the shells' documentation, never imported from the module: a rule table with an
@@ -24,7 +24,7 @@ from loopx_chat.launchagent.legacy import (
     startup_files,
     startup_files_for,
 )
-from tests.legacy_decoder_cases import ARGV_SCRIPT, ARGVS, HOME, SCRIPTS, USER, Decoded
+from tests.helpers.legacy_decoder_cases import ARGV_SCRIPT, ARGVS, HOME, SCRIPTS, USER, Decoded
 
 ZSH_SYSTEM = {"/etc/zshenv": None, "/etc/zsh/zshenv": None, f"{HOME}/.zshenv": None}
 

@@ -17,6 +17,7 @@ from loopx_chat.session_runtime import (
     classify_session_runtime_key,
 )
 from loopx_chat.session_runtime import keys as keys_module
+from tests.helpers.spec_keys import SPEC_ID_KEYS, SPEC_RAW_WORDS
 
 CORPUS_FILE = Path(__file__).resolve().parents[1] / "data" / "session_runtime_key_classes.tsv"
 
@@ -73,21 +74,6 @@ def test_the_corpus_covers_every_entry_of_the_module_tables() -> None:
 
 # ---- Word lists of their own (reference §3.5), for the properties -----------------------
 
-SPEC_RAW_WORDS: dict[str, tuple[str, ...]] = {
-    "credential": (
-        "credential",
-        "credentials",
-        "secret",
-        "secrets",
-        "password",
-        "passwd",
-        "passphrase",
-    ),
-    "transcript": ("transcript", "transcripts", "messages", "prompt", "prompts", "conversation"),
-    "log": ("log", "logs", "trace", "traces", "stacktrace", "traceback"),
-    "local_path": ("path", "paths", "cwd", "workdir", "filename", "filepath"),
-    "raw_output": ("raw", "stdout", "stderr", "diff", "patch", "dump"),
-}
 SPEC_PHRASES: dict[str, tuple[str, ...]] = {
     "credential": (
         "access_token",
@@ -275,17 +261,6 @@ def test_the_cache_holds_at_most_4096_keys() -> None:
 
 # ---- The id and timestamp tables, as the builder uses them (reference §3.3, §3.4) --------
 
-SPEC_ID_KEYS = (
-    "session_id",
-    "event_id",
-    "outcome_id",
-    "gate_id",
-    "approval_id",
-    "artifact_id",
-    "tool_call_id",
-    "run_id",
-    "ref_id",
-)
 SPEC_TIMESTAMP_KEYS = ("created_at", "event_at", "updated_at", "timestamp")
 
 

@@ -24,7 +24,7 @@ from loopx_chat.session_runtime.keys import (
     RAW_MATERIAL_WORDS,
     clear_key_classification_cache,
 )
-from tests.projection.test_key_corpus import SPEC_RAW_WORDS
+from tests.helpers.spec_keys import SPEC_RAW_WORDS
 
 COMPACT = (KeyState.COMPACT, None)
 UNCLASSIFIED = (KeyState.UNCLASSIFIED, None)

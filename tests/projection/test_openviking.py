@@ -23,18 +23,12 @@ from loopx_chat.session_runtime import (
     validate_openviking_session_memory_adapter,
 )
 from loopx_chat.session_runtime import openviking as ov
+from tests.helpers.openviking import FIXTURE, SMOKE, fixture_adapter
+from tests.helpers.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
-FIXTURE = ROOT / "examples" / "fixtures" / "openviking-session-memory-adapter.public.json"
-SMOKE = ROOT / "examples" / "openviking-session-memory-adapter-smoke.py"
 OK_LINE = "openviking-session-memory-adapter-smoke ok"
 
 Doc = dict[str, Any]
-
-
-def fixture_adapter() -> Doc:
-    payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    return payload["attention_queue"]["items"][0]["openviking_session_memory_adapter"]
 
 
 def compact_inputs() -> dict[str, Any]:

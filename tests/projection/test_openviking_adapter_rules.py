@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.projection.test_openviking_contract import build
+from tests.helpers.openviking import build
 
 Doc = dict[str, Any]
 

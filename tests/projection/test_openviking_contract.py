@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import copy
 import importlib.util
-import json
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from loopx_chat.session_runtime import (
     validate_openviking_session_memory_adapter,
 )
 from loopx_chat.session_runtime.openviking_contract import private_value_code
-from tests.projection.test_openviking import FIXTURE, SMOKE
+from tests.helpers.openviking import SMOKE, build, fixture_adapter
 
 Doc = dict[str, Any]
 
@@ -143,11 +142,6 @@ SOURCE_KINDS = ("prior_issue", "session_outcome", "operator_note", "validation_s
 SCORE_BUCKETS = ("high", "medium", "low", "unknown")
 
 
-def fixture_adapter() -> Doc:
-    payload = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    return payload["attention_queue"]["items"][0]["openviking_session_memory_adapter"]
-
-
 def smoke_inputs() -> dict[str, Any]:
     spec = importlib.util.spec_from_file_location("_ov_smoke_for_rules", SMOKE)
     assert spec is not None and spec.loader is not None
@@ -158,23 +152,6 @@ def smoke_inputs() -> dict[str, Any]:
 
 def problems_of(doc: object) -> list[str]:
     return validate_openviking_session_memory_adapter(doc)
-
-
-def minimal_inputs(**overrides: Any) -> dict[str, Any]:
-    inputs: dict[str, Any] = {
-        "goal_id": "goal-r",
-        "issue": {"repo": "o/r", "issue_number": 7},
-        "sessions": [],
-        "memory": {"namespace": "ns"},
-        "status": {},
-        "evidence": {},
-    }
-    inputs.update(overrides)
-    return inputs
-
-
-def build(**overrides: Any) -> Doc:
-    return build_openviking_session_memory_adapter(**minimal_inputs(**overrides))
 
 
 # ---- The reference fixture ------------------------------------------------------------

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import build_session_runtime_readonly_projection
-from tests.projection.test_key_corpus import SPEC_ID_KEYS as ID_KEYS
+from tests.helpers.spec_keys import SPEC_ID_KEYS as ID_KEYS
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
 DEFAULT_KINDS = {

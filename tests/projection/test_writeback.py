@@ -14,6 +14,7 @@ import pytest
 
 from loopx_chat.session_runtime import EntryFacts, build_writeback, writeback_result
 from loopx_chat.session_runtime.writeback import WritebackPlan, blocker_text
+from tests.helpers.writeback import HANDOFF
 
 READY = EntryFacts(
     projection_present=True,
@@ -21,12 +22,6 @@ READY = EntryFacts(
     runtime_supports_dry_run=True,
     runtime_available=True,
 )
-HANDOFF = {
-    "handoff_id": "handoff-42",
-    "next_action": "continue",
-    "stop_condition": "the smoke prints ok",
-    "evidence_pointer_count": 2,
-}
 
 
 def plan(**changes: Any) -> WritebackPlan:

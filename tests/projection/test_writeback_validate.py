@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import validate_writeback_document
-from tests.projection.test_writeback import HANDOFF
+from tests.helpers.writeback import HANDOFF
 
 # The minimal shape from the reference, with values the handoff class allows.
 SECTIONS: dict[str, tuple[str, ...]] = {

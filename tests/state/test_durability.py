@@ -19,7 +19,7 @@ from loopx_chat.state import jsonl
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.state_conditions import free_bytes, small_tmpfs
+from tests.helpers.conditions import free_bytes, small_tmpfs
 
 
 def run(root: Path, *args: str) -> Result:

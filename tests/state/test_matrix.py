@@ -25,7 +25,7 @@ from click.testing import CliRunner
 from loopx_chat.cli import main
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.state_conditions import (
+from tests.helpers.conditions import (
     as_nobody_prefix,
     free_bytes,
     nobody_runtime,

@@ -18,7 +18,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "codex-transcripts"
 _PLACEHOLDER = re.compile(r"<(uuid|msg|call):\d+>")
 
