@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.service.access import COOKIE_NAME
 
 
 @dataclass
@@ -30,6 +31,7 @@ class Service:
     state: Path
     home: Path
     seen: list[bytes]
+    secret: str
 
     def request(
         self,
@@ -38,9 +40,14 @@ class Service:
         body: Any = None,
         headers: dict[str, str] | None = None,
         raw: bytes | None = None,
+        auth: str = "bearer",
     ) -> Reply:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         hdrs = {"Host": f"127.0.0.1:{self.port}"}
+        if auth == "bearer":
+            hdrs["Authorization"] = f"Bearer {self.secret}"
+        elif auth == "cookie":
+            hdrs["Cookie"] = f"{COOKIE_NAME}={self.secret}"
         payload = raw
         if body is not None:
             payload = json.dumps(body).encode()
@@ -58,7 +65,7 @@ class Service:
         conn.request(
             "GET",
             f"/api/chat/sessions/{session_id}/events",
-            headers={"Host": f"localhost:{self.port}"},
+            headers={"Host": f"localhost:{self.port}", "Authorization": f"Bearer {self.secret}"},
         )
         resp = conn.getresponse()
         assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"

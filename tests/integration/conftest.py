@@ -8,6 +8,7 @@ under CI when the binary is missing (tests/conftest.py), so CI never counts it a
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,12 +34,15 @@ def service(
     state = tmp_path / "state"
     controller = make_controller(state, bound_home, base_env, codex_bin)
     goals = GoalStore(state)
+    secret = secrets.token_urlsafe(32)
     server = LoopbackServer(
-        "127.0.0.1", 0, lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path)
+        "127.0.0.1",
+        0,
+        lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path, secret=secret),
     )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
-    svc = Service(server.port, controller, state, bound_home, [])
+    svc = Service(server.port, controller, state, bound_home, [], secret)
     try:
         yield svc
     finally:
