@@ -2,7 +2,7 @@
 """Smoke: the real LaunchAgent installer against fixture plists and a fake launchctl.
 
 Runs `python -m loopx_chat launchagent ...` as subprocesses, each case in a fresh temporary
-HOME, with `tests/fakes/fake_launchctl.py` first on PATH as `launchctl` (stateful: loaded,
+HOME, with `tests/helpers/fakes/fake_launchctl.py` first on PATH as `launchctl` (stateful: loaded,
 running, pid, last exit code; every call recorded). No real service is started.
 Prints `macos-dashboard-launchagent-status-smoke ok` only when every check holds.
 """
@@ -28,7 +28,7 @@ import smoke_support  # noqa: E402
 from smoke_support import SmokeFailure  # noqa: E402
 
 FIXTURES = ROOT / "launchagents" / "fixtures"
-FAKE_LAUNCHCTL = ROOT / "tests" / "fakes" / "fake_launchctl.py"
+FAKE_LAUNCHCTL = ROOT / "tests" / "helpers" / "fakes" / "fake_launchctl.py"
 LABEL = "com.loopx.chat"
 CHECKS: list[str] = []
 
@@ -127,8 +127,9 @@ def case_fresh_install(c: Case) -> None:
     script = Path(sys.executable).parent / "loopx-chat"
     check(
         argv[0] == (str(script) if script.is_file() else sys.executable)
-        and argv[-5:] == ["serve", "--host", "127.0.0.1", "--port", "8767"],
-        "ProgramArguments runs the installed loopx-chat script: serve --host 127.0.0.1 --port 8767",
+        and argv[-7:] == ["serve", "--host", "127.0.0.1", "--port", "8767", "--notify", "desktop"],
+        "ProgramArguments runs the installed loopx-chat script: serve --host 127.0.0.1 --port 8767"
+        " --notify desktop",
     )
     check(
         any("source checkout" in w for w in doc["warnings"]),
