@@ -164,17 +164,15 @@ class ChatController:
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
-        # What codex asks (approvals, questions) is offered to the host-request desk first.
+        # What codex asks (approvals, questions) is offered to the host-request desk first,
+        # when the owner let codex ask at all; under `never` (and no Plan mode) anything codex
+        # sends anyway is answered at once by the policy, as before.
         self._host_desk: HostRequestDesk | None = None
         self._host_desk_lock = threading.Lock()
         options = self.config.options
-        self.config = replace(
-            self.config,
-            options=replace(
-                options,
-                server_requests=replace(options.server_requests, holder=self._hold_host_request),
-            ),
-        )
+        if options.approval_policy != "never" or options.plan:
+            holder = replace(options.server_requests, holder=self._hold_host_request)
+            self.config = replace(self.config, options=replace(options, server_requests=holder))
 
     @property
     def host_requests(self) -> HostRequestDesk:
@@ -205,18 +203,17 @@ class ChatController:
 
         goals = GoalStore(self.store.root)
         try:
-            open_ids = [
-                g.gate_id
-                for gid in goals.goal_ids()
-                for g in goals.gates(gid)
-                if g.status == "pending"
+            pending = [
+                g for gid in goals.goal_ids() for g in goals.gates(gid) if g.status == "pending"
             ]
         except LoopxChatError:
-            open_ids = []  # an unreadable gate log is reported by `gate list`, not here
+            pending = []  # an unreadable gate log is reported by `gate list`, not here
+        open_ids = [g.gate_id for g in pending]
         self.control.record("controller_started", open_gate_ids=open_ids, pid=os.getpid())
-        with contextlib.suppress(LoopxChatError):
-            # A request held by a process that is gone was forgotten by codex too.
-            self.host_requests.expire_orphans()
+        if any(g.host and g.host.get("state") == "live" for g in pending):
+            with contextlib.suppress(LoopxChatError):
+                # A request held by a process that is gone was forgotten by codex too.
+                self.host_requests.expire_orphans(pending)
 
     @property
     def codex_home(self) -> Path:

@@ -24,7 +24,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -435,22 +435,22 @@ class HostRequestDesk:
             )
 
     # -- after the fact ----------------------------------------------------------------------
-    def expire_orphans(self) -> int:
-        """Mark live host gates whose holder process is gone `expired: host restarted`."""
+    def expire_orphans(self, gates: Iterable[Gate]) -> int:
+        """Mark the live host gates among `gates` whose holder process is gone
+        `expired: host restarted`."""
         count = 0
-        for goal_id in self.goals.goal_ids():
-            for gate in self.goals.gates(goal_id):
-                host = gate.host or {}
-                if gate.host is None or host.get("state") != "live":
-                    continue
-                pid = host.get("holder_pid")
-                mine = gate.gate_id in self._live
-                if mine or (isinstance(pid, int) and pid != os.getpid() and self._alive(pid)):
-                    continue
-                self.goals.note_host(
-                    goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
-                )
-                count += 1
+        for gate in gates:
+            host = gate.host or {}
+            if gate.host is None or host.get("state") != "live":
+                continue
+            pid = host.get("holder_pid")
+            mine = gate.gate_id in self._live
+            if mine or (isinstance(pid, int) and pid != os.getpid() and self._alive(pid)):
+                continue
+            self.goals.note_host(
+                gate.goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
+            )
+            count += 1
         return count
 
     def carry_lines(self, goal_id: str, session_id: str) -> Iterator[str]:
