@@ -70,6 +70,10 @@ class Notifier:
             self._threads.append(t)
             t.start()
 
+    @property
+    def has_channels(self) -> bool:
+        return bool(self._queues)
+
     def submit(self, notice: Notice) -> Verdict:
         """Queue `notice` on every channel unless it is a duplicate or held back."""
         with self._lock:

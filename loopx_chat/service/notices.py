@@ -107,7 +107,8 @@ class NoticeWatcher:
         self._thread = threading.Thread(target=self._watch, name="notify-watch", daemon=True)
 
     def start(self) -> NoticeWatcher:
-        self._thread.start()
+        if self.notifier.has_channels:  # `--notify none`: nothing to watch for
+            self._thread.start()
         return self
 
     def _record(self, notice: Notice, outcome: Outcome) -> None:
@@ -126,7 +127,8 @@ class NoticeWatcher:
                         outcome.code,
                         at,
                     )
-        self.log.record(notice, outcome, at)
+        if outcome.code != "unavailable":  # no notifier on this system: nothing happened
+            self.log.record(notice, outcome, at)
         if outcome.ok and notice.blocker_ref:
             self.control.record(
                 "blocker_notified",
@@ -157,5 +159,6 @@ class NoticeWatcher:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(2)
+        if self._thread.is_alive():
+            self._thread.join(2)
         self.notifier.close()

@@ -43,14 +43,22 @@ def _until(predicate: Any, timeout: float = 30.0, what: str = "condition") -> An
 
 
 class Receiver:
-    def __init__(self, secret_of: Any) -> None:
+    """A real loopback webhook receiver; `hang`: it holds every POST that long first."""
+
+    def __init__(self, secret_of: Any, hang: float = 0.0) -> None:
         self.posts: list[dict[str, Any]] = []
         self.raw: list[bytes] = []
+        self.hang = hang
+        self.arrived = 0
+        self.server_stop = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                outer.arrived += 1
+                if outer.hang:
+                    outer.server_stop.wait(outer.hang)
                 want = "sha256=" + hmac.new(secret_of().encode(), body, hashlib.sha256).hexdigest()
                 if hmac.compare_digest(want, self.headers.get("X-Loopx-Signature", "")):
                     outer.posts.append(json.loads(body))
@@ -62,8 +70,13 @@ class Receiver:
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server_stop.set()
+        self.server.shutdown()
 
 
 class Service:
@@ -208,7 +221,7 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
         assert decided.host is not None and decided.host["state"] == "answered"
     finally:
         service.stop()
-        receiver.server.shutdown()
+        receiver.close()
     for path in state.rglob("*"):
         if path.is_file():
             assert CANARY.encode() not in path.read_bytes(), path
@@ -271,7 +284,7 @@ def test_a_service_killed_with_a_request_pending_leaves_it_expired_and_asks_noth
         )
     finally:
         service.stop()
-        receiver.server.shutdown()
+        receiver.close()
 
 
 CHROMIUM = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
@@ -309,7 +322,8 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
     work = tmp_path / "work"
     work.mkdir()
     env = _env(base_env, bound_home)
-    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    # The webhook hangs for longer than the whole test: turns and the page go on regardless.
+    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"), hang=120)
     service = Service(state, env, codex_bin, receiver.url, "--plan")
     secret_answer = "s3cret-answer-77e1"
     question = {
@@ -338,8 +352,9 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
                 gate = page.locator(".gate.host")
                 gate.wait_for()
                 assert f"touch {work}/f" in gate.locator("pre.live.command").inner_text()
+                _until(lambda: receiver.arrived, what="the webhook to be called (it hangs)")
                 gate.locator("button", has_text="Approve once").click()
-                _until(lambda: (work / "f").exists(), what="the approved command to run")
+                _until(lambda: (work / "f").exists(), 10, what="the approved command to run")
                 _until(
                     lambda: GoalStore(state).gates("g")[0].decided_by == "owner-page",
                     what="the page's decision on record",
@@ -370,11 +385,12 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
                     ),
                     what="the model to get the answer",
                 )
+                assert receiver.posts == []  # the webhook still hangs on its first notice
             finally:
                 browser.close()
     finally:
         service.stop()
-        receiver.server.shutdown()
+        receiver.close()
     for path in state.rglob("*"):
         if path.is_file():
             assert secret_answer.encode() not in path.read_bytes(), path
