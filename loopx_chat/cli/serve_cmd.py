@@ -177,6 +177,7 @@ def serve(
         page_url=f"http://127.0.0.1:{server.port}/",
     )
     server.app.card_notes = watcher.notes
+    controller.host_requests.listeners.append(lambda _live: watcher.wake())
     watcher.start()
     try:
         serve_forever(server)

@@ -104,6 +104,7 @@ class NoticeWatcher:
             **dict(notifier_options or {}),
         )
         self._stop = threading.Event()
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="notify-watch", daemon=True)
 
     def start(self) -> NoticeWatcher:
@@ -155,10 +156,16 @@ class NoticeWatcher:
                         self.notifier.submit(notice)
             except Exception:
                 pass
-            self._stop.wait(POLL_SEC)
+            self._wake.wait(POLL_SEC)
+            self._wake.clear()
+
+    def wake(self) -> None:
+        """Look now (codex just asked something in this process), not at the next poll."""
+        self._wake.set()
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(2)
         self.notifier.close()
