@@ -105,10 +105,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=50)
     parser.add_argument("--codex-bin", default=str(DEFAULT_CODEX))
     args = parser.parse_args()
-    with (
-        tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp,
-        MockResponsesServer() as mock,
-    ):
+    with tempfile.TemporaryDirectory() as tmp, MockResponsesServer() as mock:
         root = Path(tmp)
         home, state, work = root / "home", root / "state", root / "work"
         work.mkdir()
@@ -190,8 +187,6 @@ def main() -> None:
                 time.sleep(max(0.0, PACE_SEC - (time.monotonic() - round_started)))
         finally:
             print("notices:", " ".join(receiver.kinds), file=sys.stderr)
-            if os.environ.get("BENCH_TMP"):
-                subprocess.run(["cp", "-r", str(state), os.environ["BENCH_TMP"] + "/kept"])
             proc.terminate()
             proc.wait(30)
     for name, values in (("webhook POST", webhook_ms), ("card on the page stream", card_ms)):

@@ -26,6 +26,8 @@ from loopx_chat.state.service_runtime import ensure_secret
 from loopx_chat.state.session_store import utc_now
 
 POLL_SEC = 0.5
+# The latest run's words when the blocker is a gate the owner rejected (goal_facts).
+REJECTED_GATE = "blocked: gate "
 HOST_GATE_PREFIX = "host-"
 
 
@@ -49,6 +51,9 @@ def wanted_notices(
                     key = f"{goal_id}:{gate.gate_id}"
                     out.append(Notice(key, goal_id, kind, page_url, blocker_ref=gate.gate_id))
         elif actor == "blocked":
+            latest = str((row.get("answers") or {}).get("latest_run", ""))
+            if latest.startswith(REJECTED_GATE):
+                continue  # the owner rejected that gate themselves: nothing to tell them
             ref = (
                 next((r for r in reversed(acts.blockers)), None)
                 or str((row.get("answers") or {}).get("latest_run", ""))[:80]

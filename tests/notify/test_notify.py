@@ -379,6 +379,8 @@ def test_the_status_asks_one_notice_per_gate_and_one_per_blocker() -> None:
             {"goal_id": "b", "status": "ok", "answers": {"latest_run": "blocked: tests"}},
             {"goal_id": "c", "status": "problem", "answers": {}},
             {"goal_id": "d", "status": "ok", "answers": {"agent_can_continue": "yes: go"}},
+            # Blocked by a gate the owner rejected: they know; nobody tells them.
+            {"goal_id": "e", "status": "ok", "answers": {"latest_run": "blocked: gate x rejected"}},
         ]
     }
     gates = tuple(
