@@ -153,6 +153,8 @@ class NoticeWatcher:
     def _watch(self) -> None:
         last: bytes | None = None
         while not self._stop.is_set():
+            # Cleared before the look, so a wake that comes during it is kept for the next.
+            self._wake.clear()
             try:
                 status, raw = self._status()
                 if raw != last:
@@ -162,7 +164,6 @@ class NoticeWatcher:
             except Exception:
                 pass
             self._wake.wait(POLL_SEC)
-            self._wake.clear()
 
     def wake(self) -> None:
         """Look now (codex just asked something in this process), not at the next poll."""
