@@ -1,7 +1,7 @@
 """The one error hierarchy of loopx-chat.
 
 Every expected failure is a `LoopxChatError` carrying a stable snake_case `error_code`, a
-message a person can act on, and, where the user must do something, a `Gate` with a summary
+message a person can act on, and, where the user must do something, a `Remedy` with a summary
 and the next action. The CLI and HTTP layers render these; nothing else decides exit codes.
 
 Messages must never carry transcript text, credentials or raw tool output: callers pass
@@ -20,8 +20,13 @@ from typing import Any
 
 
 @dataclass(frozen=True)
-class Gate:
-    """What the user must do before the refused action can succeed."""
+class Remedy:
+    """What the user must do before the refused action can succeed.
+
+    Not an owner gate (`goals.goal_store.Gate`): a remedy is advice attached to an error. The
+    JSON documents still carry it under the key `gate` (`to_dict` below, the service's error
+    bodies); that key is a contract and changes only with a schema bump.
+    """
 
     summary: str
     next_action: str
@@ -35,18 +40,21 @@ class LoopxChatError(Exception):
 
     default_code = "loopx_chat_error"
 
-    def __init__(self, message: str, *, error_code: str | None = None, gate: Gate | None = None):
+    def __init__(
+        self, message: str, *, error_code: str | None = None, remedy: Remedy | None = None
+    ):
         super().__init__(message)
         self.message = message
         self.error_code = error_code or self.default_code
-        self.gate = gate
+        self.remedy = remedy
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": False,
             "error_code": self.error_code,
             "error": self.message,
-            "gate": self.gate.to_dict() if self.gate else None,
+            # The key is still `gate` (see `Remedy`).
+            "gate": self.remedy.to_dict() if self.remedy else None,
         }
 
 
@@ -55,7 +63,9 @@ class StateError(LoopxChatError):
 
 
 class CodexError(LoopxChatError):
-    default_code = "host_gate"
+    # Every raise names its own code; this fallback is never emitted (no document, test or
+    # spec names it). It was `host_gate`, which read like an owner gate.
+    default_code = "codex_error"
 
 
 class UsageError(LoopxChatError):

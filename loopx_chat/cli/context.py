@@ -170,9 +170,9 @@ def render_failure(exc: BaseException, as_json: bool) -> int:
         emit_json(known.to_dict())
     else:
         click.echo(f"error [{known.error_code}]: {known.message}", err=True)
-        if known.gate:
-            click.echo(f"  {known.gate.summary}", err=True)
-            click.echo(f"  next: {known.gate.next_action}", err=True)
+        if known.remedy:
+            click.echo(f"  {known.remedy.summary}", err=True)
+            click.echo(f"  next: {known.remedy.next_action}", err=True)
     return 1
 
 

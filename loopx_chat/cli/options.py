@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from loopx_chat.cli.context import CliContext
-from loopx_chat.errors import Gate, StateError
+from loopx_chat.errors import Remedy, StateError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -51,7 +51,7 @@ def known_goal(cli: CliContext, goal_id: str) -> str:
     raise StateError(
         f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
         error_code="goal_not_found",
-        gate=Gate(
+        remedy=Remedy(
             summary="No session or goal record names this goal.",
             next_action="Check the spelling with `loopx-chat status`, or start the goal with "
             f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
 
 STDERR_LOG_CAP_BYTES = 1 << 20
@@ -36,7 +36,7 @@ STDERR_LOG_CAP_BYTES = 1 << 20
 # rather than allowed to grow this process until MemoryError.
 MAX_LINE_BYTES = 64 << 20
 
-START_GATE = Gate(
+START_REMEDY = Remedy(
     summary="Codex app-server could not start for loopx-chat.",
     next_action="Verify the Codex CLI installation and app-server support, then retry.",
 )
@@ -199,7 +199,7 @@ class AppServerProcess:
             raise CodexError(
                 f"Codex app-server could not start ({exc.strerror or type(exc).__name__})",
                 error_code="app_server_start_failed",
-                gate=START_GATE,
+                remedy=START_REMEDY,
             ) from None
         return cls(proc, log, policy or ServerRequestPolicy())
 

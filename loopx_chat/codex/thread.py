@@ -26,11 +26,11 @@ from loopx_chat.codex.app_server import (
     ServerRequestPolicy,
 )
 from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
-from loopx_chat.codex.errors_map import HOST_GATE, classify_rpc_error, is_legacy_catalog_error
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts
 
-HOME_HOST_GATE = Gate(
+HOME_HOST_REMEDY = Remedy(
     summary="The Codex app-server runs on a different home than loopx-chat pinned.",
     next_action="Check for a wrapper that rewrites CODEX_HOME, then restart loopx-chat.",
 )
@@ -109,7 +109,7 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
     return proc
 
 
-PROTOCOL_GATE = Gate(
+PROTOCOL_REMEDY = Remedy(
     summary="The Codex app-server broke the JSON-RPC protocol and was stopped.",
     next_action="Check that --codex-bin / LOOPX_CHAT_CODEX_BIN is a real codex (not a wrapper "
     "that prints to stdout), then retry; the session resumes in a fresh app-server.",
@@ -121,13 +121,13 @@ def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexErr
         return CodexError(
             f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
             error_code="app_server_protocol",
-            gate=PROTOCOL_GATE,
+            remedy=PROTOCOL_REMEDY,
         )
     code = proc.wait_exit(2.0)
     return CodexError(
         f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
         error_code="app_server_exited",
-        gate=Gate(
+        remedy=Remedy(
             summary="Codex app-server stopped unexpectedly.",
             next_action="Read the stderr log named above, fix the cause, then retry.",
         ),
@@ -236,13 +236,13 @@ class CodexThread:
             raise CodexError(
                 f"Codex app-server did not answer initialize within {timeouts.startup:g}s",
                 error_code="startup_timeout",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         except RpcError:
             raise CodexError(
                 "Codex app-server rejected initialize.",
                 error_code="app_server_rejected",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         reported = result.get("codexHome")
         if not isinstance(reported, str) or Path(reported).resolve() != codex_home:
@@ -250,7 +250,7 @@ class CodexThread:
                 f"Codex app-server reports home {reported!r}, "
                 f"but loopx-chat pinned {str(codex_home)!r}",
                 error_code="codex_home_host_mismatch",
-                gate=HOME_HOST_GATE,
+                remedy=HOME_HOST_REMEDY,
             )
         try:
             proc.notify("initialized")
@@ -305,13 +305,13 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a thread id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         if resume_thread_id is not None and thread_id != resume_thread_id:
             raise CodexError(
                 "Codex app-server resumed an unexpected thread.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         return thread_id
 
@@ -334,7 +334,7 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a turn id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
@@ -534,7 +534,7 @@ def _rpc(
         raise CodexError(
             f"Codex app-server did not answer {method} within {timeout:g}s",
             error_code=timeout_code,
-            gate=HOST_GATE,
+            remedy=HOST_REMEDY,
         ) from None
 
 

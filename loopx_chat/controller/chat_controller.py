@@ -46,7 +46,7 @@ from loopx_chat.controller.home_ownership import (
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
-from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
+from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -93,13 +93,13 @@ MISMATCH_MESSAGE = (
     "This managed session belongs to a different Codex home. Restart loopx-chat with its "
     "original LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history."
 )
-MISSING_HOME_GATE = Gate(
+MISSING_HOME_REMEDY = Remedy(
     summary="The pinned Codex home does not exist.",
     next_action="Create the folder, or start loopx-chat with LOOPX_CHAT_CODEX_HOME pointing at "
     "an existing Codex home.",
 )
 
-WORK_DIR_GATE = Gate(
+WORK_DIR_REMEDY = Remedy(
     summary="This session's work folder no longer exists.",
     next_action="Restore the folder (or recreate it at the same path) and send again, or start "
     "a new session in another folder with `loopx-chat chat new --cwd DIR`.",
@@ -228,7 +228,7 @@ class ChatController:
         raise CodexError(
             f"Codex home {home} does not exist or is not a folder",
             error_code="codex_home_missing",
-            gate=MISSING_HOME_GATE,
+            remedy=MISSING_HOME_REMEDY,
         )
 
     def _load_checked(self, session_id: str) -> SessionRecord:
@@ -262,7 +262,7 @@ class ChatController:
             raise CodexError(
                 f"the session's work folder {work_dir} does not exist any more",
                 error_code="work_dir_missing",
-                gate=WORK_DIR_GATE,
+                remedy=WORK_DIR_REMEDY,
             )
         executable = self._binary_path()
         folder = self.store.session_dir(session_id)
