@@ -74,7 +74,9 @@ def run() -> NoReturn:
     except OSError as exc:
         # Only writing the output gets here (every other OSError is a command's error code):
         # `--help > /dev/full`, say. click itself already ends a closed pipe quietly.
-        code = 1
+        from loopx_chat.errors import ERRORS
+
+        code = ERRORS["output_unwritable"].exit_code
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(
                 f"error [output_unwritable]: could not write the output "

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from loopx_chat.errors import LoopxChatError, StateError, UsageError
+from loopx_chat.errors import LoopxChatError, StateError, UsageError, spec_for
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.private_files import (
     ensure_private_dir,
@@ -155,8 +155,9 @@ def _internal_log(exc: BaseException) -> str:
 
 
 def render_failure(exc: BaseException, as_json: bool) -> int:
-    """Print one failure (one JSON document with --json); the exit code. A refused output
-    is not a command's failure: it goes on to `cli.run`, which says `output_unwritable`."""
+    """Print one failure (one JSON document with --json); its exit code (`errors.ERRORS`).
+    A refused output is not a command's failure: it goes on to `cli.run`, which says
+    `output_unwritable`."""
     if isinstance(exc, OSError) and raised_writing_output(exc):
         raise exc
     known = as_known_error(exc)
@@ -173,7 +174,7 @@ def render_failure(exc: BaseException, as_json: bool) -> int:
         if known.remedy:
             click.echo(f"  {known.remedy.summary}", err=True)
             click.echo(f"  next: {known.remedy.next_action}", err=True)
-    return 1
+    return spec_for(known.error_code).exit_code
 
 
 def renders_errors(func: F) -> F:

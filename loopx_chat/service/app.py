@@ -27,7 +27,7 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
-from loopx_chat.errors import LoopxChatError, UsageError
+from loopx_chat.errors import LoopxChatError, Outcome, UsageError, spec_for
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
@@ -61,33 +61,26 @@ STATUS_POLL_SEC = 0.5
 CSRF_HEADER = "x-loopx-csrf"
 _SESSION_PATH = re.compile(r"^/api/chat/sessions/([^/]+)(?:/(resume|turns|interrupt|events))?$")
 
-STATUS_BY_CODE = {
-    "codex_home_mismatch": 424,
-    "session_not_found": 404,
-    "gate_not_found": 404,
-    "gate_already_resolved": 409,
-    "forbidden_request": 403,
-    "thread_busy": 409,
-    "turn_not_active": 409,
-    "session_exists": 409,
-    "invalid_session_id": 400,
-    "invalid_goal_id": 400,
-    "usage_error": 400,
-    "input_invalid": 400,
-    "unsafe_text": 400,
-    "state_corrupt": 500,
-    "state_schema_unsupported": 500,
+# Each outcome kind of `errors.ERRORS` as its HTTP status: the only place a status for an
+# error code is decided (a test keeps every kind here, and every literal status below equal).
+HTTP_STATUS: Mapping[Outcome, int] = {
+    Outcome.INVALID: 400,
+    Outcome.FORBIDDEN: 403,
+    Outcome.NOT_FOUND: 404,
+    Outcome.NOT_ALLOWED: 405,
+    Outcome.CONFLICT: 409,
+    Outcome.TOO_LARGE: 413,
+    Outcome.DEPENDENCY: 424,
+    Outcome.INTERNAL: 500,
     # The disk or the folder refuses: nothing the request did wrong, retry once it is fixed.
-    "state_unwritable": 503,
-    "state_unreadable": 503,
-    "state_unsafe": 503,
-    "bad_json": 400,
-    "internal_error": 500,
-    "agent_unsupported": 409,
-    "controller_stopped": 503,
-    "turn_not_accepted": 504,
-    "unsupported_session_fields": 500,
+    Outcome.UNAVAILABLE: 503,
+    Outcome.TIMEOUT: 504,
 }
+
+
+def http_status(code: str) -> int:
+    """The HTTP status of an error code, from its outcome in `errors.ERRORS`."""
+    return HTTP_STATUS[spec_for(code).outcome]
 
 
 @dataclass(frozen=True)
@@ -117,11 +110,12 @@ def without_paths(text: str) -> str:
 
 
 def from_error(exc: LoopxChatError) -> Response:
-    status = STATUS_BY_CODE.get(exc.error_code, 424 if exc.error_code != "state_error" else 500)
-    gate = exc.to_dict()["gate"]
-    if isinstance(gate, dict):
-        gate = {k: without_paths(v) if isinstance(v, str) else v for k, v in gate.items()}
-    return error_response(status, exc.error_code, without_paths(exc.message), gate)
+    remedy = exc.to_dict()["gate"]
+    if isinstance(remedy, dict):
+        remedy = {k: without_paths(v) if isinstance(v, str) else v for k, v in remedy.items()}
+    return error_response(
+        http_status(exc.error_code), exc.error_code, without_paths(exc.message), remedy
+    )
 
 
 WORK_DIR_LIMIT = 4096
