@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
@@ -28,7 +28,7 @@ CLIENTS = 16
 
 
 def seed(state: Path, home: str, goals: int) -> None:
-    store, goal_store = SessionStore(state), GoalStore(state)
+    store, goal_store = SessionStore(state), GateStore(state)
     for i in range(goals):
         sid = f"s{i:04d}"
         store.create(
@@ -111,7 +111,7 @@ def main() -> None:
             "127.0.0.1",
             0,
             lambda port: ServiceApp(
-                controller, GoalStore(root / "state"), port=port, work_dir=root
+                controller, GateStore(root / "state"), port=port, work_dir=root
             ),
         )
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -26,7 +26,7 @@ from typing import Any
 class Remedy:
     """What the user must do before the refused action can succeed.
 
-    Not an owner gate (`goals.goal_store.Gate`): a remedy is advice attached to an error. The
+    Not an owner gate (`goals.gate_store.Gate`): a remedy is advice attached to an error. The
     JSON documents still carry it under the key `gate` (`to_dict` below, the service's error
     bodies); that key is a contract and changes only with a schema bump.
     """

@@ -222,9 +222,9 @@ def test_a_failed_gate_resolve_leaves_nothing_and_the_typo_never_becomes_a_goal(
 def test_the_store_itself_leaves_no_folder_for_an_unknown_gate(tmp_path: Path) -> None:
     """The HTTP API and the page call the store directly: the same guarantee there."""
     from loopx_chat.errors import StateError
-    from loopx_chat.goals.goal_store import GoalStore
+    from loopx_chat.goals.gate_store import GateStore
 
-    store = GoalStore(tmp_path / "state")
+    store = GateStore(tmp_path / "state")
     with pytest.raises(StateError) as info:
         store.resolve_gate("typo", "gate-0123456789ab", "approve", None)
     assert info.value.error_code == "gate_not_found"

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.test_service_process import _chromium, _start
@@ -88,7 +88,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     exe = _chromium()
     sync_playwright = _playwright()
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     store = SessionStore(state)
     first = goals.request_gate("goal-release", "Approve the <release> & ship?", actor="owner")
     second = goals.request_gate("goal-budget", "Spend more on the migration?", actor="owner")

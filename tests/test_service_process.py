@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from loopx_chat.codex.rollouts.host_facts import index_path
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,7 +118,7 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
     rollout.write_text(json.dumps(meta, separators=(",", ":")) + "\n")
     index = index_path(state, bound_home.resolve())
     # A blocking gate: a status computed at start-up would record it as displayed.
-    GoalStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
+    GateStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
     proc, _port = _start(state, bound_home, base_env, codex_bin)
     try:
         deadline = time.monotonic() + 20
@@ -132,7 +132,7 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     # Warming the index is not a status read: nothing was recorded as displayed.
-    kinds = [e["kind"] for e in GoalStore(state).control.events()]
+    kinds = [e["kind"] for e in GateStore(state).control.events()]
     assert "blocker_displayed" not in kinds and "stale_detected" not in kinds
 
 
@@ -151,7 +151,7 @@ def test_first_screen_in_headless_chromium(
 ) -> None:
     exe = _chromium()
     state = tmp_path / "state"
-    GoalStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
+    GateStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
     proc, port = _start(state, bound_home, base_env, codex_bin)
     flags = [
         "--headless",

@@ -19,15 +19,15 @@ from loopx_chat.cli.context import (
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
 from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
-from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.status import collect_status, record_owner_view
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
 
 
-def _goals(cli: CliContext) -> GoalStore:
-    return GoalStore(cli.state_dir)
+def _goals(cli: CliContext) -> GateStore:
+    return GateStore(cli.state_dir)
 
 
 @click.command("project")

@@ -25,7 +25,7 @@ def actor_option(default: str, role: str) -> Callable[[F], F]:
     """`--actor`: the same values on every command; `role` says what it means here."""
     # The goal modules load with the commands that use them, not with every command that
     # shares an option from here (a chat turn needs none of them).
-    from loopx_chat.goals.goal_state import ACTORS
+    from loopx_chat.goals.goal_ledger import ACTORS
 
     return click.option(
         "--actor",
@@ -37,12 +37,12 @@ def actor_option(default: str, role: str) -> Callable[[F], F]:
 
 def known_goal(cli: CliContext, goal_id: str) -> str:
     """GOAL_ID when some session or goal record names it; else `goal_not_found`."""
+    from loopx_chat.goals.gate_store import GateStore, validate_goal_id
     from loopx_chat.goals.goal_facts import known_goal_ids
-    from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
 
     gid = validate_goal_id(goal_id)
     sessions = cli.store().list().sessions
-    goals = GoalStore(cli.state_dir)
+    goals = GateStore(cli.state_dir)
     # A folder left empty by a write that failed names no goal: records do.
     if any(s.goal_id == gid for s in sessions) or goals.has_records(gid):
         return gid

@@ -20,24 +20,24 @@ from loopx_chat.cli.context import (
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.gate_store import GateStore, validate_goal_id
 from loopx_chat.goals.goal_facts import (
     facts_from_state,
     goal_turns,
     known_goal_ids,
 )
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.memory_input import clear_memory_input, memory_field, set_memory_input
 from loopx_chat.goals.quota import record_quota
 from loopx_chat.goals.status import goal_status
 from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS
 
 
-def _records(cli: CliContext) -> GoalRecords:
-    return GoalRecords(GoalStore(cli.state_dir))
+def _records(cli: CliContext) -> GoalLedger:
+    return GoalLedger(GateStore(cli.state_dir))
 
 
-def _known(cli: CliContext, goal_id: str) -> tuple[GoalRecords, str]:
+def _known(cli: CliContext, goal_id: str) -> tuple[GoalLedger, str]:
     """The goal's records, after checking some record already names the goal."""
     return _records(cli), known_goal(cli, goal_id)
 

@@ -9,7 +9,7 @@ import click
 from loopx_chat.cli.context import CliContext, renders_errors
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer, serve_forever
 
@@ -30,7 +30,7 @@ def serve(cli: CliContext, host: str, port: int) -> None:
     controller = ChatController(
         store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
     )
-    goals = GoalStore(cli.state_dir)
+    goals = GateStore(cli.state_dir)
     try:
         server = LoopbackServer(
             host,

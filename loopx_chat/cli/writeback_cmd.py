@@ -23,7 +23,7 @@ from loopx_chat.cli.context import (
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import known_goal
 from loopx_chat.controller.host_writeback import WritebackService
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.goals.gate_store import GateStore, validate_goal_id
 from loopx_chat.state.jsonl import read_records
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -82,7 +82,7 @@ def preview(
     SOURCE_ID: gate-…, handoff-…, reward-…, quota-… or a turn id of the goal."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        service = WritebackService(controller, GoalStore(cli.state_dir))
+        service = WritebackService(controller, GateStore(cli.state_dir))
         doc = service.preview(validate_goal_id(goal_id), source_id, session_id)
     plan = doc.pop("plan", {})
     doc["idempotency_key"] = plan.get("writeback", {}).get("idempotency_key")
@@ -103,7 +103,7 @@ def apply(
     """Apply SOURCE_ID to the host; idempotent, reversible, result appended to the goal's log."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        doc = WritebackService(controller, GoalStore(cli.state_dir)).apply(
+        doc = WritebackService(controller, GateStore(cli.state_dir)).apply(
             validate_goal_id(goal_id), source_id, session_id
         )
     _show(doc, as_json)
@@ -121,7 +121,7 @@ def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool
     """Restore the host goal exactly as it was before the write IDEMPOTENCY_KEY."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        doc = WritebackService(controller, GoalStore(cli.state_dir)).revert(
+        doc = WritebackService(controller, GateStore(cli.state_dir)).revert(
             validate_goal_id(goal_id), idempotency_key
         )
     _show(doc, as_json)
@@ -138,7 +138,7 @@ def list_cmd(ctx: click.Context, goal_id: str, as_json: bool) -> None:
     """The goal's writeback results, oldest first."""
     cli: CliContext = ctx.obj
     entries = read_records(
-        GoalStore(cli.state_dir).goal_dir(known_goal(cli, goal_id)) / "writebacks.jsonl"
+        GateStore(cli.state_dir).goal_dir(known_goal(cli, goal_id)) / "writebacks.jsonl"
     )
     if as_json:
         emit_json({"ok": True, "writebacks": entries})

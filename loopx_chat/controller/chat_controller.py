@@ -165,9 +165,9 @@ class ChatController:
         if self._start_recorded:
             return
         self._start_recorded = True
-        from loopx_chat.goals.goal_store import GoalStore  # only once a controller works
+        from loopx_chat.goals.gate_store import GateStore  # only once a controller works
 
-        goals = GoalStore(self.store.root)
+        goals = GateStore(self.store.root)
         try:
             open_ids = [
                 g.gate_id
@@ -317,7 +317,7 @@ class ChatController:
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
             raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
-        from loopx_chat.goals.goal_store import validate_goal_id  # a turn never needs it
+        from loopx_chat.goals.gate_store import validate_goal_id  # a turn never needs it
 
         validate_goal_id(goal_id)  # it names folders and shows on every status screen
         if mode == "resume_latest":
@@ -359,12 +359,12 @@ class ChatController:
         screen showed (the gates-preserved metric's denominator and numerator)."""
         # The status reader (projection, quota, reconcile, rollouts) loads only when a session
         # opens: a turn on an existing session never needs it.
-        from loopx_chat.goals.goal_store import GoalStore
+        from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.status import session_start_gates
 
         try:
             open_ids, shown_ids = session_start_gates(
-                self.store, GoalStore(self.store.root), str(self.binding.path), record.goal_id
+                self.store, GateStore(self.store.root), str(self.binding.path), record.goal_id
             )
         except LoopxChatError:
             return  # an unreadable goal is reported by status, not by a metrics event

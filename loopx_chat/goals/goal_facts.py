@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopx_chat.errors import StateError
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import Gate, GoalStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.gate_store import Gate, GateStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.state.session_store import SessionStore
 
@@ -282,7 +282,7 @@ def facts_from_state(
     goal_id: str,
     *,
     store: SessionStore,
-    goals: GoalStore,
+    goals: GateStore,
     codex_home: str,
     all_sessions: Sequence[SessionRecord] | None = None,
 ) -> GoalFacts:
@@ -290,7 +290,7 @@ def facts_from_state(
     listed = store.list().sessions if all_sessions is None else all_sessions
     sessions = [s for s in listed if s.goal_id == goal_id]
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]
-    records = GoalRecords(goals)
+    records = GoalLedger(goals)
     state = records.goal_state(goal_id)
     return facts_from_records(
         goal_id,
@@ -316,6 +316,6 @@ def goal_turns(store: SessionStore, goal_id: str) -> list[TurnRecord]:
     ]
 
 
-def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:
+def known_goal_ids(sessions: Sequence[SessionRecord], goals: GateStore) -> list[str]:
     named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
     return sorted(named | set(goals.goal_ids()))

@@ -28,8 +28,8 @@ from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import LoopxChatError, Outcome, UsageError, spec_for
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
+from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import (
@@ -181,7 +181,7 @@ class _Worker:
 
 class ServiceApp:
     def __init__(
-        self, controller: ChatController, goals: GoalStore, *, port: int, work_dir: Path
+        self, controller: ChatController, goals: GateStore, *, port: int, work_dir: Path
     ) -> None:
         self.controller = controller
         self.goals = goals
@@ -329,7 +329,7 @@ class ServiceApp:
     # -- the first screen ----------------------------------------------------------------
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
-        records = GoalRecords(self.goals)
+        records = GoalLedger(self.goals)
         actions: dict[str, GoalActions] = {}
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))

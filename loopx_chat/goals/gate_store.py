@@ -129,8 +129,9 @@ class Handoff:
         return data
 
 
-class GoalStore:
-    """Append-only goal records beside the session store, under the same state root."""
+class GateStore:
+    """Owner gates and handoff packets, append-only beside the session store, under the same
+    state root; it also owns each goal's folder and lock, which `GoalLedger` writes under."""
 
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
         self.root = root
