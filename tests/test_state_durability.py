@@ -213,7 +213,7 @@ def test_an_unexpected_exception_is_internal_error_with_a_log(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("loopx_chat.cli.goal_cmds.collect_status", broken)
+    monkeypatch.setattr("loopx_chat.cli.status_cmd.collect_status", broken)
     root = tmp_path / "state"
     as_json = run(root, "status", "--json")
     doc = json.loads(as_json.stdout)

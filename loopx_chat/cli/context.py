@@ -27,6 +27,8 @@ from loopx_chat.state.private_files import (
 from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
 
 if TYPE_CHECKING:
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.state.session_store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +51,17 @@ class CliContext:
         from loopx_chat.state.session_store import SessionStore
 
         return SessionStore(self.state_dir)
+
+    def gate_store(self) -> GateStore:
+        # Loaded, like the session store, only by the commands that read goals.
+        from loopx_chat.goals.gate_store import GateStore
+
+        return GateStore(self.state_dir)
+
+    def goal_ledger(self) -> GoalLedger:
+        from loopx_chat.goals.goal_ledger import GoalLedger
+
+        return GoalLedger(self.gate_store())
 
 
 def emit_json(data: Any) -> None:

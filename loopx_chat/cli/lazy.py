@@ -30,22 +30,22 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Open a session, stream a reply, resume from a new process, refuse another home.",
     ),
     "dream": (
-        "records_cmds",
+        "dream_cmd",
         "dream",
         "dreaming_proposal: advisory exploration ideas; nothing happens until promoted.",
     ),
     "gate": (
-        "goal_cmds",
+        "gate_cmd",
         "gate",
         "Owner gates: questions a person must decide before the agent continues.",
     ),
     "goal": (
-        "records_cmds",
+        "goal_cmd",
         "goal",
         "goal_state: objective, non-goals, authority sources, current boundary.",
     ),
     "handoff": (
-        "goal_cmds",
+        "handoff_cmd",
         "handoff",
         "Handoff packets: the approved next action for the agent, with a stop condition.",
     ),
@@ -60,22 +60,22 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Manage the macOS LaunchAgent that keeps `loopx-chat serve` running.",
     ),
     "metrics": (
-        "goal_cmds",
+        "metrics_cmd",
         "metrics",
         "The six goal-control metrics, each with its numerator and denominator.",
     ),
     "project": (
-        "goal_cmds",
+        "project_cmd",
         "project",
         "Project compact session facts (JSON in) into the first screen (JSON out).",
     ),
     "quota": (
-        "records_cmds",
+        "quota_cmd",
         "quota",
         "Should each goal spend its next automatic turn? A scheduler hint; it starts nothing.",
     ),
     "reward": (
-        "records_cmds",
+        "reward_cmd",
         "reward",
         "human_reward: a person's judgment on a run, separate from any automated score.",
     ),
@@ -86,7 +86,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
-        "goal_cmds",
+        "status_cmd",
         "status",
         "For each goal: who it waits on, can the agent continue, what gate, what last ran.",
     ),
