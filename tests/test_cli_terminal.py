@@ -124,7 +124,11 @@ def test_zsh_loads_the_completion_as_the_readme_says() -> None:
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from loopx_chat.cli.terminal_text import printable  # noqa: E402
+from loopx_chat.visible_text import ControlMode, visible_text  # noqa: E402
+
+
+def printable(text: str) -> str:
+    return visible_text(text, ControlMode.PICTURES)
 
 
 def _is_control(ch: str) -> bool:

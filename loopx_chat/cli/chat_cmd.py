@@ -17,10 +17,10 @@ import click
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import POSITIVE_SECONDS
-from loopx_chat.cli.terminal_text import printable
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.errors import UsageError
 from loopx_chat.state.session_records import TurnRecord
+from loopx_chat.visible_text import ControlMode, visible_text
 
 # A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
 # --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
@@ -132,7 +132,7 @@ def _submit(
         nonlocal streamed
         streamed = True
         if not as_json:
-            click.echo(printable(delta), nl=False)
+            click.echo(visible_text(delta, ControlMode.PICTURES), nl=False)
             sys.stdout.flush()
 
     def on_started(turn: TurnRecord) -> None:
@@ -289,4 +289,4 @@ def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     for turn in turns:
         click.echo(f"--- turn {turn['turn_id']} ({turn['status']})")
         for message in turn["messages"]:
-            click.echo(printable(f"{message['role']}: {message['text']}"))
+            click.echo(visible_text(f"{message['role']}: {message['text']}", ControlMode.PICTURES))

@@ -25,6 +25,7 @@ from loopx_chat.state.private_files import (
     write_all,
 )
 from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
     from loopx_chat.goals.gate_store import GateStore
@@ -78,18 +79,10 @@ def emit_ok(
         return
     printed = False
     for line in lines:
-        click.echo(escape_controls(line))
+        click.echo(visible_text(line, ControlMode.ESCAPES))
         printed = True
     if not printed and empty:
         click.echo(empty)
-
-
-def escape_controls(text: str) -> str:
-    """Control characters in a record (an older version's, or a host's) print escaped, so
-    no record can move the cursor or recolour a terminal."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
 
 
 def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:

@@ -142,11 +142,6 @@ def checked_work_dir(value: object) -> Path:
     return path
 
 
-def printable(text: str) -> str:
-    """`text` for a log line: control characters escaped, so a request cannot forge lines."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def log(message: str) -> None:
     # stderr only: launchd sends it to the agent's log file. Never bodies, never text.
     print(f"loopx-chat serve: {message}", file=sys.stderr, flush=True)

@@ -22,9 +22,18 @@ from loopx_chat.service.app import (
     ServiceApp,
     error_response,
     log,
-    printable,
 )
 from loopx_chat.service.security import LOOPBACK_BIND_HOSTS
+from loopx_chat.visible_text import ControlMode, visible_text
+
+
+def _request_words(command: str, path: str) -> tuple[str, str]:
+    """A request's method and path (without its query) for a log line, control characters
+    escaped so that a request cannot forge lines."""
+    return (
+        visible_text(command, ControlMode.ESCAPES),
+        visible_text(path.split("?")[0], ControlMode.ESCAPES),
+    )
 
 
 class LoopbackServer(ThreadingHTTPServer):
@@ -84,19 +93,15 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 response = self.server.app.handle(self.command, self.path, headers, body)
             except Exception as exc:  # never a traceback to the client
-                log(
-                    f"internal error on {printable(self.command)} "
-                    f"{printable(self.path.split('?')[0])}: {type(exc).__name__}"
-                )
+                method, target = _request_words(self.command, self.path)
+                log(f"internal error on {method} {target}: {type(exc).__name__}")
                 response = error_response(500, "internal_error", "internal error")
         try:
             self._send(response)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client left: nobody to answer, nothing to report
-        log(
-            f"{printable(self.command)} {printable(self.path.split('?')[0])} {response.status} "
-            f"{(time.monotonic() - started) * 1000:.0f}ms"
-        )
+        method, target = _request_words(self.command, self.path)
+        log(f"{method} {target} {response.status} {(time.monotonic() - started) * 1000:.0f}ms")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
@@ -135,10 +140,8 @@ class _Handler(BaseHTTPRequestHandler):
         # previous request's on this connection, so it is shown only with a command.
         command = self.command or ""
         path = getattr(self, "path", "") if command else ""
-        log(
-            f"{printable(command) or '-'} {printable(path.split('?')[0])[:200] or '-'} {code} "
-            "refused before handling"
-        )
+        method, target = _request_words(command, path)
+        log(f"{method or '-'} {target[:200] or '-'} {code} refused before handling")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # our own log lines carry no query strings, bodies or raw request lines
