@@ -9,7 +9,6 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -483,10 +482,10 @@ def test_a_turn_the_caller_gave_up_on_never_runs(
 def test_the_service_worker_either_starts_the_turn_or_gives_it_up() -> None:
     from loopx_chat.service.app import _Worker
 
-    late = _Worker(thread=threading.Thread())
+    late = _Worker()
     assert late.give_up() is True
     assert late.may_start() is False  # the 504 was sent: the turn must not run
-    started = _Worker(thread=threading.Thread())
+    started = _Worker()
     assert started.may_start() is True
     assert started.give_up() is False  # it runs: the request waits for its acceptance
 

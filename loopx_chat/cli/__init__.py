@@ -85,9 +85,9 @@ def run() -> NoReturn:
             )
     try:
         me = threading.current_thread()
-        for thread in threading.enumerate():
-            if thread is not me and not thread.daemon:
-                thread.join()
+        for worker in threading.enumerate():
+            if worker is not me and not worker.daemon:
+                worker.join()
         atexit._run_exitfuncs()
     except KeyboardInterrupt:
         code = 130  # Ctrl-C while ending: stop now, as a shell expects, with no traceback

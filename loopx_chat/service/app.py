@@ -149,7 +149,8 @@ def log(message: str) -> None:
 
 @dataclass
 class _Worker:
-    thread: threading.Thread
+    """What a turn's worker (the OS thread that runs it) reports back to the request."""
+
     accepted: threading.Event = field(default_factory=threading.Event)
     result: TurnResult | None = None
     error: LoopxChatError | None = None
@@ -509,7 +510,7 @@ class ServiceApp:
         client_turn_id = doc.get("client_turn_id")
         if client_turn_id is not None and not isinstance(client_turn_id, str):
             raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
-        worker = _Worker(thread=threading.Thread(daemon=True))
+        worker = _Worker()
 
         def on_started(turn: TurnRecord) -> None:
             worker.turn = turn
@@ -559,8 +560,7 @@ class ServiceApp:
                 if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
 
-        worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
-        worker.thread.start()
+        threading.Thread(target=run, name=f"turn-{session_id}", daemon=True).start()
         if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
             return error_response(
                 504,

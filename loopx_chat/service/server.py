@@ -157,10 +157,10 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
     if install_signals:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(
+    worker = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
     )
-    thread.start()
+    worker.start()
     host = server.server_address[0]
     shown = f"[{host}]" if ":" in host else host
     log(
