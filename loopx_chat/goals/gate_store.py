@@ -36,7 +36,9 @@ GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
 GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
 DECISIONS = ("approve", "reject")
-TEXT_LIMIT = 280
+# Text a person or agent types into a goal record (a gate's question, a reason, a handoff's
+# next action) is cut to this many characters; the first screen's input says the same.
+TYPED_TEXT_LIMIT = 280
 # Whitespace controls collapse into one space; every other control character (an escape
 # sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -90,7 +92,7 @@ def public_text(value: object, what: str) -> str:
             "keep short public-safe text only, and the first screen would drop it",
             error_code="unsafe_text",
         )
-    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3].rstrip() + "..."
+    return text if len(text) <= TYPED_TEXT_LIMIT else text[: TYPED_TEXT_LIMIT - 3].rstrip() + "..."
 
 
 @dataclass(frozen=True)
