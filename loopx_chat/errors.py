@@ -124,6 +124,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "codex_home_invalid": ErrorSpec(Outcome.DEPENDENCY),
         "codex_home_rebind_refused": ErrorSpec(Outcome.DEPENDENCY),
         "unsupported_session_fields": ErrorSpec(Outcome.INTERNAL),
+        "illegal_status_transition": ErrorSpec(Outcome.INTERNAL),
         # codex host
         "host_tool_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "app_server_start_failed": ErrorSpec(Outcome.DEPENDENCY),

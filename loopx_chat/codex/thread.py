@@ -28,7 +28,7 @@ from loopx_chat.codex.app_server import (
 from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
 from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
 from loopx_chat.errors import CodexError, Remedy
-from loopx_chat.state.session_records import TokenCounts
+from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
 HOME_HOST_REMEDY = Remedy(
     summary="The Codex app-server runs on a different home than loopx-chat pinned.",
@@ -62,7 +62,7 @@ class ThreadOptions:
 @dataclass(frozen=True)
 class TurnOutcome:
     upstream_turn_id: str
-    status: str  # completed | failed | interrupted
+    status: TurnStatus  # completed | failed | interrupted
     error_code: str | None
     tokens: TokenCounts
 
@@ -384,7 +384,7 @@ class CodexThread:
             except ProcessGone:
                 self.active_turn_id = None
                 code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
-                return TurnOutcome(turn_id, "interrupted", code, usage.charged())
+                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, usage.charged())
             if note is None:
                 continue
             last_event = time.monotonic()
@@ -408,14 +408,14 @@ class CodexThread:
                     continue
                 status = turn.get("status")
                 if status == "completed":
-                    return self._finish(turn_id, "completed", None, usage)
+                    return self._finish(turn_id, TurnStatus.COMPLETED, None, usage)
                 if status == "interrupted":
                     code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, "interrupted", code, usage)
-                return self._finish(turn_id, "failed", "turn_failed", usage)
+                    return self._finish(turn_id, TurnStatus.INTERRUPTED, code, usage)
+                return self._finish(turn_id, TurnStatus.FAILED, "turn_failed", usage)
 
     def _finish(
-        self, turn_id: str, status: str, code: str | None, usage: _TurnUsage
+        self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
         if self.active_turn_id == turn_id:
             self.active_turn_id = None

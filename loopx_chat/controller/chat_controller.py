@@ -57,8 +57,10 @@ from loopx_chat.state.private_files import (
 )
 from loopx_chat.state.session_records import (
     SessionRecord,
+    SessionStatus,
     TokenCounts,
     TurnRecord,
+    TurnStatus,
     validate_session_id,
 )
 from loopx_chat.state.session_store import SessionStore
@@ -434,8 +436,8 @@ class ChatController:
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
             changes["codex_home"] = str(self.binding.path)
-        if record.status in ("resume_failed", "stale", "resuming"):
-            changes.update(status="ready", last_error_code=None)
+        if record.status == SessionStatus.RESUME_FAILED:
+            changes.update(status=SessionStatus.READY, last_error_code=None)
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
@@ -453,7 +455,7 @@ class ChatController:
         if record.active_turn_id:
             with contextlib.suppress(LoopxChatError):
                 running = self.store.load_turn(record.session_id, record.active_turn_id)
-                if running.status == "running":
+                if running.status == TurnStatus.RUNNING:
                     if client_turn_id is not None and running.client_turn_id == client_turn_id:
                         same_by = "client_turn_id"
                     elif text is not None and running.text_digest == message_digest(text):
@@ -478,7 +480,7 @@ class ChatController:
         if exc.error_code == "resume_failed":
             self.store.update(
                 record.session_id,
-                status="resume_failed",
+                status=SessionStatus.RESUME_FAILED,
                 active_turn_id=None,
                 last_error_code="resume_failed",
             )
@@ -590,7 +592,7 @@ class ChatController:
             try:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
-                outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
+                outcome = TurnOutcome("", TurnStatus.FAILED, exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
                 if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
                     self._warm.drop(session_id)
