@@ -358,3 +358,27 @@ def test_an_agent_cannot_decide_a_gate_and_is_told_why(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "a gate waits on a person" in result.stderr
     assert not (state / "goals").exists()
+
+
+def test_the_chat_defaults_are_the_controllers_and_its_options_become_its_config(
+    tmp_path: Path,
+) -> None:
+    from loopx_chat.cli.chat_cmd import chat
+    from loopx_chat.cli.context import CliContext
+    from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
+    defaults = {p.name: p.default for p in chat.params}
+    assert defaults == {
+        "sandbox": DEFAULT_CONFIG.options.sandbox,
+        "idle_timeout": DEFAULT_CONFIG.timeouts.idle,
+        "turn_timeout": DEFAULT_CONFIG.timeouts.hard,
+    }
+    cli = CliContext(environ={}, cwd=tmp_path, state_dir=tmp_path, codex_bin=None)
+    ctx = click.Context(chat, obj=cli)
+    with ctx:
+        ctx.invoke(chat.callback, sandbox="workspace-write", idle_timeout=5.0, turn_timeout=7.0)
+    config = ctx.obj.controller_config
+    assert (config.timeouts.idle, config.timeouts.hard) == (5.0, 7.0)
+    assert config.options.sandbox == "workspace-write"
+    assert config.timeouts.startup == DEFAULT_CONFIG.timeouts.startup  # the rest stays
+    assert cli.controller_config is None  # the top-level context is untouched

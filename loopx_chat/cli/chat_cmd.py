@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ import click
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import POSITIVE_SECONDS
-from loopx_chat.controller.chat_controller import ChatController, TurnResult
+from loopx_chat.controller.chat_controller import DEFAULT_CONFIG, ChatController, TurnResult
 from loopx_chat.errors import UsageError
 from loopx_chat.state.session_records import TurnRecord
 from loopx_chat.visible_text import ControlMode, visible_text
@@ -149,29 +150,33 @@ def _submit(
 @click.option(
     "--sandbox",
     type=click.Choice(["read-only", "workspace-write"]),
-    default="read-only",
+    default=DEFAULT_CONFIG.options.sandbox,
     help="What the agent may touch: read only, or write inside the work dir.",
 )
 @click.option(
     "--idle-timeout",
     type=POSITIVE_SECONDS,
-    default=180,
+    default=DEFAULT_CONFIG.timeouts.idle,
     help="Seconds a turn may go without any event before it is stopped.",
 )
 @click.option(
     "--turn-timeout",
     type=POSITIVE_SECONDS,
-    default=900,
+    default=DEFAULT_CONFIG.timeouts.hard,
     help="Seconds a turn may run in all before it is stopped.",
 )
 @click.pass_context
 def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
-    ctx.meta["chat_options"] = {
-        "sandbox": sandbox,
-        "idle_timeout": idle_timeout,
-        "turn_timeout": turn_timeout,
-    }
+    config = DEFAULT_CONFIG
+    ctx.obj = replace(
+        ctx.obj,
+        controller_config=replace(
+            config,
+            timeouts=replace(config.timeouts, idle=idle_timeout, hard=turn_timeout),
+            options=replace(config.options, sandbox=sandbox),
+        ),
+    )
 
 
 @chat.command("new")

@@ -28,6 +28,7 @@ from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, 
 from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ControllerConfig
     from loopx_chat.goals.gate_store import GateStore
     from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.state.session_store import SessionStore
@@ -42,6 +43,8 @@ class CliContext:
     state_dir: Path
     codex_bin: str | None
     state_dir_explicit: bool = False
+    # Set by the `chat` group from its options; None: the controller's own defaults.
+    controller_config: ControllerConfig | None = None
 
     def binding(self) -> CodexHomeBinding:
         return resolve_codex_home(self.environ, self.cwd)

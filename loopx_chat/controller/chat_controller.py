@@ -110,9 +110,16 @@ WORK_DIR_REMEDY = Remedy(
 
 @dataclass(frozen=True)
 class ControllerConfig:
+    """How a controller drives codex. Its defaults are the chat defaults (idle 180 s, turn
+    900 s, sandbox read-only: `Timeouts` and `ThreadOptions`); the CLI shows and overrides
+    them from `DEFAULT_CONFIG`, never from numbers of its own."""
+
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = DEFAULT_HOLD_AFTER_TURN_SEC
+
+
+DEFAULT_CONFIG = ControllerConfig()
 
 
 class _Host(Protocol):
