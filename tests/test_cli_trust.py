@@ -382,3 +382,15 @@ def test_the_chat_defaults_are_the_controllers_and_its_options_become_its_config
     assert config.options.sandbox == "workspace-write"
     assert config.timeouts.startup == DEFAULT_CONFIG.timeouts.startup  # the rest stays
     assert cli.controller_config is None  # the top-level context is untouched
+
+
+def test_the_one_error_boundary_answers_in_the_form_the_command_parsed(tmp_path: Path) -> None:
+    """`--json` as a flag gets one JSON document; the same word as an option's value does not."""
+    base = ["--state-dir", str(tmp_path / "state"), "gate", "request", "--goal", "bad/id"]
+    as_value = CliRunner().invoke(main, [*base, "--question", "--json"])
+    assert as_value.exit_code == 1 and as_value.stdout == ""
+    assert as_value.stderr.startswith("error [invalid_goal_id]")
+    as_flag = CliRunner().invoke(main, [*base, "--question", "Ship it?", "--json"])
+    assert as_flag.exit_code == 1
+    assert json.loads(as_flag.stdout)["error_code"] == "invalid_goal_id"
+    assert "Traceback" not in as_value.output + as_flag.output

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.controller.chat_controller import DEFAULT_CONFIG, ChatController, TurnResult
@@ -192,7 +192,6 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
 @json_option
 @message_input
 @click.pass_context
-@renders_errors
 def chat_new(
     ctx: click.Context,
     goal_id: str,
@@ -224,7 +223,6 @@ def chat_new(
 @json_option
 @message_input
 @click.pass_context
-@renders_errors
 def chat_send(
     ctx: click.Context,
     session_id: str,
@@ -246,7 +244,6 @@ def chat_send(
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
     with command_controller(ctx) as controller:
@@ -268,7 +265,6 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Interrupt SESSION_ID's active turn (also when another process is running it)."""
     with command_controller(ctx) as controller:
@@ -283,7 +279,6 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Show SESSION_ID's conversation, read from Codex now (loopx-chat keeps no text)."""
     with command_controller(ctx) as controller:

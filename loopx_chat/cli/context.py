@@ -5,7 +5,6 @@ It never re-reads `os.environ`; commands get the snapshot taken at startup.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -110,9 +109,23 @@ def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> o
         ) from None
 
 
+# Where `--json`, once parsed, is noted for the error boundary (`LazyGroup.invoke`): the
+# contexts of one command line share `meta`.
+JSON_REQUESTED = "loopx_chat.json_requested"
+
+
+def _note_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta[JSON_REQUESTED] = value
+    return value
+
+
 def json_option(func: F) -> F:
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document instead of text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_note_json,
+        help="Print one JSON document instead of text.",
     )(func)
 
 
@@ -184,23 +197,6 @@ def render_failure(exc: BaseException, as_json: bool) -> int:
             click.echo(f"  {known.remedy.summary}", err=True)
             click.echo(f"  next: {known.remedy.next_action}", err=True)
     return spec_for(known.error_code).exit_code
-
-
-def renders_errors(func: F) -> F:
-    """Turn any failure into a message (or one JSON document) and exit 1; never a traceback:
-    a `LoopxChatError` as it is, an `OSError` as its state code, anything else as
-    `internal_error` with its traceback in a log file."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except Exception as exc:
-            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
-
-    return wrapper  # type: ignore[return-value]
 
 
 def raised_writing_output(exc: OSError) -> bool:

@@ -11,7 +11,6 @@ from loopx_chat.cli.context import (
     emit_ok,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.goals.gate_store import validate_goal_id
@@ -30,7 +29,6 @@ def dream() -> None:
 @actor_option("agent", "Who proposes it")
 @json_option
 @click.pass_obj
-@renders_errors
 def dream_record(
     cli: CliContext,
     goal_id: str,
@@ -56,7 +54,6 @@ def dream_record(
 @click.option("--goal", "goal_id", required=True, help="Goal whose proposals to list.")
 @json_option
 @click.pass_obj
-@renders_errors
 def dream_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     """List GOAL's proposals with their status (advisory, promoted, dismissed)."""
     entries = cli.goal_ledger().proposals(known_goal(cli, goal_id))
@@ -71,7 +68,6 @@ def dream_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
 @actor_option("owner", "Who promotes it")
 @json_option
 @click.pass_obj
-@renders_errors
 def dream_promote(
     cli: CliContext, proposal_id: str, goal_id: str, stop_condition: str, actor: str, as_json: bool
 ) -> None:
@@ -95,7 +91,6 @@ def _closing_command(name: str, event: str, doc: str) -> None:
     @actor_option("owner", "Who closes it")
     @json_option
     @click.pass_obj
-    @renders_errors
     def command(cli: CliContext, proposal_id: str, goal_id: str, actor: str, as_json: bool) -> None:
         entry = cli.goal_ledger().dismiss(
             validate_goal_id(goal_id), proposal_id, actor=actor, event=event

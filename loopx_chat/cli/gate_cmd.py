@@ -13,7 +13,6 @@ from loopx_chat.cli.context import (
     emit_ok,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError
@@ -32,7 +31,6 @@ def gate() -> None:
 @click.option("--advisory", is_flag=True, help="Record it without blocking the agent.")
 @json_option
 @click.pass_obj
-@renders_errors
 def gate_request(
     cli: CliContext, goal_id: str, question: str, actor: str, advisory: bool, as_json: bool
 ) -> None:
@@ -50,7 +48,6 @@ def gate_request(
 @click.option("--reason", default=None, help="Why, in short words (kept on record).")
 @json_option
 @click.pass_obj
-@renders_errors
 def gate_resolve(
     cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
 ) -> None:
@@ -63,7 +60,6 @@ def gate_resolve(
 @click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
-@renders_errors
 def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """List gates (all goals, or one)."""
     store = cli.gate_store()

@@ -15,7 +15,6 @@ from loopx_chat.cli.context import (
     json_option,
     nothing_found,
     read_json_input,
-    renders_errors,
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
@@ -58,7 +57,6 @@ def goal() -> None:
 @actor_option("owner", "Who sets it")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_set(
     cli: CliContext,
     goal_id: str,
@@ -103,7 +101,6 @@ def goal_set(
 @click.option("--history", is_flag=True, help="Also show every earlier value.")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> None:
     """Show GOAL_ID's goal_state (and with --history every earlier value)."""
     records = cli.goal_ledger()
@@ -131,7 +128,6 @@ def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> No
 @goal.command("list")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_list(cli: CliContext, as_json: bool) -> None:
     """Goals with a goal_state."""
     records = cli.goal_ledger()
@@ -160,7 +156,6 @@ def goal_list(cli: CliContext, as_json: bool) -> None:
 @actor_option("owner", "Who stops it")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_stop(cli: CliContext, goal_id: str, reason: str | None, actor: str, as_json: bool) -> None:
     """Stop GOAL_ID: no automatic turn until `goal resume` (quota says `paused`)."""
     records, gid = cli.goal_ledger(), known_goal(cli, goal_id)
@@ -173,7 +168,6 @@ def goal_stop(cli: CliContext, goal_id: str, reason: str | None, actor: str, as_
 @actor_option("owner", "Who resumes it")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_resume(cli: CliContext, goal_id: str, actor: str, as_json: bool) -> None:
     """Resume a stopped GOAL_ID."""
     records, gid = cli.goal_ledger(), known_goal(cli, goal_id)
@@ -194,7 +188,6 @@ def goal_resume(cli: CliContext, goal_id: str, actor: str, as_json: bool) -> Non
 @actor_option("owner", "Who sets it")
 @json_option
 @click.pass_obj
-@renders_errors
 def goal_memory(
     cli: CliContext, goal_id: str, source: str | None, clear: bool, actor: str, as_json: bool
 ) -> None:

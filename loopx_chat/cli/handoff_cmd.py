@@ -10,7 +10,6 @@ from loopx_chat.cli.context import (
     emit_ok,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import known_goal
 from loopx_chat.goals.gate_store import validate_goal_id
@@ -31,7 +30,6 @@ def handoff() -> None:
 )
 @json_option
 @click.pass_obj
-@renders_errors
 def handoff_record(
     cli: CliContext,
     goal_id: str,
@@ -52,7 +50,6 @@ def handoff_record(
 @click.option("--goal", "goal_id", required=True, help="Goal whose handoffs to list.")
 @json_option
 @click.pass_obj
-@renders_errors
 def handoff_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     """List the handoff packets of GOAL: pending, or consumed (by which turn)."""
     handoffs = cli.gate_store().handoffs(known_goal(cli, goal_id))

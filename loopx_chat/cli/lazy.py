@@ -3,8 +3,9 @@
 Owns `COMMANDS` (name -> module, attribute, one-line help) and the group that loads a
 command's module only when that command runs, so `loopx-chat --version` or `--help` pays for
 click alone and never imports the service, the LaunchAgent installer, the projection core,
-psutil or the demo's mock server. It is also the last boundary for a failure outside any
-command's own (no Python traceback, ever). It must never import a command module eagerly.
+psutil or the demo's mock server. It is also the one error boundary of the command line:
+any failure, in a command or around it, becomes a message or one JSON document and an exit
+code (`render_failure`), never a Python traceback. It must never import a command module eagerly.
 """
 
 from __future__ import annotations
@@ -119,12 +120,14 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
-        as_json = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
+        # Before a command has parsed its options (a failure in a group's own callback), the
+        # words on the command line are all there is to go by.
+        in_args = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
-            from loopx_chat.cli.context import render_failure
+            from loopx_chat.cli.context import JSON_REQUESTED, render_failure
 
-            sys.exit(render_failure(exc, as_json))
+            sys.exit(render_failure(exc, bool(ctx.meta.get(JSON_REQUESTED, in_args))))

@@ -10,7 +10,6 @@ from loopx_chat.cli.context import (
     CliContext,
     emit_json,
     json_option,
-    renders_errors,
 )
 from loopx_chat.cli.options import known_goal
 
@@ -19,7 +18,6 @@ from loopx_chat.cli.options import known_goal
 @click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
-@renders_errors
 def metrics(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """The six goal-control metrics, each with its numerator and denominator."""
     store = cli.gate_store()

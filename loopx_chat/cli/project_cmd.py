@@ -10,7 +10,6 @@ from loopx_chat.cli.context import (
     CliContext,
     emit_json,
     read_json_input,
-    renders_errors,
 )
 from loopx_chat.errors import UsageError
 
@@ -24,7 +23,6 @@ GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_resu
 @click.option("--goal", "goal_id", default=None, help="Goal id (default: the input's goal_id).")
 @click.option("--compact", is_flag=True, help="Print the compact, public-safe form.")
 @click.pass_obj
-@renders_errors
 def project(cli: CliContext, source: str, goal_id: str | None, compact: bool) -> None:
     """Project compact session facts (JSON in) into the first screen (JSON out)."""
     from loopx_chat.session_runtime import (

@@ -10,7 +10,6 @@ from loopx_chat.cli.context import (
     emit_json,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import known_goal
 from loopx_chat.goals.goal_facts import (
@@ -25,7 +24,6 @@ from loopx_chat.goals.status import goal_status
 @click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
 @json_option
 @click.pass_obj
-@renders_errors
 def quota(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     """Should each goal spend its next automatic turn? A scheduler hint; it starts nothing.
 

@@ -10,7 +10,6 @@ from loopx_chat.cli.context import (
     emit_ok,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.goals.goal_facts import (
@@ -32,7 +31,6 @@ def reward() -> None:
 @actor_option("owner", "Whose judgment it is")
 @json_option
 @click.pass_obj
-@renders_errors
 def reward_record(
     cli: CliContext, goal_id: str, run_ref: str, label: str, reason: str, actor: str, as_json: bool
 ) -> None:
@@ -50,7 +48,6 @@ def reward_record(
 @click.option("--goal", "goal_id", required=True, help="Goal whose judgments to list.")
 @json_option
 @click.pass_obj
-@renders_errors
 def reward_list(cli: CliContext, goal_id: str, as_json: bool) -> None:
     """The rewards of GOAL: one per judged turn, and every earlier one as history."""
     records = cli.goal_ledger()

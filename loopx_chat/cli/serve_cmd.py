@@ -6,7 +6,7 @@ import threading
 
 import click
 
-from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.cli.context import CliContext
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
@@ -24,7 +24,6 @@ from loopx_chat.service.server import LoopbackServer, serve_forever
     help="Port to listen on (0: any free port).",
 )
 @click.pass_obj
-@renders_errors
 def serve(cli: CliContext, host: str, port: int) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback."""
     controller = ChatController(

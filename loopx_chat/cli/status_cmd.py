@@ -14,7 +14,6 @@ from loopx_chat.cli.context import (
     emit_json,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.options import known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
@@ -32,7 +31,6 @@ from loopx_chat.goals.status import collect_status, record_owner_view
 )
 @json_option
 @click.pass_obj
-@renders_errors
 def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:

@@ -18,7 +18,6 @@ from loopx_chat.cli.context import (
     emit_json,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import known_goal
@@ -73,7 +72,6 @@ def writeback() -> None:
 @_source_options
 @json_option
 @click.pass_context
-@renders_errors
 def preview(
     ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
 ) -> None:
@@ -96,7 +94,6 @@ def preview(
 @_source_options
 @json_option
 @click.pass_context
-@renders_errors
 def apply(
     ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
 ) -> None:
@@ -116,7 +113,6 @@ def apply(
 @click.option("--goal", "goal_id", required=True, help="Goal the write belongs to.")
 @json_option
 @click.pass_context
-@renders_errors
 def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool) -> None:
     """Restore the host goal exactly as it was before the write IDEMPOTENCY_KEY."""
     cli: CliContext = ctx.obj
@@ -133,7 +129,6 @@ def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool
 @click.option("--goal", "goal_id", required=True, help="Goal whose writebacks to list.")
 @json_option
 @click.pass_context
-@renders_errors
 def list_cmd(ctx: click.Context, goal_id: str, as_json: bool) -> None:
     """The goal's writeback results, oldest first."""
     cli: CliContext = ctx.obj
