@@ -314,3 +314,22 @@ def test_a_goal_folder_no_writer_accepts_breaks_no_listing(tmp_path: Path) -> No
     assert _cli(tmp_path, "metrics")["ok"] is True
     assert [g["goal_id"] for g in _cli(tmp_path, "status")["attention_queue"]] == ["g"]
     assert _cli(tmp_path, "quota")["ok"] is True
+
+
+def test_the_metrics_are_six_named_rules_in_one_table() -> None:
+    from loopx_chat.goals.metrics import METRICS, EventLog
+
+    assert list(METRICS) == [
+        "interrupted_task_recovery",
+        "duplicate_compute_avoided",
+        "owner_gates_preserved",
+        "cross_session_handoff_success",
+        "stale_projection_detection",
+        "time_to_owner_sees_blocker",
+    ]
+    assert all(rule.__name__ == name for name, rule in METRICS.items())
+    empty = EventLog.of([], None)
+    assert compute_metrics([], None) == {
+        "goal_id": None,
+        **{n: r(empty) for n, r in METRICS.items()},
+    }
