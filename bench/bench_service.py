@@ -28,7 +28,7 @@ CLIENTS = 16
 
 
 def seed(state: Path, home: str, goals: int) -> None:
-    store, goal_store = SessionStore(state), GateStore(state)
+    store, gate_store = SessionStore(state), GateStore(state)
     for i in range(goals):
         sid = f"s{i:04d}"
         store.create(
@@ -57,7 +57,7 @@ def seed(state: Path, home: str, goals: int) -> None:
                     )
                 )
         if i % 4 == 0:
-            goal_store.request_gate(f"goal-{i:03d}", "Approve the next step?")
+            gate_store.request_gate(f"goal-{i:03d}", "Approve the next step?")
 
 
 def load(port: int, total: int) -> tuple[float, list[float]]:
