@@ -81,6 +81,7 @@ class Outcome(StrEnum):
     knows HTTP. The kinds are today's statuses, one kind per status."""
 
     INVALID = "invalid"  # the request itself is wrong: fix it and send it again
+    UNAUTHORIZED = "unauthorized"  # no owner's secret with it
     FORBIDDEN = "forbidden"  # refused for who or where it came from
     NOT_FOUND = "not_found"
     NOT_ALLOWED = "not_allowed"  # the method is not allowed on this resource
@@ -88,7 +89,7 @@ class Outcome(StrEnum):
     TOO_LARGE = "too_large"
     DEPENDENCY = "dependency"  # something the request depends on refused (the host, a record)
     INTERNAL = "internal"  # our own state or code is broken: nothing the request did
-    UNAVAILABLE = "unavailable"  # the disk or the controller cannot serve now: retry later
+    UNAVAILABLE = "unavailable"  # the disk, the controller or a bound is full now: retry later
     TIMEOUT = "timeout"  # codex did not take the request in time
 
 
@@ -137,6 +138,13 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "catalog_incompatible": ErrorSpec(Outcome.DEPENDENCY),
         "resume_failed": ErrorSpec(Outcome.DEPENDENCY),
         "thread_busy": ErrorSpec(Outcome.CONFLICT),
+        # the service
+        "unauthorized": ErrorSpec(Outcome.UNAUTHORIZED),
+        "busy": ErrorSpec(Outcome.UNAVAILABLE),
+        "too_many_streams": ErrorSpec(Outcome.UNAVAILABLE),
+        "too_many_connections": ErrorSpec(Outcome.UNAVAILABLE),
+        "service_not_running": ErrorSpec(Outcome.DEPENDENCY),
+        "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
         "idle_timeout": ErrorSpec(Outcome.DEPENDENCY),
         "hard_timeout": ErrorSpec(Outcome.DEPENDENCY),
@@ -156,7 +164,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "invalid_goal_id": ErrorSpec(Outcome.INVALID),
         "unsafe_text": ErrorSpec(Outcome.INVALID),
         "gate_not_found": ErrorSpec(Outcome.NOT_FOUND),
-        "goal_not_found": ErrorSpec(Outcome.DEPENDENCY),
+        "goal_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "gate_already_resolved": ErrorSpec(Outcome.CONFLICT),
         "input_invalid": ErrorSpec(Outcome.INVALID),
         "raw_material_refused": ErrorSpec(Outcome.DEPENDENCY),

@@ -39,6 +39,9 @@ DECISIONS = ("approve", "reject")
 # Text a person or agent types into a goal record (a gate's question, a reason, a handoff's
 # next action) is cut to this many characters; the first screen's input says the same.
 TYPED_TEXT_LIMIT = 280
+# Who decided a gate, by the owner's surface: the page (its cookie), a program with the
+# owner's secret, or the owner's terminal. Records written before this say nothing (None).
+DECIDERS = ("owner-page", "owner-api", "owner-cli")
 # Whitespace controls collapse into one space; every other control character (an escape
 # sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -107,6 +110,7 @@ class Gate:
     updated_at: str
     decision: str | None = None
     reason: str | None = None
+    decided_by: str | None = None  # one of DECIDERS
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -196,9 +200,21 @@ class GateStore:
         self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
 
-    def resolve_gate(self, goal_id: str, gate_id: str, decision: str, reason: str | None) -> Gate:
+    def resolve_gate(
+        self,
+        goal_id: str,
+        gate_id: str,
+        decision: str,
+        reason: str | None,
+        *,
+        decided_by: str = "owner-cli",
+    ) -> Gate:
         if decision not in DECISIONS:
             raise UsageError("decision must be approve or reject", error_code="usage_error")
+        if decided_by not in DECIDERS:
+            raise UsageError(
+                f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error"
+            )
         # Look before taking the lock: the lock makes the goal's folder, and a mistyped goal
         # or gate must leave nothing behind. Checked again under the lock.
         self.gate(goal_id, gate_id)
@@ -218,10 +234,18 @@ class GateStore:
                     "goal_id": goal_id,
                     "decision": decision,
                     "reason": public_text(reason, "reason") if reason else None,
+                    "actor": decided_by,
+                    "surface": decided_by.removeprefix("owner-"),
                     "at": self._clock(),
                 },
             )
-        self.control.record("gate_resolved", goal_id=goal_id, gate_id=gate_id, decision=decision)
+        self.control.record(
+            "gate_resolved",
+            goal_id=goal_id,
+            gate_id=gate_id,
+            decision=decision,
+            actor=decided_by,
+        )
         return self.gate(goal_id, gate_id)
 
     def gates(self, goal_id: str) -> list[Gate]:
@@ -249,6 +273,7 @@ class GateStore:
                     status="approved" if decision == "approve" else "rejected",
                     decision=decision,
                     reason=event.get("reason"),
+                    decided_by=event["actor"] if event.get("actor") in DECIDERS else None,
                     updated_at=str(event.get("at")),
                     history=(*gate.history, event),
                 )
