@@ -2,7 +2,9 @@
 
 Every expected failure is a `LoopxChatError` carrying a stable snake_case `error_code`, a
 message a person can act on, and, where the user must do something, a `Remedy` with a summary
-and the next action. The CLI and HTTP layers render these; nothing else decides exit codes.
+and the next action. The CLI and HTTP layers render these. `ERRORS` is the one table of
+codes: each code's exit code and its `Outcome` kind (the service alone turns a kind into an
+HTTP status; nothing here knows HTTP).
 
 Messages must never carry transcript text, credentials or raw tool output: callers pass
 ids, codes and paths the user already owns, never upstream payloads.
