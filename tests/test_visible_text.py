@@ -1,5 +1,5 @@
 """The one control-character filter: ESCAPES keeps a value on one printable line and loses
-nothing (the PICTURES mode is tested with the terminal, tests/test_cli_terminal.py)."""
+nothing (the PICTURES mode is tested with the terminal, tests/cli/test_terminal_text.py)."""
 
 from __future__ import annotations
 
