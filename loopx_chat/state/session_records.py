@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from loopx_chat.errors import StateError
 
@@ -63,14 +63,26 @@ TURN_TRANSITIONS: Mapping[TurnStatus, frozenset[TurnStatus]] = {
 }
 
 
-def check_transition(
-    what: str, transitions: Mapping[Any, frozenset[Any]], old: Any, new: Any
-) -> None:
-    """Refuse a status change the table does not list (`illegal_status_transition`)."""
-    if new != old and new not in transitions[old]:
+S = TypeVar("S", SessionStatus, TurnStatus)
+
+
+def checked_transition(
+    kind: type[S], transitions: Mapping[S, frozenset[S]], old: S, new: object
+) -> S:
+    """`new` as a `kind`, if the table lets a record go there from `old` (the same status is
+    no change); else `illegal_status_transition`, a bug in the writer."""
+    what = kind.__name__.removesuffix("Status").lower()
+    try:
+        status = kind(new)
+    except ValueError:
         raise StateError(
-            f"a {what} cannot go from {old} to {new}", error_code="illegal_status_transition"
+            f"a {what} has no status {new!r}", error_code="illegal_status_transition"
+        ) from None
+    if status != old and status not in transitions.get(old, frozenset()):
+        raise StateError(
+            f"a {what} cannot go from {old} to {status}", error_code="illegal_status_transition"
         )
+    return status
 
 
 # Fields a caller may change after creation; identity fields never change.
@@ -150,8 +162,10 @@ class SessionRecord:
                 error_code="codex_home_rebind_refused",
             )
         if "status" in changes:
-            changes = {**changes, "status": SessionStatus(changes["status"])}
-            check_transition("session", SESSION_TRANSITIONS, self.status, changes["status"])
+            status = checked_transition(
+                SessionStatus, SESSION_TRANSITIONS, self.status, changes["status"]
+            )
+            changes = {**changes, "status": status}
         updated = replace(self, **dict(changes))
         updated.check_invariants()
         return updated
@@ -237,8 +251,9 @@ class TurnRecord:
     def with_changes(self, **changes: Any) -> TurnRecord:
         """The turn with `changes`; a status change must be one `TURN_TRANSITIONS` lists."""
         if "status" in changes:
-            changes["status"] = TurnStatus(changes["status"])
-            check_transition("turn", TURN_TRANSITIONS, self.status, changes["status"])
+            changes["status"] = checked_transition(
+                TurnStatus, TURN_TRANSITIONS, self.status, changes["status"]
+            )
         return replace(self, **changes)
 
     def public_dict(self) -> dict[str, Any]:

@@ -88,3 +88,10 @@ def test_disk_keeps_the_same_strings_and_refuses_a_status_no_code_writes(tmp_pat
         store.load("s1")
     assert info.value.error_code == "state_corrupt"
     assert path.read_bytes() == before
+
+
+def test_a_status_no_code_writes_is_refused_by_name() -> None:
+    with pytest.raises(StateError) as info:
+        _session(SessionStatus.READY).with_changes({"status": "stale"})
+    assert info.value.error_code == "illegal_status_transition"
+    assert "'stale'" in info.value.message
