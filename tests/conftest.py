@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
+from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.fakes import FAKE_CODEX, FakeCodex
 from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import PINNED_CODEX

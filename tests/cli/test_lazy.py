@@ -22,7 +22,7 @@ from loopx_chat.cli.lazy import COMMANDS
 
 HEAVY = (
     "http.server",
-    "loopx_chat.codex.mock_responses",
+    "loopx_chat.model_mock.responses",
     "loopx_chat.launchagent",
     "loopx_chat.session_runtime",
     "loopx_chat.service",

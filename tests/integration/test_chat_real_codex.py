@@ -20,10 +20,10 @@ import pytest
 from loopx_chat.codex.app_server import AppServerProcess, RpcError, child_environment
 from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.errors_map import is_legacy_catalog_error
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
+from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.real_codex import make_controller, raw_app_server
 from tests.helpers.waiting import run_in_thread, wait_for

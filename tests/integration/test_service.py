@@ -32,6 +32,12 @@ def test_capabilities(service: Service) -> None:
     assert doc["runtime_identity"]["schema_version"] == "loopx_runtime_identity_v1"
     assert doc["runtime_identity"]["package_version"]
     assert doc["codex"] == {"available": True, "version": "0.171.0"}
+    assert doc["loaded_threads"] == 0  # nothing opened yet
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-c", "create_goal": True}
+    )
+    assert opened.status == 201
+    assert service.request("GET", "/api/chat/capabilities").json()["loaded_threads"] == 1
     assert doc["codex_home"] == {
         "path": str(service.home),
         "source": "LOOPX_CHAT_CODEX_HOME",

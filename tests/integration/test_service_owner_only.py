@@ -34,8 +34,8 @@ from typing import Any
 import psutil
 import pytest
 
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.service.app import ROUTES
 from loopx_chat.state.service_runtime import (

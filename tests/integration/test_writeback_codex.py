@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.real_codex import make_controller
 from tests.helpers.waiting import wait_for
 

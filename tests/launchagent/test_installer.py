@@ -266,7 +266,7 @@ def test_symlinked_plist_is_refused(tmp_path: Path) -> None:
     assert info.value.error_code == "plist_unsafe"
 
 
-def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
+def test_install_with_no_home_named_binds_the_default_codex_home(tmp_path: Path) -> None:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     fake = bindir / "launchctl"
@@ -279,7 +279,7 @@ def test_installer_entry_runs_the_same_cli(tmp_path: Path) -> None:
         "FAKE_LAUNCHCTL_STATE": str(tmp_path / "state.json"),
     }
     done = subprocess.run(
-        [sys.executable, str(ROOT / "installer" / "install-launchagent"), "install", "--json"],
+        [sys.executable, "-m", "loopx_chat", "launchagent", "install", "--json"],
         env=env,
         capture_output=True,
         text=True,

@@ -7,7 +7,7 @@ What this module owns:
     ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``), so a test or
     the offline demo can provoke each provider behaviour on demand.
   (The codex configuration that points a home at this mock is `offline_config`.)
-  * ``python -m loopx_chat.codex.mock_responses --port N``: the same server in the foreground.
+  * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
 
 What it must never do:
   * listen on anything but a loopback address (it is a test double, not a service);
@@ -535,7 +535,7 @@ def _block_until_signalled() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m loopx_chat.codex.mock_responses",
+        prog="python -m loopx_chat.model_mock.responses",
         description="Run the loopback mock of the OpenAI Responses API in the foreground.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="loopback address (default 127.0.0.1)")
