@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, get_args
 
 from loopx_chat.errors import StateError
 
@@ -23,7 +23,7 @@ TURN_SCHEMA_VERSION = "loopx_chat_turn_state_v1"
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,160}$")
 SessionMode = Literal["managed_runtime", "attached_host"]
-SESSION_MODES: frozenset[str] = frozenset({"managed_runtime", "attached_host"})
+SESSION_MODES: frozenset[str] = frozenset(get_args(SessionMode))
 
 
 class SessionStatus(StrEnum):
@@ -116,7 +116,7 @@ class SessionRecord:
     adapter_kind: str = "codex_app_server"
     upstream_thread_id: str | None = None
     codex_home: str | None = None
-    session_mode: str = "managed_runtime"
+    session_mode: SessionMode = "managed_runtime"
     host_surface: str | None = None
     status: SessionStatus = SessionStatus.READY
     active_turn_id: str | None = None
