@@ -122,6 +122,16 @@ ERROR_CODES: frozenset[str] = frozenset(
         "session_goal_mismatch",
         "turn_not_found",
         "acceptance_required",
+        # goal runs (Codex's own loop)
+        "gate_open",
+        "goal_stopped",
+        "no_session",
+        "budget_required",
+        "raw_material_detected",
+        "objective_required",
+        "run_not_found",
+        "run_not_complete",
+        "too_many_running",
         # launchagent
         "platform_unsupported",
         "plist_malformed",

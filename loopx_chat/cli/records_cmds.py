@@ -411,3 +411,13 @@ def _closing_command(name: str, event: str, doc: str) -> None:
 
 _closing_command("dismiss", "dismissed", "Dismiss PROPOSAL_ID: it stays as advisory history.")
 _closing_command("close", "closed", "Close PROPOSAL_ID without acting on it (done or overtaken).")
+
+
+def _add_run_commands() -> None:
+    """`goal run` (and its owner decisions) live in their own module; they join `goal` here."""
+    from loopx_chat.cli.goal_run_cmd import goal_run
+
+    goal.add_command(goal_run)
+
+
+_add_run_commands()

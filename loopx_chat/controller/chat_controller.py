@@ -395,6 +395,25 @@ class ChatController:
             self._ensure_warm(record)
             return self.store.load(session_id)
 
+    @contextlib.contextmanager
+    def held_thread(self, session_id: str) -> Iterator[Warm]:
+        """The session's thread, loaded (resumed if needed) and kept from the idle close for
+        as long as the caller holds it: a goal run follows codex's own loop on it."""
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host":
+            raise CodexError(
+                "attached-host sessions have no managed app-server",
+                error_code="app_server_rejected",
+            )
+        with self._using(session_id):
+            warm = self._ensure_warm(self._load_checked(session_id))
+            self._warm.cancel_idle_close(warm)
+            yield warm
+
+    def drop_thread(self, session_id: str) -> None:
+        """Let the session's loaded thread go (its app-server died or broke the protocol)."""
+        self._warm.drop(session_id)
+
     def _ensure_warm(
         self,
         record: SessionRecord,

@@ -1,0 +1,116 @@
+"""`loopx-chat goal run|accept|reopen`: let Codex work on a goal on its own loop, in the foreground.
+
+Parses, calls the controller's goal run and renders: one progress line per turn on stderr
+(turn n, outcome, tokens used of budget, elapsed), one JSON document with --json, and the
+documented exit code of how the run ended (0 complete, 3 budget spent, 4 usage limit,
+5 blocked, 6 paused, 130 Ctrl-C). It owns no rule of its own.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.options import actor_option, known_goal
+
+
+def _render(result: object, as_json: bool) -> None:
+    from loopx_chat.controller.goal_run import RunResult
+
+    assert isinstance(result, RunResult)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        host = result.host
+        status = host.status if host else "unknown"
+        click.echo(
+            f"[loopx-chat] run {result.run.run_id} ended: Codex goal {status} after "
+            f"{result.turns} turn(s), {result.ledger_tokens:,} tokens (exit {result.exit_code})",
+            err=True,
+        )
+        for difference in result.differences:
+            click.echo(f"[loopx-chat] difference: {difference}", err=True)
+    sys.exit(result.exit_code)
+
+
+def _runner(ctx: click.Context):  # type: ignore[no-untyped-def]
+    from loopx_chat.cli.controller_scope import command_controller
+
+    return command_controller(ctx)
+
+
+def _follow(
+    ctx: click.Context,
+    goal_id: str,
+    session_id: str | None,
+    budget: int | None,
+    actor: str,
+    as_json: bool,
+) -> None:
+    from loopx_chat.controller.goal_run import GoalRunner, TurnProgress
+    from loopx_chat.goals.goal_store import GoalStore
+
+    cli: CliContext = ctx.obj
+
+    def on_turn(p: TurnProgress) -> None:
+        if as_json:
+            return
+        used = f"{p.tokens_used:,}" if p.tokens_used is not None else "?"
+        click.echo(
+            f"[loopx-chat] turn {p.n} {p.status}  {used} of {p.token_budget:,} tokens  "
+            f"{p.elapsed_sec:.1f}s",
+            err=True,
+        )
+
+    def on_event(line: str) -> None:
+        if not as_json:
+            click.echo(f"[loopx-chat] {line}", err=True)
+
+    with _runner(ctx) as controller:
+        runner = GoalRunner(controller, GoalStore(cli.state_dir))
+        plan = runner.plan(goal_id, session_id, budget)  # every refusal: nothing written
+        try:
+            result = runner.run(
+                plan, actor=actor, surface="cli", on_turn=on_turn, on_event=on_event
+            )
+        except KeyboardInterrupt:
+            click.echo("[loopx-chat] stopped before Codex's loop started", err=True)
+            sys.exit(130)
+    _render(result, as_json)
+
+
+@click.command("run")
+@click.argument("goal_id")
+@click.option(
+    "--session",
+    "session_id",
+    default=None,
+    help="Session whose thread Codex works on (default: the goal's latest).",
+)
+@click.option(
+    "--token-budget",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens Codex's loop may spend (default: the goal_state's budget).",
+)
+@actor_option("owner", "Who authorizes the run")
+@json_option
+@click.pass_context
+@renders_errors
+def goal_run(
+    ctx: click.Context,
+    goal_id: str,
+    session_id: str | None,
+    token_budget: int | None,
+    actor: str,
+    as_json: bool,
+) -> None:
+    """Let Codex work on GOAL_ID on its own goal loop, until the goal leaves `active`.
+
+    Sets the thread goal active with a finite token budget, in this process, which holds
+    the thread; codex starts each continuation turn itself. Exit codes: 0 complete,
+    3 budget spent, 4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
+    gid = known_goal(ctx.obj, goal_id)
+    _follow(ctx, gid, session_id, token_budget, actor, as_json)
