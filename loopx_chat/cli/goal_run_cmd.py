@@ -48,6 +48,7 @@ def _follow(
     budget: int | None,
     actor: str,
     as_json: bool,
+    note: str | None = None,
 ) -> None:
     from loopx_chat.controller.goal_run import GoalRunner, TurnProgress
     from loopx_chat.goals.goal_store import GoalStore
@@ -70,7 +71,15 @@ def _follow(
 
     with _runner(ctx) as controller:
         runner = GoalRunner(controller, GoalStore(cli.state_dir))
-        plan = runner.plan(goal_id, session_id, budget)  # every refusal: nothing written
+        objective = None
+        if note is not None:
+            previous, objective = runner.reopen_objective(goal_id, note)
+            budget = budget or previous.token_budget
+            session_id = session_id or previous.session_id
+        # Every refusal comes from here, before anything is written or spawned.
+        plan = runner.plan(goal_id, session_id, budget, objective=objective)
+        if note is not None:
+            runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
         try:
             result = runner.run(
                 plan, actor=actor, surface="cli", on_turn=on_turn, on_event=on_event
@@ -114,3 +123,52 @@ def goal_run(
     3 budget spent, 4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
     gid = known_goal(ctx.obj, goal_id)
     _follow(ctx, gid, session_id, token_budget, actor, as_json)
+
+
+@click.command("accept")
+@click.argument("goal_id")
+@click.option("--reason", default=None, help="Why it is done, in short words (kept on record).")
+@actor_option("owner", "Who accepts it")
+@json_option
+@click.pass_obj
+@renders_errors
+def goal_accept(
+    cli: CliContext, goal_id: str, reason: str | None, actor: str, as_json: bool
+) -> None:
+    """Accept the run Codex says is done: a human_reward on its last turn; the run closes."""
+    from loopx_chat.cli.context import emit_ok
+    from loopx_chat.controller.goal_run import GoalRunner
+    from loopx_chat.goals.goal_store import GoalStore
+
+    gid = known_goal(cli, goal_id)
+    # No Codex is started: the controller is only the owner of the stores here.
+    from loopx_chat.controller.chat_controller import ChatController
+
+    controller = ChatController(
+        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
+    )
+    run = GoalRunner(controller, GoalStore(cli.state_dir)).accept(gid, reason, actor)
+    emit_ok({"run": run.to_dict()}, as_json, [f"{gid}: run {run.run_id} accepted and closed"])
+
+
+@click.command("reopen")
+@click.argument("goal_id")
+@click.option("--note", required=True, help="What is still missing: Codex's next objective.")
+@click.option(
+    "--token-budget",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Tokens the reopened run may spend (default: the last run's budget).",
+)
+@actor_option("owner", "Who reopens it")
+@json_option
+@click.pass_context
+@renders_errors
+def goal_reopen(
+    ctx: click.Context, goal_id: str, note: str, token_budget: int | None, actor: str, as_json: bool
+) -> None:
+    """Reopen the run Codex says is done: active again, with NOTE as the next objective.
+
+    Runs in the foreground like `goal run`, with the same exit codes."""
+    gid = known_goal(ctx.obj, goal_id)
+    _follow(ctx, gid, None, token_budget, actor, as_json, note=note)

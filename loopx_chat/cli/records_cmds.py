@@ -415,9 +415,10 @@ _closing_command("close", "closed", "Close PROPOSAL_ID without acting on it (don
 
 def _add_run_commands() -> None:
     """`goal run` (and its owner decisions) live in their own module; they join `goal` here."""
-    from loopx_chat.cli.goal_run_cmd import goal_run
+    from loopx_chat.cli.goal_run_cmd import goal_accept, goal_reopen, goal_run
 
-    goal.add_command(goal_run)
+    for command in (goal_run, goal_accept, goal_reopen):
+        goal.add_command(command)
 
 
 _add_run_commands()

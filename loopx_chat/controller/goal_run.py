@@ -110,8 +110,15 @@ class GoalRunner:
 
     # -- before a run: every check, nothing written, nothing spawned ------------------------
     def plan(
-        self, goal_id: str, session_id: str | None = None, token_budget: int | None = None
+        self,
+        goal_id: str,
+        session_id: str | None = None,
+        token_budget: int | None = None,
+        *,
+        objective: RunObjective | None = None,
     ) -> RunPlan:
+        """Every check before a run, in the order the owner fixes them; `objective` replaces
+        the one the records give (Reopen: the owner's note)."""
         goals, records = self.goals, self.records
         stopped = records.stopped(goal_id)
         if stopped is not None:
@@ -161,9 +168,9 @@ class GoalRunner:
                 f"Give one: `loopx-chat goal run {goal_id} --token-budget 50000`, or "
                 f"`loopx-chat goal set {goal_id} --token-budget 50000`.",
             )
-        goals_handoffs = goals.handoffs(goal_id)
-        pending = self._pending_handoff(goal_id, goals_handoffs)
-        objective = run_objective(records, goal_id, pending)
+        if objective is None:
+            pending = self._pending_handoff(goal_id, goals.handoffs(goal_id))
+            objective = run_objective(records, goal_id, pending)
         self._check_not_busy(goal_id, session)
         return RunPlan(goal_id, session, budget, objective)
 
@@ -246,6 +253,51 @@ class GoalRunner:
                     "(`loopx-chat serve`) holding it, then run the goal again.",
                 ),
             )
+
+    # -- the owner's answer to "Codex says it is done" -------------------------------------
+    def ended_complete(self, goal_id: str) -> GoalRun:
+        run = self.runs.latest(goal_id)
+        if run is None or run.state != "ended" or run.host_status != "complete":
+            shown = "no run" if run is None else f"run {run.run_id} is {run.state}"
+            raise StateError(
+                f"goal {goal_id} has no run that Codex reported complete ({shown})",
+                error_code="run_not_complete",
+                gate=Gate(
+                    summary="Accept and Reopen answer a run Codex says is done.",
+                    next_action=f"Run it first: `loopx-chat goal run {goal_id}`.",
+                ),
+            )
+        return run
+
+    def accept(self, goal_id: str, reason: str | None, actor: str = "owner") -> GoalRun:
+        """The owner agrees it is done: a human_reward on the run's last turn, run closed."""
+        run = self.ended_complete(goal_id)
+        turns = [
+            t for t in self.controller.store.list_turns(run.session_id) if t.run_id == run.run_id
+        ]
+        if not turns:
+            raise StateError(
+                f"run {run.run_id} recorded no turn to judge", error_code="turn_not_found"
+            )
+        last = max(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
+        reward = self.records.record_reward(
+            goal_id,
+            run_ref=last.turn_id,
+            label="good",
+            reason=reason or "accepted: Codex's work meets the acceptance criteria",
+            goal_turns={t.turn_id for t in turns},
+            actor=actor,
+        )
+        return self.runs.note(
+            goal_id, run.run_id, "accepted", reward_id=reward["reward_id"], actor=actor
+        )
+
+    def reopen_objective(self, goal_id: str, note: str) -> tuple[GoalRun, RunObjective]:
+        """Reopen: the owner's note becomes the next objective of a new run."""
+        from loopx_chat.goals.goal_store import public_text
+
+        run = self.ended_complete(goal_id)
+        return run, RunObjective(public_text(note, "note"), "owner_note", run.run_id)
 
     # -- the run ---------------------------------------------------------------------------
     def run(
