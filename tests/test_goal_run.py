@@ -94,6 +94,12 @@ def _facts(cli: Cli, thread_id: str) -> dict[str, Any]:
     return dict(doc["threads"][thread_id])
 
 
+def _status_row(cli: Cli, goal: str = "g") -> dict[str, Any]:
+    code, doc = cli.json("status", "--goal", goal)
+    assert code == 0, doc
+    return dict(doc["attention_queue"][0])
+
+
 def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -134,6 +140,10 @@ def test_a_run_to_its_budget_agrees_with_the_host_and_codex_facts(
     assert facts["tokens"]["total_tokens"] == sum(t.tokens.total_tokens for t in all_turns)
     assert record.status == "ready" and record.active_turn_id is None
     assert "difference" not in done.stderr
+    row = _status_row(cli)  # the host goal is a fact on the first screen
+    assert row["host_goal"]["goal"]["status"] == "budgetLimited"
+    assert row["host_goal"]["words"].startswith("budget spent (")
+    assert "budget spent (" in row["answers"]["gate_or_evidence_required"]
 
     # A second run spends its own budget on top of what the goal has used.
     code, doc = cli.json("goal", "run", "g", "--token-budget", "9000")
@@ -169,6 +179,10 @@ def test_the_agent_completes_then_accept_and_reopen(
     # The goal's tokens stop at the status change; the ledger counts the whole turn.
     assert doc["differences"] and "mid-turn" in doc["differences"][0]
 
+    row = _status_row(cli)
+    assert row["host_goal"]["words"].startswith("Codex says it is done: check 3 said")
+    assert "goal accept g" in row["answers"]["gate_or_evidence_required"]
+
     code, reopened = cli.json("goal", "reopen", "g", "--note", "also say four")
     assert code == 3, reopened  # ran again (the mock now only talks) until the budget
     assert reopened["run"]["objective_source"] == "owner_note"
@@ -184,6 +198,7 @@ def test_the_agent_completes_then_accept_and_reopen(
     assert cli("goal", "run", "g", "--token-budget", "50000").returncode == 0
     code, accepted = cli.json("goal", "accept", "g", "--reason", "all four said")
     assert code == 0 and accepted["run"]["state"] == "closed"
+    assert "goal accept" not in _status_row(cli)["answers"]["gate_or_evidence_required"]
     code, rewards = cli.json("reward", "list", "--goal", "g")
     assert [r["label"] for r in rewards["rewards"]] == ["good"]
     last_run = cli.runs("g")[-1]
@@ -201,6 +216,7 @@ def test_a_gate_opened_mid_run_blocks_the_loop_and_approval_resumes_it(
     run = cli.start("goal", "run", "g", "--token-budget", "40000")
     try:
         _wait(lambda: len(cli.goal_turns(sid)) >= 2)
+        assert _status_row(cli)["host_goal"]["words"].startswith("Codex is working on it (turn ")
         gate = cli.json("gate", "request", "--goal", "g", "--question", "Ship it?")[1]["gate"]
         _wait(lambda: any(e["event"] == "blocked" for e in cli.runs("g")))
         time.sleep(2.0)  # long enough for codex to have started turns, were it going to
@@ -208,6 +224,8 @@ def test_a_gate_opened_mid_run_blocks_the_loop_and_approval_resumes_it(
         assert all(t.status == "interrupted" for t in after), after  # none ran on
         blocked_count = len(cli.goal_turns(sid))
         assert _host_goal(cli, codex_bin, sid)["status"] == "blocked"
+        words = _status_row(cli)["host_goal"]["words"]
+        assert words == f"blocked by owner gate {gate['gate_id']}"
         resolved = cli("gate", "resolve", gate["gate_id"], "--goal", "g", "--decision", "approve")
         assert resolved.returncode == 0
         _, err = run.communicate(timeout=90)

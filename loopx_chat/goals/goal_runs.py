@@ -36,6 +36,8 @@ RUN_EVENTS = (
     "accepted",
     "reopened",
 )
+# Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
+HOST_LOOP_EVENT = "host_loop_seen"
 SURFACES = ("cli", "page", "api")
 
 # How `loopx-chat goal run` ends, by the host goal's final status (docs/reference.md).
@@ -167,6 +169,8 @@ class GoalRuns:
     def runs(self, goal_id: str) -> list[GoalRun]:
         folded: dict[str, GoalRun] = {}
         for event in read_records(self._path(goal_id), RUN_SCHEMA):
+            if event.get("event") == HOST_LOOP_EVENT:
+                continue
             run_id = str(event.get("run_id"))
             run = _fold(event, folded.get(run_id))
             if run is not None:
@@ -221,6 +225,31 @@ class GoalRuns:
         )
         return self.run(goal_id, run_id)
 
+    def host_loop_seen(self, goal_id: str) -> dict[str, Any] | None:
+        """The latest sighting of a loop loopx-chat did not start, or None."""
+        seen = [
+            e
+            for e in read_records(self._path(goal_id), RUN_SCHEMA)
+            if e.get("event") == HOST_LOOP_EVENT
+        ]
+        return seen[-1] if seen else None
+
+    def record_host_loop(self, goal_id: str, session_id: str, thread_id: str | None) -> None:
+        """Codex is running a goal loop on this thread that no run of ours authorized."""
+        record = {
+            "schema_version": RUN_SCHEMA,
+            "event": HOST_LOOP_EVENT,
+            "goal_id": goal_id,
+            "session_id": session_id,
+            "thread_id": thread_id,
+            "at": self.goals.now(),
+        }
+        with self.goals.locked(goal_id) as folder:
+            append_record(folder / "runs.jsonl", record)
+        self.goals.control.record(
+            "host_loop_detected", goal_id=goal_id, session_id=session_id, thread_id=thread_id
+        )
+
     def note(self, goal_id: str, run_id: str, event: str, **fields: Any) -> GoalRun:
         """Append one event of a run (what the host did, or what the owner decided)."""
         if event not in RUN_EVENTS or event == "run_authorized":
@@ -246,6 +275,8 @@ def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance
         return "no Codex goal on this thread"
     status = goal.get("status")
     used, budget = goal.get("tokens_used", 0), goal.get("token_budget")
+    if goal.get("run_token_budget"):
+        used, budget = goal.get("run_tokens_used", 0), goal["run_token_budget"]
     spent = f"{used:,} of {budget:,} tokens" if budget else f"{used:,} tokens, no budget set"
     turns = f"turn {goal['turns']}, " if goal.get("turns") else ""
     if status == "active":
@@ -267,3 +298,34 @@ def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance
         who = run.ended_by if run is not None and run.ended_by else "someone outside loopx-chat"
         return f"paused by {who}"
     return f"Codex goal status {status}"
+
+
+def run_answer_gate(run: GoalRun | None, acceptance: list[str]) -> dict[str, Any] | None:
+    """The owner gate a finished run leaves on the first screen: Codex says it is done
+    (Accept or Reopen), or its budget is spent (raise it or stop). None otherwise."""
+    if run is None or run.state != "ended":
+        return None
+    if run.host_status == "complete":
+        check = "; ".join(acceptance) if acceptance else "the goal's acceptance criteria"
+        question = (
+            f"Codex says it is done: check {check}. Accept (`loopx-chat goal accept "
+            f"{run.goal_id}`) or Reopen (`loopx-chat goal reopen {run.goal_id} --note TEXT`)"
+        )
+    elif run.host_status == "budgetLimited":
+        spent = run.history[-1].get("run_tokens") if run.history else None
+        used = f"{spent:,} of {run.token_budget:,}" if isinstance(spent, int) else "all"
+        question = (
+            f"budget spent ({used} tokens): raise it (`loopx-chat goal run {run.goal_id} "
+            "--token-budget N`) or stop"
+        )
+    else:
+        return None
+    return {
+        "gate_id": run.run_id,
+        "kind": "gate",
+        "status": "blocked",
+        "actor": "owner",
+        "blocking": True,
+        "question": question,
+        "created_at": run.ended_at or run.authorized_at,
+    }
