@@ -234,18 +234,20 @@ class GoalRuns:
         ]
         return seen[-1] if seen else None
 
-    def record_host_loop(self, goal_id: str, session_id: str, thread_id: str | None) -> None:
-        """Codex is running a goal loop on this thread that no run of ours authorized."""
+    def _append(self, goal_id: str, event: str, fields: dict[str, Any]) -> None:
         record = {
             "schema_version": RUN_SCHEMA,
-            "event": HOST_LOOP_EVENT,
+            "event": event,
             "goal_id": goal_id,
-            "session_id": session_id,
-            "thread_id": thread_id,
             "at": self.goals.now(),
+            **fields,
         }
         with self.goals.locked(goal_id) as folder:
             append_record(folder / "runs.jsonl", record)
+
+    def record_host_loop(self, goal_id: str, session_id: str, thread_id: str | None) -> None:
+        """Codex is running a goal loop on this thread that no run of ours authorized."""
+        self._append(goal_id, HOST_LOOP_EVENT, {"session_id": session_id, "thread_id": thread_id})
         self.goals.control.record(
             "host_loop_detected", goal_id=goal_id, session_id=session_id, thread_id=thread_id
         )
@@ -254,16 +256,7 @@ class GoalRuns:
         """Append one event of a run (what the host did, or what the owner decided)."""
         if event not in RUN_EVENTS or event == "run_authorized":
             raise ValueError(f"unknown run event {event!r}")
-        record = {
-            "schema_version": RUN_SCHEMA,
-            "event": event,
-            "run_id": run_id,
-            "goal_id": goal_id,
-            "at": self.goals.now(),
-            **fields,
-        }
-        with self.goals.locked(goal_id) as folder:
-            append_record(folder / "runs.jsonl", record)
+        self._append(goal_id, event, {"run_id": run_id, **fields})
         if event in ("ended", "accepted", "reopened"):
             self.goals.control.record(f"run_{event}", goal_id=goal_id, run_id=run_id)
         return self.run(goal_id, run_id)
