@@ -370,3 +370,40 @@ def test_every_refusal_writes_nothing_and_spawns_nothing(
     assert json.loads(as_json.stdout)["error_code"] == case
     assert _tree(state) == before  # byte for byte, modes included
     assert fake_codex.app_servers() == []  # nothing was spawned
+
+
+def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(
+    cli: Cli, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    sid = _goal_with_session(cli)
+    thread_id = str(SessionStore(cli.state).load(sid).upstream_thread_id)
+    # Codex's own UI (here: a client that loads no thread) sets the goal active.
+    with cli.controller(codex_bin) as c, c.thread_metadata(sid) as call:
+        call(
+            "thread/goal/set",
+            {
+                "objective": "set in Codex",
+                "status": "active",
+                "tokenBudget": 10**6,
+                "origin": "user",
+            },
+        )
+    mock.script(default="mock:text=on my own")
+    before = _facts(cli, thread_id)["turns"]["started"]
+    # Read-only looks never load the thread, so codex's loop does not start from them.
+    assert cli("chat", "history", sid).returncode == 0
+    assert cli("writeback", "list", "--goal", "g").returncode == 0
+    row = _status_row(cli)
+    assert _facts(cli, thread_id)["turns"]["started"] == before
+    assert "host_goal" not in row or row["host_goal"] is None  # nothing of ours ran yet
+
+    resumed = cli("chat", "resume", sid)
+    assert resumed.returncode == 0, resumed.stderr
+    notices = [line for line in resumed.stderr.splitlines() if "did not start" in line]
+    assert len(notices) == 1
+    assert [e["event"] for e in cli.runs("g")] == ["host_loop_seen"]
+    words = _status_row(cli)["host_goal"]["words"]
+    assert words == "Codex is running a goal loopx-chat did not start (no budget set here)"
+    goal = _host_goal(cli, codex_bin, sid)
+    assert goal is not None and (goal["status"], goal["objective"]) == ("active", "set in Codex")
+    assert goal["tokenBudget"] == 10**6  # never changed by loopx-chat

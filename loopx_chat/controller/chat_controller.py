@@ -155,6 +155,9 @@ class ChatController:
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
+        # Sessions whose thread this controller loaded while codex ran a goal loop that no
+        # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
+        self.host_loop_notices: list[str] = []
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -449,6 +452,7 @@ class ChatController:
             lock.release()
             raise
         warm = self._warm.add(record.session_id, thread, lock)
+        self._notice_host_loop(record, thread)
         changes: dict[str, Any] = {}
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
@@ -458,6 +462,36 @@ class ChatController:
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
+
+    def _notice_host_loop(self, record: SessionRecord, thread: CodexThread) -> None:
+        """Resuming a thread whose goal is `active` restarts codex's own loop at once. When
+        no run of ours authorized it (it was set in Codex's own UI, or by a run that is
+        gone), say so: a sighting in the goal's records and `host_loop_notices` for the
+        caller to show. The host goal is never changed here."""
+        try:
+            result = thread.proc.request(
+                "thread/goal/get", {"threadId": thread.thread_id}, self.config.timeouts.request
+            )
+        except (RpcError, ProcessGone, TimeoutError):
+            return
+        goal = result.get("goal")
+        if not isinstance(goal, dict) or goal.get("status") != "active":
+            return
+        from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal
+        from loopx_chat.goals.goal_store import GoalStore
+
+        runs = GoalRuns(GoalStore(self.store.root))
+        with contextlib.suppress(LoopxChatError):
+            latest = runs.latest(record.goal_id)
+            if (
+                latest is not None
+                and latest.live
+                and latest.pid == os.getpid()
+                and latest.session_id == record.session_id
+            ):
+                return  # the run this process follows
+            runs.record_host_loop(record.goal_id, record.session_id, record.upstream_thread_id)
+        self.host_loop_notices.append(record.session_id)
 
     def _record_busy(
         self,
