@@ -407,3 +407,56 @@ def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(
     goal = _host_goal(cli, codex_bin, sid)
     assert goal is not None and (goal["status"], goal["objective"]) == ("active", "set in Codex")
     assert goal["tokenBudget"] == 10**6  # never changed by loopx-chat
+
+
+def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_pauses(
+    cli: Cli, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:slow=0.1 mock:text=one two three four five six")
+    run = cli.start("goal", "run", "g", "--token-budget", "200000")
+    try:
+        _wait(lambda: len(cli.goal_turns(sid)) >= 1)
+        assert cli("goal", "stop", "g", "--reason", "lunch").returncode == 0
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 6, err  # paused
+    ended = cli.runs("g")[-1]
+    assert (ended["host_status"], ended["by"]) == ("paused", "owner (goal stop)")
+    assert cli("goal", "resume", "g").returncode == 0
+    count = len(cli.goal_turns(sid))
+    time.sleep(1.0)
+    assert _host_goal(cli, codex_bin, sid)["status"] == "paused"  # resume is not Run
+    assert len(cli.goal_turns(sid)) == count
+    assert _status_row(cli)["host_goal"]["words"] == "paused by owner (goal stop)"
+
+    run = cli.start("goal", "run", "g", "--token-budget", "200000")
+    try:
+        _wait(lambda: len(cli.goal_turns(sid)) > count)
+        gate = cli.json("gate", "request", "--goal", "g", "--question", "Go on?")[1]["gate"]
+        _wait(lambda: cli.runs("g")[-1]["event"] == "blocked")
+        rejected = cli(
+            "gate",
+            "resolve",
+            gate["gate_id"],
+            "--goal",
+            "g",
+            "--decision",
+            "reject",
+            "--reason",
+            "wrong direction",
+        )
+        assert rejected.returncode == 0
+        _, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 6, err
+    ended = cli.runs("g")[-1]
+    assert (ended["host_status"], ended["by"], ended["reason"]) == (
+        "paused",
+        "owner (gate rejected)",
+        "wrong direction",
+    )
