@@ -425,6 +425,9 @@ def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_p
     assert run.returncode == 6, err  # paused
     ended = cli.runs("g")[-1]
     assert (ended["host_status"], ended["by"]) == ("paused", "owner (goal stop)")
+    record = SessionStore(cli.state).load(sid)
+    assert record.status == "ready" and record.active_turn_id is None
+    assert all(t.status == "completed" for t in cli.goal_turns(sid))  # the last one finished
     assert cli("goal", "resume", "g").returncode == 0
     count = len(cli.goal_turns(sid))
     time.sleep(1.0)

@@ -16,6 +16,7 @@ It never writes a loop of its own: it never calls `turn/start`. Only `thread/goa
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -354,6 +355,9 @@ class _Follow:
     blocked_on: list[str] = field(default_factory=list)  # gates we set `blocked` for
     blocked_at: str | None = None
     base: int = 0  # the host goal's tokensUsed when this run set it active
+    ending_by: str | None = None  # who paused it, while the last turn finishes
+    ending_reason: str | None = None
+    pause_requested: threading.Event = field(default_factory=threading.Event)
     started: float = 0.0
     warm: Any = None
     watch: Any = None
@@ -445,7 +449,7 @@ class _Follow:
                 # `active` but starts nothing): pause it, so the state says what is true.
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
             if self._done():
-                return self._finish()
+                return self._finish(by=self.ending_by, reason=self.ending_reason)
 
     def _done(self) -> bool:
         return (
@@ -505,9 +509,10 @@ class _Follow:
             gates = person_gates(self.runner.goals, self.goal_id)
         except StateError:
             return None  # an unreadable record is reported by status; the loop goes on
-        if stopped is not None:  # a goal stopped before the run was refused by `plan`
-            self._set("paused")
-            return self._finish(by=f"{stopped.get('actor')} (goal stop)")
+        if self.ending_by is None and self.pause_requested.is_set():
+            self._wind_down("owner (Pause)")
+        if stopped is not None and self.ending_by is None:  # `plan` refused a stopped goal
+            self._wind_down(f"{stopped.get('actor')} (goal stop)")
         if gates and not self.blocked_on:
             self._block(gates)
         elif self.blocked_on and not gates:
@@ -536,10 +541,9 @@ class _Follow:
         rejected = [g for g in decided if g.status == "rejected"]
         self.blocked_on = []
         if rejected:
-            goal = self._set("paused")
-            self.goal = goal or self.goal
             reason = rejected[0].reason or f"gate {rejected[0].gate_id} rejected"
-            return self._finish(by="owner (gate rejected)", reason=reason)
+            self._wind_down("owner (gate rejected)", reason)
+            return None
         goal = self._set("active")
         self.goal = goal or self.goal
         self.runner.runs.note(
@@ -551,6 +555,13 @@ class _Follow:
         )
         self.say("the gate was approved: Codex continues")
         return None
+
+    def _wind_down(self, by: str, reason: str | None = None) -> None:
+        """Pause the goal; the turn that runs finishes and is recorded, and no new one starts
+        (codex's own rule for a client's pause), then the run ends."""
+        self.ending_by, self.ending_reason = by, reason
+        self.blocked_on = []
+        self._set("paused")
 
     def _set(self, status: str) -> HostGoalState | None:
         try:
