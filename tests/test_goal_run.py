@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ import pytest
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.state.session_store import SessionStore
+from tests.goal_run_helpers import goal_loop_turns, run_events, wait_until
 
 
 class Cli:
@@ -56,12 +56,10 @@ class Cli:
         )
 
     def goal_turns(self, session_id: str) -> list[Any]:
-        turns = SessionStore(self.state).list_turns(session_id)
-        return sorted((t for t in turns if t.origin == "goal_loop"), key=lambda t: t.created_at)
+        return goal_loop_turns(self.state, session_id)
 
     def runs(self, goal: str) -> list[dict[str, Any]]:
-        path = self.state / "goals" / goal / "runs.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return run_events(self.state, goal)
 
     def controller(self, codex_bin: str) -> ChatController:
         return ChatController(
@@ -98,15 +96,6 @@ def _status_row(cli: Cli, goal: str = "g") -> dict[str, Any]:
     code, doc = cli.json("status", "--goal", goal)
     assert code == 0, doc
     return dict(doc["attention_queue"][0])
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def test_a_run_to_its_budget_agrees_with_the_host_and_codex_facts(
@@ -215,10 +204,10 @@ def test_a_gate_opened_mid_run_blocks_the_loop_and_approval_resumes_it(
     mock.script(default="mock:slow=0.15 mock:text=one two three four five six seven")
     run = cli.start("goal", "run", "g", "--token-budget", "40000")
     try:
-        _wait(lambda: len(cli.goal_turns(sid)) >= 2)
+        wait_until(lambda: len(cli.goal_turns(sid)) >= 2)
         assert _status_row(cli)["host_goal"]["words"].startswith("Codex is working on it (turn ")
         gate = cli.json("gate", "request", "--goal", "g", "--question", "Ship it?")[1]["gate"]
-        _wait(lambda: any(e["event"] == "blocked" for e in cli.runs("g")))
+        wait_until(lambda: any(e["event"] == "blocked" for e in cli.runs("g")))
         time.sleep(2.0)  # long enough for codex to have started turns, were it going to
         after = [t for t in cli.goal_turns(sid) if t.created_at >= gate["created_at"]]
         assert all(t.status == "interrupted" for t in after), after  # none ran on
@@ -248,7 +237,7 @@ def test_ctrl_c_pauses_the_goal_and_exits_130(
     mock.script(default="mock:slow=0.2 mock:text=one two three four five six seven eight")
     run = cli.start("goal", "run", "g", "--token-budget", "80000")
     try:
-        _wait(lambda: len(cli.goal_turns(sid)) >= 1)
+        wait_until(lambda: len(cli.goal_turns(sid)) >= 1)
         run.send_signal(signal.SIGINT)
         _, err = run.communicate(timeout=30)
     finally:
@@ -416,7 +405,7 @@ def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_p
     mock.script(default="mock:slow=0.1 mock:text=one two three four five six")
     run = cli.start("goal", "run", "g", "--token-budget", "200000")
     try:
-        _wait(lambda: len(cli.goal_turns(sid)) >= 1)
+        wait_until(lambda: len(cli.goal_turns(sid)) >= 1)
         assert cli("goal", "stop", "g", "--reason", "lunch").returncode == 0
         _, err = run.communicate(timeout=60)
     finally:
@@ -437,9 +426,9 @@ def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_p
 
     run = cli.start("goal", "run", "g", "--token-budget", "200000")
     try:
-        _wait(lambda: len(cli.goal_turns(sid)) > count)
+        wait_until(lambda: len(cli.goal_turns(sid)) > count)
         gate = cli.json("gate", "request", "--goal", "g", "--question", "Go on?")[1]["gate"]
-        _wait(lambda: cli.runs("g")[-1]["event"] == "blocked")
+        wait_until(lambda: cli.runs("g")[-1]["event"] == "blocked")
         rejected = cli(
             "gate",
             "resolve",

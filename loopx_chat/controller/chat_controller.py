@@ -162,6 +162,8 @@ class ChatController:
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
         self.host_loop_notices: list[str] = []
+        # Sessions whose goal loop a run in this process follows (or is about to recover).
+        self.following_goal_loops: set[str] = set()
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -493,6 +495,8 @@ class ChatController:
         goal = result.get("goal")
         if not isinstance(goal, dict) or goal.get("status") != "active":
             return
+        if record.session_id in self.following_goal_loops:
+            return  # a run of this process is taking it up
         from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal
         from loopx_chat.goals.goal_store import GoalStore
 

@@ -16,6 +16,7 @@ It never writes a loop of its own: it never calls `turn/start`. Only `thread/goa
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -313,7 +314,12 @@ class GoalRunner:
     ) -> RunResult:
         """Authorize, set the host goal active with the budget, follow it until it leaves
         `active` (or the owner stops it); the exit code says how it ended."""
-        record = self.runs.authorize(
+        record = self.authorize(plan, actor=actor, surface=surface)
+        return self.follower(record, plan, on_turn, on_event).run()
+
+    def authorize(self, plan: RunPlan, *, actor: str, surface: str) -> GoalRun:
+        """Record the owner's authority for the planned run (nothing is sent yet)."""
+        return self.runs.authorize(
             plan.goal_id,
             session_id=plan.session.session_id,
             thread_id=plan.session.upstream_thread_id,
@@ -322,15 +328,27 @@ class GoalRunner:
             token_budget=plan.token_budget,
             objective=plan.objective,
         )
-        follow = _Follow(self, plan, record, on_turn, on_event or (lambda _: None))
-        return follow.run()
+
+    def follower(
+        self,
+        record: GoalRun,
+        plan: RunPlan,
+        on_turn: Callable[[TurnProgress], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+        *,
+        recovering: bool = False,
+    ) -> _Follow:
+        """What follows one authorized run (`run()` blocks until it ends); `recovering`: the
+        run's process died with the goal active, and codex continues it by itself once the
+        thread is loaded again, so nothing is set."""
+        return _Follow(
+            self, plan, record, on_turn, on_event or (lambda _: None), recovering=recovering
+        )
 
 
 def _pid_alive(pid: int | None) -> bool:
     if pid is None:
         return False
-    import os
-
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -358,6 +376,8 @@ class _Follow:
     ending_by: str | None = None  # who paused it, while the last turn finishes
     ending_reason: str | None = None
     pause_requested: threading.Event = field(default_factory=threading.Event)
+    stop_requested: threading.Event = field(default_factory=threading.Event)  # shutdown
+    recovering: bool = False
     started: float = 0.0
     warm: Any = None
     watch: Any = None
@@ -373,6 +393,7 @@ class _Follow:
     def run(self) -> RunResult:
         controller = self.runner.controller
         self.started = time.monotonic()
+        controller.following_goal_loops.add(self.session_id)
         try:
             with controller.held_thread(self.session_id) as warm:
                 self.warm = warm
@@ -393,6 +414,8 @@ class _Follow:
                 finally:
                     warm.running_turn_id = None
         except LoopxChatError as exc:
+            if self.recovering and exc.error_code == "thread_busy":
+                raise  # another process took it up first: the run is theirs to follow
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="host", reason=exc.error_code)
             raise
@@ -401,8 +424,34 @@ class _Follow:
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
+        finally:
+            controller.following_goal_loops.discard(self.session_id)
 
     def _follow(self) -> RunResult:
+        if self.recovering:
+            self._recover()
+        else:
+            self._start()
+        return self._loop()
+
+    def _recover(self) -> None:
+        """Pick up a run whose process died: its unfinished turn is recorded interrupted
+        (once: the session says which turn was running), and codex's loop, which the resume
+        restarted, is followed from here."""
+        self.runner.controller.turns.settle_orphan(self.session_id)
+        started = [e for e in self.record.history if e.get("event") == "started"]
+        self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
+        self.goal = self.watch.get()
+        self.runner.runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "recovered",
+            pid=os.getpid(),
+            host_status=self.goal.status if self.goal else None,
+        )
+        self.say(f"run {self.record.run_id} recovered: Codex goes on with goal {self.goal_id}")
+
+    def _start(self) -> None:
         runs = self.runner.runs
         plan = self.plan
         # codex counts a goal's tokens for its whole life (a new objective does not reset
@@ -426,6 +475,8 @@ class _Follow:
             f"Codex is working on goal {self.goal_id} (run {self.record.run_id}, budget "
             f"{plan.token_budget:,} tokens)"
         )
+
+    def _loop(self) -> RunResult:
         idle = self.runner.controller.config.timeouts.idle
         next_poll = 0.0
         last_event = time.monotonic()
@@ -509,6 +560,8 @@ class _Follow:
             gates = person_gates(self.runner.goals, self.goal_id)
         except StateError:
             return None  # an unreadable record is reported by status; the loop goes on
+        if self.stop_requested.is_set():
+            return self._stop_now("loopx-chat (the service stopped)", None)
         if self.ending_by is None and self.pause_requested.is_set():
             self._wind_down("owner (Pause)")
         if stopped is not None and self.ending_by is None:  # `plan` refused a stopped goal

@@ -35,6 +35,7 @@ RUN_EVENTS = (
     "ended",
     "accepted",
     "reopened",
+    "recovered",
 )
 # Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
 HOST_LOOP_EVENT = "host_loop_seen"
@@ -139,7 +140,9 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
         changes["host_status"] = event["host_status"]
     if isinstance(event.get("tokens_used"), int):
         changes["tokens_used"] = event["tokens_used"]
-    if kind == "started" or kind == "unblocked" or kind == "reopened":
+    if kind == "recovered" and isinstance(event.get("pid"), int):
+        changes["pid"] = event["pid"]
+    if kind in ("started", "unblocked", "reopened", "recovered"):
         changes.update(state="running", blocked_by=None)
         if kind == "reopened":
             changes.update(ended_at=None, ended_by=None, reason=None)

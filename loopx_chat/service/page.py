@@ -65,6 +65,33 @@ class GoalActions:
     next_action: str | None = None  # the newest handoff packet's next action
     proposals: tuple[str, ...] = ()  # titles of advisory dreaming proposals
     blockers: tuple[str, ...] = field(default=())  # ids of the blockers this card shows
+    run: RunView | None = None  # the goal's latest run on Codex's own loop
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A goal run as the card shows it: Run or Pause, and one line."""
+
+    run_id: str
+    state: str
+    host_status: str | None
+    running_here: bool
+    words: str
+
+
+def run_view(run: Any, running_here: bool) -> RunView | None:
+    """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop)."""
+    if run is None:
+        return None
+    if running_here:
+        words = f"Codex is working on it (run {run.run_id}, budget {run.token_budget:,} tokens)"
+    elif run.live:
+        words = f"run {run.run_id} runs in another loopx-chat process"
+    else:
+        words = f"run {run.run_id} {run.state}: Codex goal {run.host_status or 'unknown'}"
+        if run.ended_by:
+            words += f" ({run.ended_by})"
+    return RunView(run.run_id, run.state, run.host_status, running_here, words)
 
 
 def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
@@ -203,6 +230,7 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
         extra.append(f"<li>handoff: {_text(actions.next_action)}</li>")
     extra += [f"<li>dreaming proposal (advisory): {_text(t)}</li>" for t in actions.proposals]
     aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
+    aside += _run_bar(actions.run)
     return (
         f'<section class="card actor-{actor}" data-goal="{escape(goal_id)}" '
         f'data-actor="{actor}" data-blockers="{escape(" ".join(actions.blockers))}">'
@@ -210,6 +238,17 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
         f"{_BADGE[actor]}</span></h2>{gates}<dl>{rows}</dl>{aside}"
         f'<p class="next" data-q="next">{next_step(goal, actions, actor)}</p></section>'
     )
+
+
+def _run_bar(run: RunView | None) -> str:
+    """Run (Codex works on the goal on its own loop, with the goal_state's budget) or Pause
+    (the run this service follows); the owner's page token goes with either."""
+    if run is not None and run.running_here:
+        button = '<button class="pause" data-run="pause">Pause</button>'
+    else:
+        button = '<button class="run" data-run="run">Run</button>'
+    words = f'<span class="run-words">{_text(run.words)}</span>' if run else ""
+    return f'<div class="runbar" data-q="run">{button} {words}</div>'
 
 
 def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) -> str:
@@ -244,7 +283,9 @@ margin:0 0 10px}.gate .question{margin:0;font-weight:600}.meta,.cli{font-size:12
 color:#555;margin:4px 0}.decide{display:flex;gap:6px;margin-top:6px}.reason{flex:1;
 font:inherit;padding:3px 6px}button{font:inherit;padding:3px 12px;border-radius:6px;
 border:1px solid #999;background:#fff;cursor:pointer}.approve{border-color:#2e7d32}
-.reject{border-color:#c9302c}.id{font-family:ui-monospace,Menlo,monospace;font-size:12px}
+.reject{border-color:#c9302c}
+.runbar{margin:10px 0 0;font-size:13px;color:#444}
+.id{font-family:ui-monospace,Menlo,monospace;font-size:12px}
 dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
 .also{margin:10px 0 0;padding-left:18px;font-size:13px;color:#444}
 .next{margin:10px 0 0;padding-top:8px;border-top:1px solid #eee;font-size:14px}
@@ -304,6 +345,20 @@ PAGE_SCRIPT = r"""
     requestAnimationFrame(reportShown);
   }
   main.addEventListener("click", function (event) {
+    const run = event.target.closest("button[data-run]");
+    if (run) {
+      const card = run.closest("section.card");
+      run.disabled = true;
+      fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run, {
+        method: "POST", headers: headers, body: "{}"
+      }).then(function (r) { return r.json(); }).then(function (doc) {
+        if (doc.ok) { show(doc); } else {
+          run.disabled = false;
+          card.querySelector(".runbar").textContent = "not started: " + doc.error;
+        }
+      }).catch(function () { run.disabled = false; });
+      return;
+    }
     const button = event.target.closest("button[data-decision]");
     if (!button) { return; }
     const gate = button.closest("[data-gate]");
