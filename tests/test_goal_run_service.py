@@ -184,3 +184,5 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     upstream = [t.upstream_turn_id for t in turns]
     assert len(upstream) == len(set(upstream))  # no turn recorded twice
     assert SessionStore(setup.state).load(sid).active_turn_id is None
+    recovery = setup.cli("metrics", "--goal", "g")["interrupted_task_recovery"]
+    assert (recovery["numerator"], recovery["denominator"]) == (1, 1)  # counted, and recovered
