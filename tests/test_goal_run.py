@@ -105,6 +105,7 @@ def test_a_run_to_its_budget_agrees_with_the_host_and_codex_facts(
     mock.script(default="mock:text=working on it")
     done = cli("goal", "run", "g", "--token-budget", "12000")
     assert done.returncode == 3, done.stderr  # budgetLimited
+    assert done.stdout == ""  # the reply streams only to a terminal
     progress = [line for line in done.stderr.splitlines() if " of 12,000 tokens" in line]
     turns = cli.goal_turns(sid)
     assert len(progress) == len(turns) >= 2
@@ -452,3 +453,40 @@ def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_p
         "owner (gate rejected)",
         "wrong direction",
     )
+
+
+def test_the_reply_streams_to_a_terminal_and_never_into_state(
+    cli: Cli, mock: MockResponsesServer
+) -> None:
+    import pty
+
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:text=CANARY-streamed words")
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [*cli.base, "goal", "run", "g", "--token-budget", "3000"],
+            env=cli.env,
+            cwd=cli.tmp,
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+    assert done.returncode == 3, done.stderr
+    assert b"CANARY-streamed words" in shown
+    assert len(cli.goal_turns(sid)) >= 1
+    for path in cli.state.rglob("*"):
+        if path.is_file():
+            assert b"CANARY" not in path.read_bytes(), path

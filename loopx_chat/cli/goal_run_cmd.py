@@ -55,9 +55,24 @@ def _follow(
 
     cli: CliContext = ctx.obj
 
+    streaming = not as_json and sys.stdout.isatty()
+    streamed = False
+
+    def on_delta(text: str) -> None:
+        nonlocal streamed
+        from loopx_chat.cli.terminal_text import printable
+
+        streamed = True
+        click.echo(printable(text), nl=False)
+        sys.stdout.flush()
+
     def on_turn(p: TurnProgress) -> None:
+        nonlocal streamed
         if as_json:
             return
+        if streamed:
+            click.echo()
+            streamed = False
         used = f"{p.tokens_used:,}" if p.tokens_used is not None else "?"
         click.echo(
             f"[loopx-chat] turn {p.n} {p.status}  {used} of {p.token_budget:,} tokens  "
@@ -82,7 +97,12 @@ def _follow(
             runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
         try:
             result = runner.run(
-                plan, actor=actor, surface="cli", on_turn=on_turn, on_event=on_event
+                plan,
+                actor=actor,
+                surface="cli",
+                on_turn=on_turn,
+                on_event=on_event,
+                on_delta=on_delta if streaming else None,
             )
         except KeyboardInterrupt:
             click.echo("[loopx-chat] stopped before Codex's loop started", err=True)

@@ -71,10 +71,11 @@ class HostGoalState:
 class LoopEvent:
     """One step of the host's loop: a turn started or ended, or the goal changed."""
 
-    kind: str  # turn_started | turn_ended | goal_updated
+    kind: str  # turn_started | turn_ended | goal_updated | delta
     turn_id: str | None = None
     outcome: TurnOutcome | None = None
     goal: HostGoalState | None = None
+    text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
 
 
 class GoalLoopWatch:
@@ -141,6 +142,13 @@ class GoalLoopWatch:
             elif total is not None:
                 t.usage_total = total  # a resume repeats the thread's total: the baseline
             return None
+        if note.method == "item/agentMessage/delta":
+            delta = params.get("delta")
+            return (
+                LoopEvent("delta", turn_id=params.get("turnId"), text=delta)
+                if isinstance(delta, str)
+                else None
+            )
         if note.method == "turn/started":
             turn = params.get("turn")
             turn_id = turn.get("id") if isinstance(turn, dict) else None

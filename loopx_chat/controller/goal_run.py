@@ -175,6 +175,7 @@ class GoalRunner:
             pending = self._pending_handoff(goal_id, goals.handoffs(goal_id))
             objective = run_objective(records, goal_id, pending)
         self._check_not_busy(goal_id, session)
+        self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
         return RunPlan(goal_id, session, budget, objective)
 
     def _session(self, goal_id: str, session_id: str | None) -> SessionRecord:
@@ -311,11 +312,14 @@ class GoalRunner:
         surface: str = "cli",
         on_turn: Callable[[TurnProgress], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        on_delta: Callable[[str], None] | None = None,
     ) -> RunResult:
         """Authorize, set the host goal active with the budget, follow it until it leaves
         `active` (or the owner stops it); the exit code says how it ended."""
         record = self.authorize(plan, actor=actor, surface=surface)
-        return self.follower(record, plan, on_turn, on_event).run()
+        follow = self.follower(record, plan, on_turn, on_event)
+        follow.on_delta = on_delta
+        return follow.run()
 
     def authorize(self, plan: RunPlan, *, actor: str, surface: str) -> GoalRun:
         """Record the owner's authority for the planned run (nothing is sent yet)."""
@@ -367,6 +371,7 @@ class _Follow:
     record: GoalRun
     on_turn: Callable[[TurnProgress], None] | None
     say: Callable[[str], None]
+    on_delta: Callable[[str], None] | None = None  # the agent's reply, never stored
     open_turns: dict[str, TurnRecord] = field(default_factory=dict)
     finished: list[TurnRecord] = field(default_factory=list)
     goal: HostGoalState | None = None
@@ -516,6 +521,10 @@ class _Follow:
         ledger = self.runner.controller.turns
         if event.kind == "goal_updated":
             self.goal = event.goal
+            return
+        if event.kind == "delta":
+            if self.on_delta is not None and event.text is not None:
+                self.on_delta(event.text)
             return
         if event.kind == "turn_started" and event.turn_id:
             turn = ledger.draft(
