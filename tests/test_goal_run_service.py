@@ -128,6 +128,18 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
         assert 'data-run="pause"' in doc["cards_html"]  # the card now offers Pause
         wait_until(lambda: len(setup.goal_turns(sid)) >= 2)
 
+        busy = subprocess.run(
+            [*setup.base, "goal", "run", "g", "--json"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        refusal = json.loads(busy.stdout)
+        assert busy.returncode == 1 and refusal["error_code"] == "thread_busy"
+        assert f"pid {proc.pid}" in refusal["error"]  # who holds it
+
         before = (setup.state / "goals" / "g2").exists() and setup.runs("g2")
         code, refused = setup.call("POST", "/api/goals/g2/run", {})
         assert code == 503 and isinstance(refused, dict)

@@ -244,17 +244,27 @@ class GoalRunner:
             return
         lock = ThreadWriterLock(self.controller.store.root, self.controller.codex_home, thread_id)
         if lock.path.parent.is_dir() and lock.held_elsewhere():
-            holder = "another loopx-chat process"
+            from loopx_chat.state.service_runtime import read_runtime
+
+            service = read_runtime(self.controller.store.root)
             if session.active_turn_id:
                 holder = f"a running turn ({session.active_turn_id}) in another loopx-chat process"
+                remedy = "Let that turn finish (or `loopx-chat chat interrupt SESSION`)"
+            elif service is not None:
+                holder = f"the local service (pid {service.pid}, port {service.port})"
+                remedy = (
+                    f"Run it there: the goal card's Run button, or POST /api/goals/{goal_id}/run"
+                )
+            else:
+                holder = "another loopx-chat process"
+                remedy = "Let that process finish with the thread"
             raise CodexError(
                 f"thread {thread_id} is held by {holder}",
                 error_code="thread_busy",
                 gate=Gate(
                     summary=f"{holder[0].upper()}{holder[1:]} holds this thread; a goal runs "
                     "only in the process that holds it.",
-                    next_action="Let that turn finish, or stop the local service "
-                    "(`loopx-chat serve`) holding it, then run the goal again.",
+                    next_action=f"{remedy}, then run the goal again.",
                 ),
             )
 
