@@ -39,3 +39,23 @@ def run_events(state: Path, goal: str) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def browser_or_fail() -> tuple[str, Any]:
+    """Debian chromium and playwright's driver; missing fails under CI, else skips."""
+    import os
+    import shutil
+
+    import pytest
+
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        sync_playwright = None
+    if exe is None or sync_playwright is None:
+        message = "chromium or playwright is missing; `make test` installs both"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return exe, sync_playwright

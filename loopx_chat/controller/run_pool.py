@@ -67,9 +67,11 @@ class RunPool:
         token_budget: int | None = None,
         actor: str = "owner",
         surface: str = "api",
+        reopen_note: str | None = None,
     ) -> GoalRun:
         """Run: every check `goal run` makes (nothing written when one refuses), then the
-        run record, then the follow on a thread of this process; returns the record."""
+        run record, then the follow on a thread of this process; returns the record.
+        With `reopen_note`: Reopen the run Codex said was done, the note its next objective."""
         with self._lock:
             self._reap()
             if self.closed:
@@ -91,7 +93,14 @@ class RunPool:
                         "--max-running N` allows more.",
                     ),
                 )
-            plan = self.runner.plan(goal_id, session_id, token_budget)
+            objective = previous = None
+            if reopen_note is not None:
+                previous, objective = self.runner.reopen_objective(goal_id, reopen_note)
+                token_budget = token_budget or previous.token_budget
+                session_id = session_id or previous.session_id
+            plan = self.runner.plan(goal_id, session_id, token_budget, objective=objective)
+            if previous is not None:
+                self.runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
             record = self.runner.authorize(plan, actor=actor, surface=surface)
             self._launch(self.runner.follower(record, plan))
         return record

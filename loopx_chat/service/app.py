@@ -141,6 +141,8 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", rf"/api/goals/{_ID}/run", "_run_route"),
         ("POST", rf"/api/goals/{_ID}/pause", "_pause_route"),
         ("GET", rf"/api/goals/{_ID}/run", "_run_state_route"),
+        ("POST", rf"/api/goals/{_ID}/accept", "_accept_route"),
+        ("POST", rf"/api/goals/{_ID}/reopen", "_reopen_route"),
         ("GET", r"/api/chat/capabilities", "_capabilities"),
         ("GET", r"/api/chat/sessions", "_list_sessions"),
         ("POST", r"/api/chat/sessions", "_open_route"),
@@ -499,6 +501,31 @@ class ServiceApp:
             token_budget=budget,
             actor=decision.actor or "owner-api",
             surface="page" if decision.surface == "page" else "api",
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _accept_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Accept the run Codex says is done: a human_reward on its last turn; run closed."""
+        reason = self._json(request.body).get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError("reason must be a string", error_code="usage_error")
+        run = self.runs.runner.accept(validate_goal_id(goal_id), reason or None, actor="owner")
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _reopen_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Reopen it: active again, with the owner's note as the next objective."""
+        note = self._json(request.body).get("note")
+        if not isinstance(note, str) or not note.strip():
+            raise UsageError("note (what is still missing) is required", error_code="usage_error")
+        run = self.runs.start(
+            validate_goal_id(goal_id),
+            actor=decision.actor or "owner-api",
+            surface="page" if decision.surface == "page" else "api",
+            reopen_note=note,
         )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()

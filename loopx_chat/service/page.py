@@ -87,6 +87,10 @@ def run_view(run: Any, running_here: bool) -> RunView | None:
         words = f"Codex is working on it (run {run.run_id}, budget {run.token_budget:,} tokens)"
     elif run.live:
         words = f"run {run.run_id} runs in another loopx-chat process"
+    elif run.state == "closed":
+        words = f"run {run.run_id} accepted by the owner: done"
+    elif run.state == "ended" and run.host_status == "complete":
+        words = f"Codex says run {run.run_id} is done: check it, then Accept or Reopen"
     else:
         words = f"run {run.run_id} {run.state}: Codex goal {run.host_status or 'unknown'}"
         if run.ended_by:
@@ -94,9 +98,20 @@ def run_view(run: Any, running_here: bool) -> RunView | None:
     return RunView(run.run_id, run.state, run.host_status, running_here, words)
 
 
+def _run_waits_on_owner(run: RunView | None) -> bool:
+    """A finished run the owner must answer: done (Accept or Reopen), or its budget spent."""
+    return (
+        run is not None
+        and run.state == "ended"
+        and run.host_status in ("complete", "budgetLimited")
+    )
+
+
 def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
-    if goal.get("status") == "problem" or any(
-        g.blocking and g.status == "pending" for g in actions.gates
+    if (
+        goal.get("status") == "problem"
+        or any(g.blocking and g.status == "pending" for g in actions.gates)
+        or _run_waits_on_owner(actions.run)
     ):
         return "owner"
     answers = goal.get("answers") or {}
@@ -174,6 +189,13 @@ def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
         return "Its records could not be read: repair or move the file named in the CLI."
     if pending:
         return "Your decision above lets the agent go on (or keeps it stopped)."
+    if _run_waits_on_owner(actions.run):
+        assert actions.run is not None
+        if actions.run.host_status == "complete":
+            return "Codex says it is done: check it, then Accept, or Reopen with what is missing."
+        return "Its budget is spent: Run again with more, or leave it."
+    if actions.run is not None and actions.run.running_here:
+        return "Codex is working on it on its own loop; Pause stops it after the current turn."
     if decided and decided[-1].status == "rejected":
         return (
             "Rejected: the goal stays stopped until a new gate is approved or a handoff "
@@ -245,6 +267,13 @@ def _run_bar(run: RunView | None) -> str:
     (the run this service follows); the owner's page token goes with either."""
     if run is not None and run.running_here:
         button = '<button class="pause" data-run="pause">Pause</button>'
+    elif run is not None and run.state == "ended" and run.host_status == "complete":
+        # Codex says it is done: the owner accepts it, or reopens it with a note.
+        button = (
+            '<button class="approve" data-run="accept">Accept</button>'
+            '<input class="note" placeholder="what is still missing" maxlength="280">'
+            '<button class="reject" data-run="reopen">Reopen</button>'
+        )
     else:
         button = '<button class="run" data-run="run">Run</button>'
     words = f'<span class="run-words">{_text(run.words)}</span>' if run else ""
@@ -348,9 +377,11 @@ PAGE_SCRIPT = r"""
     const run = event.target.closest("button[data-run]");
     if (run) {
       const card = run.closest("section.card");
+      const note = card.querySelector(".runbar .note");
+      const body = run.dataset.run === "reopen" ? {note: note ? note.value.trim() : ""} : {};
       run.disabled = true;
       fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run, {
-        method: "POST", headers: headers, body: "{}"
+        method: "POST", headers: headers, body: JSON.stringify(body)
       }).then(function (r) { return r.json(); }).then(function (doc) {
         if (doc.ok) { show(doc); } else {
           run.disabled = false;
