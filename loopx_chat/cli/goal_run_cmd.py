@@ -13,7 +13,15 @@ import sys
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.cli.options import actor_option, known_goal
+from loopx_chat.cli.options import known_goal
+
+# A run spends the owner's budget: only a person may authorize or answer one (never the
+# agent, never a controller).
+RUN_ACTORS = ("owner", "operator", "user", "human")
+
+
+def person_option(role: str):  # type: ignore[no-untyped-def]
+    return click.option("--actor", type=click.Choice(RUN_ACTORS), default="owner", help=f"{role}.")
 
 
 def _render(result: object, as_json: bool) -> None:
@@ -105,7 +113,7 @@ def _follow(
                 on_delta=on_delta if streaming else None,
             )
         except KeyboardInterrupt:
-            click.echo("[loopx-chat] stopped before Codex's loop started", err=True)
+            click.echo("[loopx-chat] stopped (Ctrl-C)", err=True)
             sys.exit(130)
     _render(result, as_json)
 
@@ -124,7 +132,7 @@ def _follow(
     default=None,
     help="Tokens Codex's loop may spend (default: the goal_state's budget).",
 )
-@actor_option("owner", "Who authorizes the run")
+@person_option("Who authorizes the run")
 @json_option
 @click.pass_context
 @renders_errors
@@ -148,7 +156,7 @@ def goal_run(
 @click.command("accept")
 @click.argument("goal_id")
 @click.option("--reason", default=None, help="Why it is done, in short words (kept on record).")
-@actor_option("owner", "Who accepts it")
+@person_option("Who accepts it")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -180,7 +188,7 @@ def goal_accept(
     default=None,
     help="Tokens the reopened run may spend (default: the last run's budget).",
 )
-@actor_option("owner", "Who reopens it")
+@person_option("Who reopens it")
 @json_option
 @click.pass_context
 @renders_errors
