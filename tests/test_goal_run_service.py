@@ -118,7 +118,7 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
     sid = setup.goal("g", 400000)
     setup.goal("g2", 400000)
     mock.script(default="mock:slow=0.1 mock:text=one two three four five")
-    proc = setup.serve("--max-running", "1")
+    proc = setup.serve("--max-running", "1", "--max-warm", "1")
     try:
         code, page = setup.call("GET", "/")
         assert code == 200 and 'data-run="run"' in str(page)
@@ -139,6 +139,10 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
         refusal = json.loads(busy.stdout)
         assert busy.returncode == 1 and refusal["error_code"] == "thread_busy"
         assert f"pid {proc.pid}" in refusal["error"]  # who holds it
+
+        # The running goal's thread is outside the warm cap: a chat still gets a thread.
+        code, opened = setup.call("POST", "/api/chat/sessions", {"goal_id": "g2"})
+        assert code == 201, opened
 
         before = (setup.state / "goals" / "g2").exists() and setup.runs("g2")
         code, refused = setup.call("POST", "/api/goals/g2/run", {})

@@ -425,7 +425,11 @@ class ChatController:
         with self._using(session_id):
             warm = self._ensure_warm(self._load_checked(session_id))
             self._warm.cancel_idle_close(warm)
-            yield warm
+            warm.pinned = True
+            try:
+                yield warm
+            finally:
+                warm.pinned = False
 
     def drop_thread(self, session_id: str) -> None:
         """Let the session's loaded thread go (its app-server died or broke the protocol)."""
