@@ -89,6 +89,8 @@ class GoalLoopWatch:
         # After a set, the status codex answered with: goal updates still queued from before
         # it (a resume reports the goal as it was) are stale until codex reports this one.
         self._expect_status: str | None = None
+        # When the account's usage limit resets (epoch seconds), if a rate-limit notice said.
+        self.usage_resets_at: int | None = None
 
     def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         t = self.thread
@@ -116,6 +118,18 @@ class GoalLoopWatch:
         self._expect_status = goal.status
         return goal
 
+    def _see_rate_limits(self, limits: object) -> None:
+        if not isinstance(limits, dict):
+            return
+        resets = [
+            window.get("resetsAt")
+            for window in (limits.get("primary"), limits.get("secondary"))
+            if isinstance(window, dict)
+        ]
+        known = [r for r in resets if isinstance(r, int) and not isinstance(r, bool)]
+        if known:
+            self.usage_resets_at = max(known)
+
     def interrupt(self, turn_id: str) -> None:
         """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""
         self.interrupted.add(turn_id)
@@ -131,6 +145,9 @@ class GoalLoopWatch:
         if note is None:
             return None
         params = note.params
+        if note.method == "account/rateLimits/updated":
+            self._see_rate_limits(params.get("rateLimits"))
+            return None
         if params.get("threadId") not in (None, t.thread_id):
             return None
         if note.method == "thread/tokenUsage/updated":

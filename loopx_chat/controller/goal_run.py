@@ -697,10 +697,12 @@ class _Follow:
         return max(0, self.goal.tokens_used - self.base)
 
     def _end(self, goal: HostGoalState | None, *, by: str, reason: str | None) -> GoalRun:
+        resets = self.watch.usage_resets_at if self.watch is not None else None
         return self.runner.runs.note(
             self.goal_id,
             self.record.run_id,
             "ended",
+            usage_resets_at=resets if goal is not None and goal.status == "usageLimited" else None,
             host_status=goal.status if goal else None,
             tokens_used=goal.tokens_used if goal else None,
             run_tokens=self._host_run_tokens(),

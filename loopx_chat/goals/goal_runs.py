@@ -285,6 +285,12 @@ def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance
     if status == "budgetLimited":
         return f"budget spent ({spent}): raise it (`goal run --token-budget N`) or stop"
     if status == "usageLimited":
+        resets = run.history[-1].get("usage_resets_at") if run and run.history else None
+        if isinstance(resets, int):
+            import time
+
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resets))
+            return f"waiting on the account's usage limit (it resets at {when})"
         return "waiting on the account's usage limit"
     if status == "blocked":
         if run is not None and run.blocked_by:
