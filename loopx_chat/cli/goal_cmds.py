@@ -141,7 +141,7 @@ def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:
     if not rows:
         return
     from loopx_chat.controller.chat_controller import ChatController
-    from loopx_chat.controller.goal_run import host_goal_view
+    from loopx_chat.controller.host_goal_view import host_goal_view
 
     controller = ChatController(
         store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin

@@ -1,14 +1,15 @@
 """A goal run: Codex's own goal loop on a session's thread, under the owner's recorded authority.
 
-Owns the checks before a run (each refusal a specific code, with nothing written and
-nothing spawned), the `run_authorized` record, and following the host's loop in the process
+Owns, once `goal_run_checks` said yes, the `run_authorized` record and following the host's
+loop in the process
 that holds the thread: the goal is set `active` with a finite `tokenBudget` once, and from
 then on codex starts every continuation turn itself. This module records each turn in the
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
 after it; approving the last one sets it `active` again; `goal stop` pauses it), pauses the
 goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
-the host's rollouts (`codex facts`), reporting any difference.
+the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
+run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
 
 It never writes a loop of its own: it never calls `turn/start`. Only `thread/goal/set`,
 `turn/interrupt` and reading notifications.
@@ -26,31 +27,21 @@ from typing import Any
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.errors import CodexError, Gate, LoopxChatError, StateError, UsageError
+from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan, person_gates
+from loopx_chat.errors import CodexError, Gate, LoopxChatError, StateError
 from loopx_chat.goals.goal_runs import (
     EXIT_INTERRUPTED,
     GoalRun,
     GoalRuns,
     RunObjective,
     exit_code_for,
-    host_goal_words,
-    run_objective,
 )
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import Gate as OwnerGate
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
+from loopx_chat.state.session_records import TokenCounts, TurnRecord
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    goal_id: str
-    session: SessionRecord
-    token_budget: int
-    objective: RunObjective
 
 
 @dataclass(frozen=True)
@@ -91,16 +82,6 @@ class RunResult:
         }
 
 
-def _refuse(message: str, code: str, summary: str, next_action: str) -> UsageError:
-    return UsageError(message, error_code=code, gate=Gate(summary=summary, next_action=next_action))
-
-
-def person_gates(goals: GoalStore, goal_id: str) -> list[OwnerGate]:
-    """The goal's open blocking gates, oldest first."""
-    pending = [g for g in goals.gates(goal_id) if g.status == "pending" and g.blocking]
-    return sorted(pending, key=lambda g: g.created_at)
-
-
 class GoalRunner:
     def __init__(
         self, controller: ChatController, goals: GoalStore, *, poll_sec: float = POLL_SEC
@@ -110,165 +91,9 @@ class GoalRunner:
         self.records = GoalRecords(goals)
         self.runs = GoalRuns(goals)
         self.poll_sec = poll_sec
+        # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
+        self.plan = RunChecks(controller, goals).plan
 
-    # -- before a run: every check, nothing written, nothing spawned ------------------------
-    def plan(
-        self,
-        goal_id: str,
-        session_id: str | None = None,
-        token_budget: int | None = None,
-        *,
-        objective: RunObjective | None = None,
-    ) -> RunPlan:
-        """Every check before a run, in the order the owner fixes them; `objective` replaces
-        the one the records give (Reopen: the owner's note)."""
-        goals, records = self.goals, self.records
-        stopped = records.stopped(goal_id)
-        if stopped is not None:
-            raise _refuse(
-                f"goal {goal_id} is stopped by the {stopped.get('actor')}",
-                "goal_stopped",
-                "A stopped goal gets no turn, by hand or by Codex's loop.",
-                f"Resume it first (`loopx-chat goal resume {goal_id}`), then run it.",
-            )
-        open_gates = person_gates(goals, goal_id)
-        if open_gates:
-            first = open_gates[0]
-            raise _refuse(
-                f"gate {first.gate_id} is open on goal {goal_id}: {first.question}",
-                "gate_open",
-                f"An owner gate waits on the {first.actor}; Codex may not continue past it.",
-                f"Decide it (`loopx-chat gate resolve {first.gate_id} --goal {goal_id} "
-                "--decision approve`), then run the goal.",
-            )
-        session = self._session(goal_id, session_id)
-        home = str(self.controller.codex_home)
-        if session.codex_home is not None and session.codex_home != home:
-            raise CodexError(
-                f"session {session.session_id} belongs to another Codex home",
-                error_code="codex_home_mismatch",
-                gate=Gate(
-                    summary="A goal runs only on the Codex home its session belongs to.",
-                    next_action="Restart loopx-chat with the session's original "
-                    "LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history.",
-                ),
-            )
-        if self._raw_material(goal_id):
-            raise _refuse(
-                f"goal {goal_id}'s records carry raw material",
-                "raw_material_detected",
-                "The goal's facts hold raw material (a transcript, a credential, a path).",
-                "Replace it with compact summaries (see `loopx-chat status --goal "
-                f"{goal_id} --json`, boundary), then run the goal.",
-            )
-        state = records.goal_state(goal_id)
-        budget = token_budget or (state.token_budget if state else None)
-        if not budget:
-            raise _refuse(
-                f"goal {goal_id} has no token budget: Codex's loop would run without an end",
-                "budget_required",
-                "Codex's own loop continues until its budget is spent; without one it never is.",
-                f"Give one: `loopx-chat goal run {goal_id} --token-budget 50000`, or "
-                f"`loopx-chat goal set {goal_id} --token-budget 50000`.",
-            )
-        if objective is None:
-            pending = self._pending_handoff(goal_id, goals.handoffs(goal_id))
-            objective = run_objective(records, goal_id, pending)
-        self._check_not_busy(goal_id, session)
-        self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
-        return RunPlan(goal_id, session, budget, objective)
-
-    def _session(self, goal_id: str, session_id: str | None) -> SessionRecord:
-        store = self.controller.store
-        if session_id is not None:
-            record = store.load(session_id)
-            if record.goal_id != goal_id:
-                raise UsageError(
-                    f"session {session_id} works for goal {record.goal_id}, not {goal_id}",
-                    error_code="session_goal_mismatch",
-                )
-            return record
-        candidates = [
-            s
-            for s in store.list().sessions
-            if s.goal_id == goal_id
-            and s.session_mode == "managed_runtime"
-            and s.agent_id == "codex"
-            and s.upstream_thread_id
-        ]
-        if not candidates:
-            raise _refuse(
-                f"goal {goal_id} has no session with a Codex thread to run on",
-                "no_session",
-                "Codex's loop runs on a thread; this goal has none yet.",
-                f'Open one: `loopx-chat chat new --goal {goal_id} "…"`, then run the goal.',
-            )
-        return max(candidates, key=lambda s: s.updated_at)
-
-    def _raw_material(self, goal_id: str) -> bool:
-        from loopx_chat.goals.goal_facts import facts_from_state
-        from loopx_chat.goals.status import goal_status
-
-        facts = facts_from_state(
-            goal_id,
-            store=self.controller.store,
-            goals=self.goals,
-            codex_home=str(self.controller.codex_home),
-        )
-        boundary = goal_status(facts)["projection"].get("boundary", {})
-        return bool(boundary.get("raw_material_detected"))
-
-    def _pending_handoff(self, goal_id: str, handoffs: list[Any]) -> Any:
-        from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
-
-        if not handoffs:
-            return None
-        consumers = handoff_consumers(handoffs, goal_turns(self.controller.store, goal_id))
-        pending = [h for h in handoffs if consumers[h.handoff_id] is None]
-        return pending[-1] if pending else None
-
-    def _check_not_busy(self, goal_id: str, session: SessionRecord) -> None:
-        latest = self.runs.latest(goal_id)
-        if latest is not None and latest.live and _pid_alive(latest.pid):
-            raise CodexError(
-                f"goal {goal_id} is already running (run {latest.run_id}, pid {latest.pid})",
-                error_code="thread_busy",
-                gate=Gate(
-                    summary="Codex's loop already runs this goal under another `goal run`.",
-                    next_action=f"Watch it with `loopx-chat status --goal {goal_id}`, or pause "
-                    f"it with `loopx-chat goal stop {goal_id}`.",
-                ),
-            )
-        thread_id = session.upstream_thread_id
-        if not thread_id:
-            return
-        lock = ThreadWriterLock(self.controller.store.root, self.controller.codex_home, thread_id)
-        if lock.path.parent.is_dir() and lock.held_elsewhere():
-            from loopx_chat.state.service_runtime import read_runtime
-
-            service = read_runtime(self.controller.store.root)
-            if session.active_turn_id:
-                holder = f"a running turn ({session.active_turn_id}) in another loopx-chat process"
-                remedy = "Let that turn finish (or `loopx-chat chat interrupt SESSION`)"
-            elif service is not None:
-                holder = f"the local service (pid {service.pid}, port {service.port})"
-                remedy = (
-                    f"Run it there: the goal card's Run button, or POST /api/goals/{goal_id}/run"
-                )
-            else:
-                holder = "another loopx-chat process"
-                remedy = "Let that process finish with the thread"
-            raise CodexError(
-                f"thread {thread_id} is held by {holder}",
-                error_code="thread_busy",
-                gate=Gate(
-                    summary=f"{holder[0].upper()}{holder[1:]} holds this thread; a goal runs "
-                    "only in the process that holds it.",
-                    next_action=f"{remedy}, then run the goal again.",
-                ),
-            )
-
-    # -- the owner's answer to "Codex says it is done" -------------------------------------
     def ended_complete(self, goal_id: str) -> GoalRun:
         run = self.runs.latest(goal_id)
         if run is None or run.state != "ended" or run.host_status != "complete":
@@ -358,18 +183,6 @@ class GoalRunner:
         return _Follow(
             self, plan, record, on_turn, on_event or (lambda _: None), recovering=recovering
         )
-
-
-def _pid_alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -754,50 +567,3 @@ class _Follow:
                 f"{len(session_turns)}"
             )
         return facts, tuple(differences)
-
-
-def host_goal_view(
-    controller: ChatController, goals: GoalStore, goal_id: str
-) -> dict[str, Any] | None:
-    """The host goal of the goal's run (or of a loop we saw and did not start), read now
-    with `thread/goal/get` through an app-server that loads no thread; None when loopx-chat
-    has no run and saw no loop for the goal (then nothing is spawned)."""
-    runs = GoalRuns(goals)
-    run = runs.latest(goal_id)
-    seen = runs.host_loop_seen(goal_id)
-    if run is None and seen is None:
-        return None
-    session_id = (
-        str(seen["session_id"])
-        if seen and (run is None or str(seen.get("at")) > run.authorized_at)
-        else (run.session_id if run else "")
-    )
-    view: dict[str, Any] = {
-        "session_id": session_id,
-        "run_id": run.run_id if run else None,
-        "run_state": run.state if run else None,
-    }
-    try:
-        with controller.thread_metadata(session_id) as call:
-            goal = HostGoalState.from_wire(call("thread/goal/get", {}).get("goal"))
-    except LoopxChatError as exc:
-        return {**view, "error_code": exc.error_code, "words": f"unknown ({exc.error_code})"}
-    if run is not None and run.live and not _pid_alive(run.pid):
-        run = replace(run, state="ended", ended_by="a run that is no longer running")
-    turns = [t for t in controller.store.list_turns(session_id) if run and t.run_id == run.run_id]
-    shown = goal.to_dict() if goal else None
-    if shown is not None:
-        shown["turns"] = len(turns)
-        started = [e for e in run.history if e.get("event") == "started"] if run else []
-        if run is not None and started:
-            # What this run spent of its own budget (codex counts the goal's whole life).
-            base = int(started[-1].get("host_tokens_before") or 0)
-            shown["run_tokens_used"] = max(0, shown["tokens_used"] - base)
-            shown["run_token_budget"] = run.token_budget
-    state = GoalRecords(goals).goal_state(goal_id)
-    acceptance = list(state.acceptance) if state else []
-    return {
-        **view,
-        "goal": shown,
-        "words": host_goal_words(shown, run, acceptance),
-    }

@@ -20,7 +20,8 @@ import threading
 from dataclasses import dataclass
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_run import GoalRunner, RunPlan, _Follow, _pid_alive
+from loopx_chat.controller.goal_run import GoalRunner, _Follow
+from loopx_chat.controller.goal_run_checks import RunPlan, pid_alive
 from loopx_chat.errors import CodexError, Gate, LoopxChatError, StateError
 from loopx_chat.goals.goal_runs import GoalRun, RunObjective
 from loopx_chat.goals.goal_store import GoalStore
@@ -127,7 +128,7 @@ class RunPool:
             held.thread.join(timeout=PAUSE_WAIT_SEC)
             return self.runner.runs.run(goal_id, held.follow.record.run_id)
         latest = self.runner.runs.latest(goal_id)
-        if latest is not None and latest.live and _pid_alive(latest.pid):
+        if latest is not None and latest.live and pid_alive(latest.pid):
             raise CodexError(
                 f"goal {goal_id} runs in another loopx-chat process (pid {latest.pid})",
                 error_code="thread_busy",
@@ -145,7 +146,7 @@ class RunPool:
         for goal_id in goals.goal_ids():
             try:
                 run = self.runner.runs.latest(goal_id)
-                if run is None or not run.live or _pid_alive(run.pid):
+                if run is None or not run.live or pid_alive(run.pid):
                     continue
                 if self.runner.records.stopped(goal_id) is not None:
                     continue  # the owner withdrew it: never restarted
