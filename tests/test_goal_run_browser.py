@@ -66,10 +66,12 @@ def test_run_progress_done_and_accept_on_the_card(
                 page.goto(login_url(port, str(read_secret(state))))
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="run"]').click()
-                card.locator(".run-words", has_text="Codex is working on it").wait_for(
+                card.locator(".run-words", has_text="Codex is working on it (turn ").wait_for(
                     timeout=10000
                 )
                 assert card.locator('button[data-run="pause"]').count() == 1
+                # Live progress: the card counts the turns codex took, as they start.
+                card.locator(".run-words", has_text="(turn 1, ").wait_for(timeout=15000)
                 # Codex says it is done: the card shows it live, with Accept and Reopen.
                 card.locator('button[data-run="accept"]').wait_for(timeout=30000)
                 assert "Codex says" in card.inner_text() and "three said" in card.inner_text()

@@ -586,12 +586,26 @@ class ServiceApp:
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue
             run = GoalRuns(self.goals).latest(goal_id)
+            turns = (
+                [
+                    t
+                    for t in self.controller.store.list_turns(run.session_id)
+                    if t.run_id == run.run_id
+                ]
+                if run is not None and goal_id in running
+                else []
+            )
             actions[goal_id] = GoalActions(
                 gates=gates,
                 next_action=handoffs[-1].next_action if handoffs else None,
                 proposals=proposals,
                 blockers=blockers,
-                run=run_view(run, goal_id in running),
+                run=run_view(
+                    run,
+                    goal_id in running,
+                    len(turns),
+                    sum(t.tokens.total_tokens for t in turns),
+                ),
             )
         return actions
 

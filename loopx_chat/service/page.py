@@ -79,12 +79,13 @@ class RunView:
     words: str
 
 
-def run_view(run: Any, running_here: bool) -> RunView | None:
-    """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop)."""
+def run_view(run: Any, running_here: bool, turns: int = 0, tokens: int = 0) -> RunView | None:
+    """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop); `turns`
+    and `tokens` are what the ledger recorded of the run so far."""
     if run is None:
         return None
     if running_here:
-        words = f"Codex is working on it (run {run.run_id}, budget {run.token_budget:,} tokens)"
+        words = f"Codex is working on it (turn {turns}, {tokens:,} of {run.token_budget:,} tokens)"
     elif run.live:
         words = f"run {run.run_id} runs in another loopx-chat process"
     elif run.state == "closed":
