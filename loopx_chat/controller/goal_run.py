@@ -398,6 +398,8 @@ class _Follow:
             self._wind_down("owner (Pause)")
         if stopped is not None and self.ending_by is None:  # `plan` refused a stopped goal
             self._wind_down(f"{stopped.get('actor')} (goal stop)")
+        if self.ending_by is not None:
+            return None  # paused: the last turn finishes, a gate changes nothing now
         if gates and not self.blocked_on:
             self._block(gates)
         elif self.blocked_on and not gates:
