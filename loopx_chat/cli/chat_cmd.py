@@ -150,7 +150,10 @@ HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget se
 
 
 def host_loop_notice(controller: ChatController) -> None:
-    """One line on stderr when a thread this command loaded runs a loop nobody here started."""
+    """One line on stderr when a thread this command loaded runs a loop nobody here started;
+    the turns codex ran on it meanwhile are recorded before the command lets it go."""
+    for session_id in controller.host_loop_notices:
+        controller.record_host_loop_turns(session_id)
     if controller.host_loop_notices:
         click.echo(
             f"[loopx-chat] {HOST_LOOP_LINE}: it continues on its own; pause it in Codex, or "

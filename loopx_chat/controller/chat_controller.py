@@ -431,6 +431,53 @@ class ChatController:
             finally:
                 warm.pinned = False
 
+    def record_host_loop_turns(
+        self, session_id: str, quiet_sec: float = 0.1, most_sec: float = 0.5
+    ) -> int:
+        """Before this process lets a thread go that runs a loop nobody here started, record
+        the continuation turns codex ran on it meanwhile (`origin: goal_loop`, no run), like
+        any other turn; one still running is recorded interrupted, since closing the thread
+        ends it. Reads until codex has been quiet for `quiet_sec`, or `most_sec` in all: the
+        loop spends while the thread is held, and a loop without a budget never goes quiet.
+        The host goal is never touched. Returns how many turns were recorded."""
+        from loopx_chat.codex.goal_loop import GoalLoopWatch
+
+        warm = self._warm.get(session_id)
+        if warm is None or session_id not in self.host_loop_notices:
+            return 0
+        watch = GoalLoopWatch(warm.thread)
+        open_turns: dict[str, TurnRecord] = {}
+        recorded = 0
+        deadline = time.monotonic() + most_sec
+        last_seen = time.monotonic()
+        with self._session_lock(session_id):
+            while time.monotonic() < deadline:
+                try:
+                    event = watch.next_event(timeout=0.05)
+                except CodexError:
+                    break
+                if event is None:
+                    # Nothing of the loop (or a notification it does not need) came.
+                    if not open_turns and time.monotonic() - last_seen > quiet_sec:
+                        break
+                    continue
+                last_seen = time.monotonic()
+                if event.kind == "turn_started" and event.turn_id:
+                    turn = self.turns.draft(
+                        session_id, None, origin="goal_loop", upstream_turn_id=event.turn_id
+                    )
+                    self.turns.begin(turn)
+                    open_turns[event.turn_id] = turn
+                elif event.kind == "turn_ended" and event.outcome is not None:
+                    turn = open_turns.pop(str(event.turn_id), None)
+                    if turn is not None:
+                        self.turns.finish(turn, event.outcome)
+                        recorded += 1
+            for upstream, turn in open_turns.items():
+                self.turns.finish(turn, TurnOutcome(upstream, "interrupted", None, TokenCounts()))
+                recorded += 1
+        return recorded
+
     def drop_thread(self, session_id: str) -> None:
         """Let the session's loaded thread go (its app-server died or broke the protocol)."""
         self._warm.drop(session_id)

@@ -379,7 +379,7 @@ def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(
                 "origin": "user",
             },
         )
-    mock.script(default="mock:text=on my own")
+    mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
     before = _facts(cli, thread_id)["turns"]["started"]
     # Read-only looks never load the thread, so codex's loop does not start from them.
     assert cli("chat", "history", sid).returncode == 0
@@ -398,6 +398,12 @@ def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(
     goal = _host_goal(cli, codex_bin, sid)
     assert goal is not None and (goal["status"], goal["objective"]) == ("active", "set in Codex")
     assert goal["tokenBudget"] == 10**6  # never changed by loopx-chat
+    # The turns codex ran while `chat resume` held the thread are on record like any other.
+    seen = [t for t in SessionStore(cli.state).list_turns(sid) if t.origin == "goal_loop"]
+    assert seen and all(t.run_id is None for t in seen)
+    assert _facts(cli, thread_id)["turns"]["started"] == len(
+        SessionStore(cli.state).list_turns(sid)
+    )
 
 
 def test_goal_stop_pauses_a_run_resume_does_not_restart_it_and_a_rejected_gate_pauses(
