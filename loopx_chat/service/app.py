@@ -585,7 +585,9 @@ class ServiceApp:
             except LoopxChatError:
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue
-            run = GoalRuns(self.goals).latest(goal_id)
+            runs = GoalRuns(self.goals)
+            run = runs.latest(goal_id)
+            seen = runs.host_loop_seen(goal_id)
             turns = (
                 [
                     t
@@ -605,6 +607,7 @@ class ServiceApp:
                     goal_id in running,
                     len(turns),
                     sum(t.tokens.total_tokens for t in turns),
+                    host_loop_seen_at=str(seen["at"]) if seen else None,
                 ),
             )
         return actions

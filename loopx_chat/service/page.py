@@ -79,9 +79,23 @@ class RunView:
     words: str
 
 
-def run_view(run: Any, running_here: bool, turns: int = 0, tokens: int = 0) -> RunView | None:
+def run_view(
+    run: Any,
+    running_here: bool,
+    turns: int = 0,
+    tokens: int = 0,
+    *,
+    host_loop_seen_at: str | None = None,
+) -> RunView | None:
     """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop); `turns`
-    and `tokens` are what the ledger recorded of the run so far."""
+    and `tokens` are what the ledger recorded of the run so far. A loop loopx-chat saw and
+    did not start, newer than the run, is said as such (Run adopts it with a budget)."""
+    if host_loop_seen_at is not None and (run is None or host_loop_seen_at > run.authorized_at):
+        words = (
+            "Codex is running a goal loopx-chat did not start (no budget set here; seen "
+            f"{host_loop_seen_at}): Run adopts it with a budget"
+        )
+        return RunView("", "not_ours", "active", False, words)
     if run is None:
         return None
     if running_here:
