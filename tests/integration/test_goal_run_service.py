@@ -166,9 +166,12 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
         _stop(proc)
 
 
+@pytest.mark.parametrize("starts", [1, 2])
 def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
-    setup: Setup, mock: MockResponsesServer
+    setup: Setup, mock: MockResponsesServer, starts: int
 ) -> None:
+    """With `starts` 2, a second service starts on the state right after the first (both
+    look for runs to recover): the run is recovered once."""
     sid = setup.goal("g", 45000)
     mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
     proc = setup.serve()
@@ -188,11 +191,12 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
             proc.kill()
     assert SessionStore(setup.state).load(sid).active_turn_id  # it died mid-turn
     killed_at = len(setup.goal_turns(sid))
-    proc = setup.serve()
+    procs = [setup.serve() for _ in range(starts)]
     try:
         wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
     finally:
-        _stop(proc)
+        for proc in procs:
+            _stop(proc)
     events = [e["event"] for e in setup.runs("g")]
     assert events.count("recovered") == 1 and events[-1] == "ended"
     assert setup.runs("g")[-1]["host_status"] == "budgetLimited"
