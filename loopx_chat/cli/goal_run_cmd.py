@@ -132,6 +132,11 @@ def _follow(
     default=None,
     help="Tokens Codex's loop may spend (default: the goal_state's budget).",
 )
+@click.option(
+    "--foreground",
+    is_flag=True,
+    help="Run it in this process even when the local service is up (which runs it otherwise).",
+)
 @person_option("Who authorizes the run")
 @json_option
 @click.pass_context
@@ -141,15 +146,24 @@ def goal_run(
     goal_id: str,
     session_id: str | None,
     token_budget: int | None,
+    foreground: bool,
     actor: str,
     as_json: bool,
 ) -> None:
     """Let Codex work on GOAL_ID on its own goal loop, until the goal leaves `active`.
 
-    Sets the thread goal active with a finite token budget, in this process, which holds
-    the thread; codex starts each continuation turn itself. Exit codes: 0 complete,
-    3 budget spent, 4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
+    Sets the thread goal active with a finite token budget in the process that holds the
+    thread: the local service when it is up (this shell follows it), else this process;
+    codex starts each continuation turn itself. Exit codes: 0 complete, 3 budget spent,
+    4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
     gid = known_goal(ctx.obj, goal_id)
+    if not foreground:
+        from loopx_chat.cli.goal_run_remote import run_in_service, service_for
+
+        service = service_for(ctx.obj.state_dir)
+        if service is not None:
+            run_in_service(service, ctx.obj.state_dir, gid, session_id, token_budget, as_json)
+            return
     _follow(ctx, gid, session_id, token_budget, actor, as_json)
 
 

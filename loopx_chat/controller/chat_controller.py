@@ -478,6 +478,10 @@ class ChatController:
                 recorded += 1
         return recorded
 
+    def holds(self, session_id: str) -> bool:
+        """Whether this controller has the session's thread loaded (its writer lock is ours)."""
+        return self._warm.get(session_id) is not None
+
     def drop_thread(self, session_id: str) -> None:
         """Let the session's loaded thread go (its app-server died or broke the protocol)."""
         self._warm.drop(session_id)

@@ -180,8 +180,8 @@ class RunChecks:
                 ),
             )
         thread_id = session.upstream_thread_id
-        if not thread_id:
-            return
+        if not thread_id or self.controller.holds(session.session_id):
+            return  # no thread yet, or this process holds it (the service after a chat turn)
         lock = ThreadWriterLock(self.controller.store.root, self.controller.codex_home, thread_id)
         if lock.path.parent.is_dir() and lock.held_elsewhere():
             from loopx_chat.state.service_runtime import read_runtime

@@ -131,7 +131,7 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
         wait_until(lambda: len(setup.goal_turns(sid)) >= 2)
 
         busy = subprocess.run(
-            [*setup.base, "goal", "run", "g", "--json"],
+            [*setup.base, "goal", "run", "g", "--foreground", "--json"],
             env=setup.env,
             cwd=setup.tmp,
             capture_output=True,
@@ -162,6 +162,23 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
         assert all(t.status == "completed" for t in setup.goal_turns(sid))  # the last finished
         code, again = setup.call("POST", "/api/goals/g/pause", {})
         assert code == 404 and isinstance(again, dict) and again["error_code"] == "run_not_found"
+
+        # `goal run` in a shell while the service is up: the service runs it, the shell
+        # follows with the same progress lines and exit code.
+        mock.script(default="mock:text=quick")
+        done = subprocess.run(
+            [*setup.base, "goal", "run", "g", "--token-budget", "9000"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 3, done.stderr  # budgetLimited
+        assert "the local service runs goal g" in done.stderr
+        assert " of 9,000 tokens" in done.stderr
+        delegated = [e for e in setup.runs("g") if e["event"] == "run_authorized"][-1]
+        assert delegated["surface"] == "api" and delegated["pid"] == proc.pid
     finally:
         _stop(proc)
 
