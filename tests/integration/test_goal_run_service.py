@@ -225,3 +225,38 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     assert SessionStore(setup.state).load(sid).active_turn_id is None
     recovery = setup.cli("metrics", "--goal", "g")["interrupted_task_recovery"]
     assert (recovery["numerator"], recovery["denominator"]) == (1, 1)  # counted, and recovered
+
+
+def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    sid = setup.goal("g", 400000)
+    mock.script(default="mock:slow=0.1 mock:text=one two three four five")
+    proc = setup.serve()
+    try:
+        shell = subprocess.Popen(
+            [*setup.base, "goal", "run", "g"],
+            env=setup.env,
+            cwd=setup.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+            shell.send_signal(signal.SIGINT)
+            _, err = shell.communicate(timeout=60)
+        finally:
+            if shell.poll() is None:
+                shell.kill()
+        assert shell.returncode == 130, err
+        assert "Traceback" not in err
+        ended = setup.runs("g")[-1]
+        assert (ended["event"], ended["host_status"], ended["by"]) == (
+            "ended",
+            "paused",
+            "owner (Pause)",
+        )
+        assert SessionStore(setup.state).load(sid).active_turn_id is None
+    finally:
+        _stop(proc)
