@@ -134,8 +134,17 @@ def run_in_service(
             say("[loopx-chat] pausing: the running turn finishes, then the run ends")
             service.call("POST", f"/api/goals/{goal_id}/pause", {})
     code = EXIT_INTERRUPTED if interrupted else exit_code_for(run.get("host_status"))
+    turns = [t for t in store.list_turns(run["session_id"]) if t.run_id == run["run_id"]]
     if as_json:
-        click.echo(json.dumps({"ok": code == 0, "run": run, "exit_code": code}, indent=2))
+        doc = {
+            "ok": code == 0,
+            "run": run,
+            "turns": len(turns),
+            "ledger_tokens": sum(t.tokens.total_tokens for t in turns),
+            "exit_code": code,
+            "ran_in": "service",
+        }
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
     else:
         say(
             f"[loopx-chat] run {run['run_id']} ended: Codex goal {run.get('host_status')} "
