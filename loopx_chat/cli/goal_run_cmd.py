@@ -13,15 +13,22 @@ import sys
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
-from loopx_chat.cli.options import known_goal
+from loopx_chat.cli.options import actor_option, known_goal
+from loopx_chat.errors import UsageError
 
 # A run spends the owner's budget: only a person may authorize or answer one (never the
-# agent, never a controller).
+# agent, never a controller). `--actor` keeps the values it has everywhere; these refuse.
 RUN_ACTORS = ("owner", "operator", "user", "human")
 
 
-def person_option(role: str):  # type: ignore[no-untyped-def]
-    return click.option("--actor", type=click.Choice(RUN_ACTORS), default="owner", help=f"{role}.")
+def _person(actor: str) -> str:
+    if actor not in RUN_ACTORS:
+        raise UsageError(
+            f"a goal run is the owner's decision: --actor must be a person "
+            f"({', '.join(RUN_ACTORS)}), not {actor}",
+            error_code="usage_error",
+        )
+    return actor
 
 
 def _render(result: object, as_json: bool) -> None:
@@ -137,7 +144,7 @@ def _follow(
     is_flag=True,
     help="Run it in this process even when the local service is up (which runs it otherwise).",
 )
-@person_option("Who authorizes the run")
+@actor_option("owner", "Who authorizes the run (a person)")
 @json_option
 @click.pass_context
 @renders_errors
@@ -156,6 +163,7 @@ def goal_run(
     thread: the local service when it is up (this shell follows it), else this process;
     codex starts each continuation turn itself. Exit codes: 0 complete, 3 budget spent,
     4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
+    _person(actor)
     gid = known_goal(ctx.obj, goal_id)
     if not foreground:
         from loopx_chat.cli.goal_run_remote import run_in_service, service_for
@@ -170,7 +178,7 @@ def goal_run(
 @click.command("accept")
 @click.argument("goal_id")
 @click.option("--reason", default=None, help="Why it is done, in short words (kept on record).")
-@person_option("Who accepts it")
+@actor_option("owner", "Who accepts it (a person)")
 @json_option
 @click.pass_obj
 @renders_errors
@@ -182,6 +190,7 @@ def goal_accept(
     from loopx_chat.controller.goal_run import GoalRunner
     from loopx_chat.goals.goal_store import GoalStore
 
+    _person(actor)
     gid = known_goal(cli, goal_id)
     # No Codex is started: the controller is only the owner of the stores here.
     from loopx_chat.controller.chat_controller import ChatController
@@ -202,7 +211,7 @@ def goal_accept(
     default=None,
     help="Tokens the reopened run may spend (default: the last run's budget).",
 )
-@person_option("Who reopens it")
+@actor_option("owner", "Who reopens it (a person)")
 @json_option
 @click.pass_context
 @renders_errors
@@ -212,5 +221,6 @@ def goal_reopen(
     """Reopen the run Codex says is done: active again, with NOTE as the next objective.
 
     Runs in the foreground like `goal run`, with the same exit codes."""
+    _person(actor)
     gid = known_goal(ctx.obj, goal_id)
     _follow(ctx, gid, None, token_budget, actor, as_json, note=note)
