@@ -180,6 +180,16 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "session_goal_mismatch": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_found": ErrorSpec(Outcome.DEPENDENCY),
         "acceptance_required": ErrorSpec(Outcome.DEPENDENCY),
+        # goal runs (Codex's own loop)
+        "gate_open": ErrorSpec(Outcome.CONFLICT),
+        "goal_stopped": ErrorSpec(Outcome.CONFLICT),
+        "no_session": ErrorSpec(Outcome.CONFLICT),
+        "budget_required": ErrorSpec(Outcome.INVALID),
+        "raw_material_detected": ErrorSpec(Outcome.CONFLICT),
+        "objective_required": ErrorSpec(Outcome.CONFLICT),
+        "run_not_found": ErrorSpec(Outcome.NOT_FOUND),
+        "run_not_complete": ErrorSpec(Outcome.CONFLICT),
+        "too_many_running": ErrorSpec(Outcome.UNAVAILABLE),
         # launchagent
         "platform_unsupported": ErrorSpec(Outcome.DEPENDENCY),
         "plist_malformed": ErrorSpec(Outcome.DEPENDENCY),

@@ -143,7 +143,25 @@ def _submit(
     result = controller.submit_turn(
         session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
     )
+    host_loop_notice(controller)
     _finish(result, as_json, streamed)
+
+
+HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget set here)"
+
+
+def host_loop_notice(controller: ChatController) -> None:
+    """One line on stderr when a thread this command loaded runs a loop nobody here started;
+    the turns codex ran on it meanwhile are recorded before the command lets it go."""
+    for session_id in controller.host_loop_notices:
+        controller.record_host_loop_turns(session_id)
+    if controller.host_loop_notices:
+        click.echo(
+            f"[loopx-chat] {HOST_LOOP_LINE}: it continues on its own; pause it in Codex, or "
+            "adopt it with a budget through `loopx-chat goal run GOAL --token-budget N`",
+            err=True,
+        )
+        controller.host_loop_notices.clear()
 
 
 @click.group()
@@ -248,6 +266,7 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
     with command_controller(ctx) as controller:
         record = controller.resume_session(session_id)
+        host_loop_notice(controller)
     if as_json:
         emit_json(
             {
