@@ -1,4 +1,5 @@
-"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex."""
+"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex, the
+scripted in-process host."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.codex.thread import HostLaunch, ThreadOptions, Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.state.session_store import SessionStore
+from tests.fakes.scripted_host import ScriptedCodex
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"
@@ -138,6 +140,30 @@ def fake_codex(tmp_path: Path) -> FakeCodex:
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "$@"\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return FakeCodex(bin=exe, log=tmp_path / "fake-codex.log")
+
+
+@dataclass
+class Scripted:
+    """The in-process scripted host (tests/fakes/scripted_host.py) and a `codex` to name as
+    the binary that only records that it ran: a test on the scripted host spawns nothing."""
+
+    codex: ScriptedCodex
+    bin: Path
+    ran: Path
+
+    def spawned(self) -> list[str]:
+        return self.ran.read_text().splitlines() if self.ran.exists() else []
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Scripted:
+    bindir = tmp_path / "scriptedbin"
+    bindir.mkdir()
+    ran = tmp_path / "scripted-codex-ran.log"
+    exe = bindir / "codex"
+    exe.write_text(f'#!/bin/sh\necho "$*" >> "{ran}"\nexit 99\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return Scripted(codex=ScriptedCodex(), bin=exe, ran=ran)
 
 
 def run_in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, object]]:
