@@ -23,7 +23,7 @@ from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.codex.thread import HostLaunch, ThreadOptions, Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.state.session_store import SessionStore
-from tests.fakes.scripted_host import ScriptedCodex
+from tests.fakes.scripted_host import Script, ScriptedCodex
 
 ROOT = Path(__file__).resolve().parent.parent
 PINNED_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"
@@ -153,6 +153,29 @@ class Scripted:
 
     def spawned(self) -> list[str]:
         return self.ran.read_text().splitlines() if self.ran.exists() else []
+
+    def controller(
+        self,
+        root: Path,
+        home: Path,
+        script: Script | None = None,
+        config: ControllerConfig | None = None,
+    ) -> ChatController:
+        """A controller on `root`/state whose app-servers are scripted hosts; later hosts
+        follow `script` (a host keeps the script it started with)."""
+        self.codex.script = script or Script()
+        return ChatController(
+            store=SessionStore(root / "state"),
+            environ={
+                "PATH": os.environ["PATH"],
+                "CODEX_HOME": str(root / "ambient"),
+                "LOOPX_CHAT_CODEX_HOME": str(home),
+            },
+            cwd=root,
+            codex_bin=str(self.bin),
+            config=config,
+            connect=self.codex,
+        )
 
 
 @pytest.fixture

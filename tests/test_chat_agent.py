@@ -86,21 +86,10 @@ def scripted_controller(
     timeouts: Timeouts | None = None,
 ) -> ChatController:
     """A controller whose app-servers are scripted hosts; what it names as codex never runs."""
-    scripted.codex.script = script or Script()
-    return ChatController(
-        store=SessionStore(tmp_path / "state"),
-        environ={
-            "PATH": os.environ["PATH"],
-            "CODEX_HOME": str(tmp_path / "ambient"),
-            "LOOPX_CHAT_CODEX_HOME": str(home),
-        },
-        cwd=tmp_path,
-        codex_bin=str(scripted.bin),
-        config=ControllerConfig(
-            timeouts=timeouts or TEST_TIMEOUTS, warm_idle_close_sec=idle_close_sec
-        ),
-        connect=scripted.codex,
+    config = ControllerConfig(
+        timeouts=timeouts or TEST_TIMEOUTS, warm_idle_close_sec=idle_close_sec
     )
+    return scripted.controller(tmp_path, home, script, config)
 
 
 HANG = Script(answers={"turn/start": Answer("steer", "turn/start")})  # active until interrupted

@@ -38,7 +38,7 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequestPolicy,
 )
-from tests.fakes.replay import Answer, Conversation, Replayer, load
+from tests.fakes.replay import ANSWERS, Answer, Conversation, Replayer, load
 
 # Pids no real process can have (Linux caps them at 2**22, macOS far lower), so a scripted
 # host registered in the app-server registry is never taken for, or signalled as, a real one.
@@ -94,10 +94,11 @@ class ScriptedHost:
 
     def __init__(self, launched: Launched, script: Script) -> None:
         self.launched = launched
-        self.script = script
+        self._script = script
         self.pid = next(_PIDS)
         self.protocol_fault: str | None = None  # a scripted host never breaks the protocol
         self.received: list[dict[str, Any]] = []  # client messages, in order
+        self.sent: list[dict[str, Any]] = []  # the replayed messages, in order
         self.decisions: list[dict[str, Any]] = []  # what the policy answered to server requests
         self.closed_by_client = False
         reported = script.reported_home or str(launched.codex_home)
@@ -108,6 +109,17 @@ class ScriptedHost:
         self._ids = itertools.count(1)
         self._notes: queue.Queue[Notification | None] = queue.Queue()
         self._ended = threading.Event()
+
+    @property
+    def script(self) -> Script:
+        return self._script
+
+    @script.setter
+    def script(self, script: Script) -> None:
+        """Follow another script from the next request on (a later turn's fault)."""
+        with self._lock:
+            self._script = script
+            self._talk.answers = {**ANSWERS, **script.answers}
 
     # -- HostConnection -----------------------------------------------------------------
     @property
@@ -194,6 +206,7 @@ class ScriptedHost:
 
     def _deliver(self, replies: Sequence[dict[str, Any]], request_id: int) -> dict[str, Any] | None:
         response: dict[str, Any] | None = None
+        self.sent.extend(replies)
         for reply in replies:
             method = reply.get("method")
             if method is None:
@@ -243,6 +256,15 @@ class ScriptedCodex:
         host = ScriptedHost(launched, self.script)
         self.hosts.append(host)
         return host
+
+    def thread_ids(self) -> list[str]:
+        """The threads the hosts' replayed answers loaded, in order."""
+        return [
+            m["result"]["thread"]["id"]
+            for h in self.hosts
+            for m in h.sent
+            if isinstance(m.get("result"), dict) and isinstance(m["result"].get("thread"), dict)
+        ]
 
     def requests(self, method: str) -> list[dict[str, Any]]:
         """Every client request of `method`, over all hosts, in start order."""
