@@ -1,7 +1,9 @@
-"""The fake cannot drift: the recorded transcripts still match the pinned real codex.
+"""The fakes cannot drift: the recorded transcripts still match the pinned real codex.
 
 Reruns tools/record-codex-transcripts against the pinned binary and compares with the
-fixtures the fake replays. Needs the pinned codex; under CI it fails, never skips, without it.
+fixtures the subprocess fake and the in-process scripted host replay; and checks that every
+recorded exchange either of them, or a test, names is one of those fixtures. Needs the pinned
+codex; under CI it fails, never skips, without it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.codex.errors_map import UPSTREAM_TEXTS
-from tests.fakes.replay import FIXTURES, load, pinned_version
+from tests.fakes import replay
+from tests.fakes.replay import FIXTURES, Answer, Replayer, load, pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDER = ROOT / "tools" / "record-codex-transcripts"
@@ -178,3 +181,33 @@ def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_sti
     assert older and all(is_legacy_catalog_error(t.example) for t in older)
     # Any other configuration error is not a catalog one (no retry).
     assert not is_legacy_catalog_error("failed to load configuration: x.toml:1:1: bad")
+
+
+def test_every_exchange_the_fakes_and_the_tests_replay_is_a_recording_this_test_checks() -> None:
+    """The scripted host and fake_codex.py read only `FIXTURES/<pinned>` (compared above with
+    a fresh recording); each answer they or a test name must be an exchange recorded there."""
+    import re
+
+    assert FIXTURES == ROOT / "tests" / "fixtures" / "codex-transcripts"
+    named = {v for v in vars(replay).values() if isinstance(v, Answer)}
+    named |= set(replay.ANSWERS.values())
+    literal = re.compile(r"""Answer\(\s*"([^"]+)",\s*"([^"]+)"(?:,\s*(\d+))?\s*\)""")
+    replaying = re.compile(r"""Script\.replaying\(\s*"([^"]+)",((?:\s*"[^"]+",?)+)""")
+    sources = [*ROOT.joinpath("tests").rglob("*.py")]
+    for path in sources:
+        text = path.read_text()
+        for scenario, kind, nth in literal.findall(text):
+            named.add(Answer(scenario, kind, int(nth or 0)))
+        for scenario, kinds in replaying.findall(text):
+            named |= {Answer(scenario, k) for k in re.findall(r'"([^"]+)"', kinds)}
+    assert len(named) > len(replay.ANSWERS)  # the scan found the tests' answers too
+    replayer = Replayer()
+    unrecorded = []
+    for answer in sorted(named, key=repr):
+        try:
+            replayer.client_index(answer.scenario, answer.kind, answer.nth)
+        except (LookupError, OSError):
+            unrecorded.append(answer)
+    assert unrecorded == []
+    recorded = {p.stem for p in (FIXTURES / pinned_version()).glob("*.json")}
+    assert {a.scenario for a in named} <= recorded

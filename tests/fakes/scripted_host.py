@@ -200,6 +200,8 @@ class ScriptedHost:
                     stop_after=None if cut is None else (lambda m: m.get("method") == cut),
                 )
                 response = self._deliver(replies, message["id"])
+            if cut is not None and not any(m.get("method") == cut for m in replies):
+                raise LookupError(f"the recorded answer to {message['method']} has no {cut}")
         if closing:
             self._end()
         return response
