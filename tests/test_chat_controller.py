@@ -51,11 +51,18 @@ def _lock_free(tmp_path: Path, home: Path, thread_id: str) -> bool:
 
 
 def _running(
-    c: ChatController, session_id: str, text: str
+    c: ChatController, scripted: Scripted, session_id: str, text: str
 ) -> tuple[threading.Thread, dict[str, object]]:
-    """A turn on a hanging host, run on a thread, once the controller records it running."""
+    """A turn on a hanging host, run on a thread, once codex was sent it (the controller
+    then counts it as running, in its state and in memory)."""
     thread, box = run_in_thread(lambda: c.submit_turn(session_id, text))
-    wait_for(lambda: c.store.load(session_id).active_turn_id is not None)
+
+    def sent() -> bool:
+        return any(
+            m["params"]["input"][0]["text"] == text for m in scripted.codex.requests("turn/start")
+        )
+
+    wait_for(sent)
     return thread, box
 
 
@@ -268,7 +275,7 @@ def test_a_second_controller_is_refused_the_thread_and_the_same_message_counts_a
 ) -> None:
     with _controller(tmp_path, home, scripted, HANG) as first:
         record = first.open_session("g", tmp_path)
-        thread, box = _running(first, record.session_id, "the same")
+        thread, box = _running(first, scripted, record.session_id, "the same")
         with _controller(tmp_path, home, scripted) as second:
             for text in ("the same", "other"):
                 with pytest.raises(CodexError) as busy:
@@ -290,7 +297,7 @@ def test_an_interrupt_from_another_controller_reaches_the_turn_through_the_marke
 ) -> None:
     with _controller(tmp_path, home, scripted, HANG) as owner:
         record = owner.open_session("g", tmp_path)
-        thread, box = _running(owner, record.session_id, "long")
+        thread, box = _running(owner, scripted, record.session_id, "long")
         with _controller(tmp_path, home, scripted) as other:
             asked = other.interrupt_turn(record.session_id)
             assert other.warm_pids() == {}  # it loaded nothing to ask
@@ -327,7 +334,7 @@ def test_a_retry_of_a_finished_turn_is_replayed_even_while_another_turn_runs(
         record = c.open_session("g", tmp_path)
         done = c.submit_turn(record.session_id, "one", client_turn_id="turn-1")
         scripted.codex.hosts[0].script = HANG  # from the next turn on
-        thread, _ = _running(c, record.session_id, "two")
+        thread, _ = _running(c, scripted, record.session_id, "two")
         replayed = c.submit_turn(record.session_id, "one", client_turn_id="turn-1")
         c.interrupt_turn(record.session_id)
         thread.join(timeout=30)
