@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.service.access import COOKIE_NAME
+from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.test_service_process import _chromium, _start
@@ -99,10 +101,12 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     _session(store, "goal-quiet", bound_home, ["completed"])
     proc, port = _start(state, bound_home, base_env, codex_bin)
     url = f"http://127.0.0.1:{port}/"
+    secret = str(read_secret(state))
+    bearer = {"Authorization": f"Bearer {secret}"}
     try:
         # A script reading the feed is not the owner seeing a blocker.
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{port}"})
+        conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{port}", **bearer})
         assert conn.getresponse().status == 200
         conn.close()
         assert first.gate_id not in goals.control.reported()["blockers"]
@@ -119,9 +123,14 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 "Origin": "http://evil.example",
             },
         )
-        assert (status, doc["error_code"]) == (403, "forbidden_request")
+        assert (status, doc["error_code"]) == (401, "unauthorized")
+        # The owner's cookie without the page's token is not the page deciding.
+        cookie = {"Cookie": f"{COOKIE_NAME}={secret}"}
         status, doc = _post(
-            port, decision, b'{"decision":"approve"}', {"Content-Type": "application/json"}
+            port,
+            decision,
+            b'{"decision":"approve"}',
+            {"Content-Type": "application/json", **cookie},
         )
         assert (status, doc["error_code"]) == (403, "forbidden_request")
         assert goals.gate("goal-release", first.gate_id).status == "pending"
@@ -129,8 +138,29 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
             try:
-                # A hostile page's form posting to the service from the real browser.
-                evil = browser.new_page()
+                # Without the login URL the browser gets a page saying how to get in.
+                stranger = browser.new_context().new_page()
+                refused = stranger.goto(url)
+                assert refused is not None and refused.status == 401
+                assert "loopx-chat open" in stranger.inner_text("body")
+                assert stranger.locator("section.card").count() == 0
+
+                # The login URL sets the cookie and lands on the page without the token.
+                owner = browser.new_context(viewport={"width": 1400, "height": 1000})
+                page = owner.new_page()
+                page.goto(login_url(port, secret))
+                assert page.url == url  # the token is gone from the address bar
+                jar = {c["name"]: c for c in owner.cookies()}
+                assert jar[COOKIE_NAME]["httpOnly"] is True
+                assert jar[COOKIE_NAME]["sameSite"] == "Strict"
+                assert page.evaluate("() => document.cookie") == ""  # no script can read it
+                page.wait_for_selector("section.card")
+                page.reload()  # and it works without the token afterwards
+                page.wait_for_selector("section.card")
+
+                # A hostile page in the owner's own browser posts a form to the service: the
+                # cookie stays home (SameSite) and the gate stays pending.
+                evil = owner.new_page()
                 evil.set_content(
                     f'<form method="post" action="{url.rstrip("/")}{decision}">'
                     '<input name="decision" value="approve"></form>'
@@ -138,10 +168,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 evil.evaluate("() => document.forms[0].submit()")
                 evil.wait_for_load_state()
                 assert goals.gate("goal-release", first.gate_id).status == "pending"
-
-                page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(url)
-                page.wait_for_selector("section.card")
+                evil.close()
                 cards = page.eval_on_selector_all(
                     "section.card",
                     "els => els.map(e => [e.dataset.goal, e.querySelector('.badge').textContent])",
@@ -175,6 +202,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 assert page.evaluate("() => window.__same_document") is True
                 resolved = goals.gate("goal-release", first.gate_id)
                 assert (resolved.status, resolved.reason) == ("approved", "numbers checked")
+                assert resolved.decided_by == "owner-page"
                 after = page.inner_text('section.card[data-goal="goal-release"] .next')
                 assert "nothing is queued for the agent" in after and "handoff record" in after
 
@@ -194,7 +222,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
 
                 # Without JavaScript the page is still whole, and refreshes itself.
                 plain = browser.new_context(java_script_enabled=False).new_page()
-                plain.goto(url)
+                plain.goto(login_url(port, secret))
                 assert plain.locator("section.card").count() == 5
                 refresh = plain.locator("noscript").inner_html()
                 assert 'http-equiv="refresh"' in refresh

@@ -18,6 +18,8 @@ from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from tests.conftest import make_controller
 
+SECRET = "s" * 43  # a stand-in owner secret: this test is about the memory, not access
+
 MEMORY_INPUT = {
     "issue": {"repo": "OpenViking/Viking", "issue_number": 2792, "title_summary": "a crash"},
     "memory": {
@@ -151,13 +153,19 @@ def test_status_json_over_http_carries_the_memory(
     server = LoopbackServer(
         "127.0.0.1",
         0,
-        lambda port: ServiceApp(controller, GoalStore(state), port=port, work_dir=tmp_path),
+        lambda port: ServiceApp(
+            controller, GoalStore(state), port=port, work_dir=tmp_path, secret=SECRET
+        ),
     )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-        conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{server.port}"})
+        conn.request(
+            "GET",
+            "/status.json",
+            headers={"Host": f"127.0.0.1:{server.port}", "Authorization": f"Bearer {SECRET}"},
+        )
         doc = json.loads(conn.getresponse().read())
         conn.close()
     finally:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import secrets
 import socket
 import threading
 from collections.abc import Iterator
@@ -21,9 +22,11 @@ import pytest
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.service.status_cache import state_fingerprint
+from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller
@@ -46,6 +49,7 @@ class Service:
     state: Path
     home: Path
     seen: list[bytes]
+    secret: str
 
     def request(
         self,
@@ -54,9 +58,14 @@ class Service:
         body: Any = None,
         headers: dict[str, str] | None = None,
         raw: bytes | None = None,
+        auth: str = "bearer",
     ) -> Reply:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         hdrs = {"Host": f"127.0.0.1:{self.port}"}
+        if auth == "bearer":
+            hdrs["Authorization"] = f"Bearer {self.secret}"
+        elif auth == "cookie":
+            hdrs["Cookie"] = f"{COOKIE_NAME}={self.secret}"
         payload = raw
         if body is not None:
             payload = json.dumps(body).encode()
@@ -74,7 +83,7 @@ class Service:
         conn.request(
             "GET",
             f"/api/chat/sessions/{session_id}/events",
-            headers={"Host": f"localhost:{self.port}"},
+            headers={"Host": f"localhost:{self.port}", "Authorization": f"Bearer {self.secret}"},
         )
         resp = conn.getresponse()
         assert resp.status == 200 and resp.getheader("Content-Type") == "text/event-stream"
@@ -93,12 +102,15 @@ def service(
     state = tmp_path / "state"
     controller = make_controller(state, bound_home, base_env, codex_bin)
     goals = GoalStore(state)
+    secret = secrets.token_urlsafe(32)
     server = LoopbackServer(
-        "127.0.0.1", 0, lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path)
+        "127.0.0.1",
+        0,
+        lambda port: ServiceApp(controller, goals, port=port, work_dir=tmp_path, secret=secret),
     )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
-    svc = Service(server.port, controller, state, bound_home, [])
+    svc = Service(server.port, controller, state, bound_home, [], secret)
     try:
         yield svc
     finally:
@@ -116,7 +128,11 @@ def test_capabilities(service: Service) -> None:
     assert doc["runtime_identity"]["schema_version"] == "loopx_runtime_identity_v1"
     assert doc["runtime_identity"]["package_version"]
     assert doc["codex"] == {"available": True, "version": "0.171.0"}
-    assert doc["codex_home"] == {"path": str(service.home), "source": "LOOPX_CHAT_CODEX_HOME"}
+    assert doc["codex_home"] == {
+        "path": str(service.home),
+        "source": "LOOPX_CHAT_CODEX_HOME",
+        "id": home_identity(service.home),
+    }
     assert "access-control-allow-origin" not in reply.headers
 
 
@@ -188,7 +204,9 @@ def test_error_statuses(service: Service) -> None:
 
 def test_full_turn_over_http_with_sse(service: Service) -> None:
     canary = "CANARY-http-4d1e"
-    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-http"})
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-http", "create_goal": True}
+    )
     assert opened.status == 201
     sid = opened.json()["session"]["session_id"]
     submitted = service.request(
@@ -249,7 +267,9 @@ def test_mismatched_home_is_424_and_busy_thread_is_409(
         assert reply.status == 424 and reply.json()["error_code"] == "codex_home_mismatch"
     assert store.session_path("foreign").read_bytes() == before
 
-    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-busy"}).json()
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-busy", "create_goal": True}
+    ).json()
     sid = opened["session"]["session_id"]
     service.request("POST", f"/api/chat/sessions/{sid}/turns", body={"text": "one"})
     service.events(sid)
@@ -261,9 +281,9 @@ def test_mismatched_home_is_424_and_busy_thread_is_409(
 
 
 def test_fifty_concurrent_status_clients_while_a_turn_runs(service: Service) -> None:
-    sid = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-load"}).json()[
-        "session"
-    ]["session_id"]
+    sid = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-load", "create_goal": True}
+    ).json()["session"]["session_id"]
     service.request("POST", f"/api/chat/sessions/{sid}/turns", body={"text": "mock:slow=0.2"})
     results: list[int] = []
     lock = threading.Lock()
@@ -338,9 +358,9 @@ def test_page_escapes_every_value_and_shows_goal_records() -> None:
 
 
 def test_a_refused_second_turn_does_not_end_the_running_turns_stream(service: Service) -> None:
-    sid = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-sse"}).json()[
-        "session"
-    ]["session_id"]
+    sid = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-sse", "create_goal": True}
+    ).json()["session"]["session_id"]
     running = service.request(
         "POST", f"/api/chat/sessions/{sid}/turns", body={"text": "mock:slow=0.3"}
     )
@@ -359,11 +379,15 @@ def test_a_refused_second_turn_does_not_end_the_running_turns_stream(service: Se
 
 
 def test_bad_goal_ids_are_refused_and_status_survives_old_ones(service: Service) -> None:
-    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "bad goal/<x>"})
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "bad goal/<x>", "create_goal": True}
+    )
     assert opened.status == 400 and opened.json()["error_code"] == "invalid_goal_id"
     # A goal folder no writer would accept now (an older version's) does not break status.
     (service.state / "goals" / "bad goal").mkdir(parents=True)
-    ok = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-fine"})
+    ok = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-fine", "create_goal": True}
+    )
     assert ok.status == 201
     status = service.request("GET", "/status.json")
     assert status.status == 200
@@ -397,7 +421,9 @@ def test_head_chunked_and_odd_lengths(service: Service) -> None:
 
 def test_status_reads_its_own_writes_at_once(service: Service) -> None:
     assert service.request("GET", "/status.json").json()["goal_count"] == 0
-    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-now"})
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-now", "create_goal": True}
+    )
     assert opened.status == 201
     # No waiting for a cache window: the write through the service is seen by the next read.
     assert service.request("GET", "/status.json").json()["goal_count"] == 1
@@ -413,11 +439,15 @@ def test_status_reads_its_own_writes_at_once(service: Service) -> None:
 def test_error_responses_carry_no_local_paths(service: Service) -> None:
     canary = "CANARY-path-71c2"
     missing = service.request(
-        "POST", "/api/chat/sessions", body={"goal_id": "g-p", "work_dir": f"/tmp/{canary}/w"}
+        "POST",
+        "/api/chat/sessions",
+        body={"goal_id": "g-p", "create_goal": True, "work_dir": f"/tmp/{canary}/w"},
     )
     assert missing.status == 400 and missing.json()["error_code"] == "usage_error"
     assert canary not in missing.body.decode() and "<path>" in missing.json()["error"]
-    opened = service.request("POST", "/api/chat/sessions", body={"goal_id": "g-p"})
+    opened = service.request(
+        "POST", "/api/chat/sessions", body={"goal_id": "g-p", "create_goal": True}
+    )
     sid = opened.json()["session"]["session_id"]
     (service.state / "sessions" / sid / "session.json").write_text("{corrupt")
     broken = service.request("GET", f"/api/chat/sessions/{sid}")
@@ -445,18 +475,32 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
     ref = re.search(r'data-blockers="([^"]+)"', page).group(1)  # type: ignore[union-attr]
     shown = {"shown": {"g-x": [ref]}}
     refused = service.request(
-        "POST", "/api/status/rendered", body=shown, headers={"Sec-Fetch-Site": "cross-site"}
+        "POST",
+        "/api/status/rendered",
+        body=shown,
+        headers={"Sec-Fetch-Site": "cross-site", "X-Loopx-CSRF": token},
+        auth="cookie",
     )
     assert refused.status == 403
-    untokened = service.request("POST", "/api/status/rendered", body=shown)
+    untokened = service.request("POST", "/api/status/rendered", body=shown, auth="cookie")
     assert (untokened.status, untokened.json()["error_code"]) == (403, "forbidden_request")
+    # The page's token alone, without the owner's cookie, is nobody.
+    anonymous = service.request(
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}, auth=""
+    )
+    assert (anonymous.status, anonymous.json()["error_code"]) == (401, "unauthorized")
+    # A program with the secret is the owner, but not the owner's eyes on a page.
+    program = service.request(
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
+    )
+    assert (program.status, program.json()["error_code"]) == (403, "forbidden_request")
     assert "blocker_displayed" not in [e["kind"] for e in GoalStore(service.state).control.events()]
     ok = service.request(
-        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}, auth="cookie"
     )
     assert ok.json() == {"ok": True, "recorded": 1}
     again = service.request(
-        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
+        "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}, auth="cookie"
     )
     assert again.json() == {"ok": True, "recorded": 0}  # once per blocker
     displayed = [

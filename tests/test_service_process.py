@@ -18,6 +18,7 @@ import pytest
 
 from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -62,13 +63,17 @@ def _start(
     raise AssertionError("serve did not start listening")
 
 
-def _post(port: int, path: str, body: dict) -> dict:  # type: ignore[type-arg]
+def _post(port: int, path: str, body: dict, state: Path) -> dict:  # type: ignore[type-arg]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     conn.request(
         "POST",
         path,
         body=json.dumps(body),
-        headers={"Content-Type": "application/json", "Host": f"127.0.0.1:{port}"},
+        headers={
+            "Content-Type": "application/json",
+            "Host": f"127.0.0.1:{port}",
+            "Authorization": f"Bearer {read_secret(state)}",
+        },
     )
     resp = conn.getresponse()
     doc = json.loads(resp.read())
@@ -83,8 +88,9 @@ def test_sigterm_mid_turn_shuts_down_cleanly(
     state = tmp_path / "state"
     proc, port = _start(state, bound_home, base_env, codex_bin)
     try:
-        sid = _post(port, "/api/chat/sessions", {"goal_id": "g"})["session"]["session_id"]
-        turn = _post(port, f"/api/chat/sessions/{sid}/turns", {"text": "mock:hang"})["turn"]
+        opened = _post(port, "/api/chat/sessions", {"goal_id": "g", "create_goal": True}, state)
+        sid = opened["session"]["session_id"]
+        turn = _post(port, f"/api/chat/sessions/{sid}/turns", {"text": "mock:hang"}, state)["turn"]
         children = psutil.Process(proc.pid).children(recursive=True)
         assert children, "an app-server should be running"
         proc.send_signal(signal.SIGTERM)
@@ -165,7 +171,8 @@ def test_first_screen_in_headless_chromium(
         f"--user-data-dir={tmp_path / 'chrome-profile'}",
         "--window-size=1200,800",
     ]
-    url = f"http://127.0.0.1:{port}/"
+    # The login URL: it sets the owner's cookie and redirects to the page without the token.
+    url = login_url(port, str(read_secret(state)))
     try:
         dom = subprocess.run(
             [exe, *flags, "--dump-dom", url],

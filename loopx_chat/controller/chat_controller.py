@@ -119,6 +119,9 @@ class ControllerConfig:
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = DEFAULT_HOLD_AFTER_TURN_SEC
+    # How many threads may be loaded at once (None: no cap). The service sets it, since its
+    # clients open sessions; one CLI command loads one thread.
+    max_warm: int | None = None
 
 
 class _Host(Protocol):
@@ -163,6 +166,7 @@ class ChatController:
             idle_close_sec=self.config.warm_idle_close_sec,
             registry=self._registry,
             quiesce_requested=self._home_lock.quiesce_requested,
+            max_warm=self.config.max_warm,
         )
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
@@ -291,6 +295,9 @@ class ChatController:
             while_starting=self._while_codex_starts,
             connect=self._connect,
         )
+        # A place under the warm cap first: refused as `busy` before anything is spawned.
+        # The caller's `add` (or its failure path's `unreserve`) ends the reservation.
+        self._warm.reserve(session_id)
         # Held while spawning, so an exclusive operation either sees our registered
         # app-server or keeps us from starting one (home_exclusive_hold).
         with self._home_lock.spawn_guard():
@@ -341,7 +348,11 @@ class ChatController:
         if not work.is_dir():
             raise UsageError(f"work dir {work} is not a folder", error_code="usage_error")
         session_id = uuid.uuid4().hex
-        thread = self._open_thread(session_id, work, None, objective)
+        try:
+            thread = self._open_thread(session_id, work, None, objective)
+        except BaseException:
+            self._warm.unreserve(session_id)  # a failed open holds no place; `add` keeps one
+            raise
         lock = ThreadWriterLock(self.store.root, self.binding.path, thread.thread_id)
         try:
             lock.acquire()
@@ -359,6 +370,7 @@ class ChatController:
                 )
             )
         except BaseException:
+            self._warm.unreserve(session_id)
             thread.close()
             lock.release()
             raise
@@ -434,12 +446,16 @@ class ChatController:
                 record.session_id, work, record.upstream_thread_id, objective=None
             )
         except CodexError as exc:
+            self._warm.unreserve(record.session_id)
             lock.release()
+            if exc.error_code == "busy":
+                raise  # nothing was tried: the session stays as it was
             if exc.error_code == "thread_busy":
                 self._record_busy(record, client_turn_id, text)
             self._record_resume_failure(record, exc)
             raise
         except BaseException:
+            self._warm.unreserve(record.session_id)
             lock.release()
             raise
         warm = self._warm.add(record.session_id, thread, lock)

@@ -3,7 +3,9 @@
 Owns `Warm` (a loaded thread with its writer lock, running turn, interrupt flag and idle
 deadline), the per-session in-process locks that serialize work on one session, closing a
 warm thread after `idle_close_sec` without a turn, closing idle ones when an exclusive
-operation asks for the home (both done by one watcher thread), and closing everything on
+operation asks for the home (both done by one watcher thread), the cap on how many may be
+loaded at once (`max_warm`: a spawn beyond it first lets the least recently used idle thread
+go, and is refused as `busy` when every one is in use), and closing everything on
 shutdown. Letting a thread
 go closes its app-server, releases its writer lock and unregisters the process.
 
@@ -22,8 +24,13 @@ from dataclasses import dataclass, field
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.home_ownership import AppServerRegistry
 from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.errors import CodexError
+from loopx_chat.errors import CodexError, Gate
 
+BUSY_REMEDY = Gate(
+    summary="Every Codex thread this service may keep loaded is running a turn.",
+    next_action="Wait for a turn to finish (or interrupt one), then try again; "
+    "`loopx-chat serve --max-warm N` allows more.",
+)
 QUIESCE_POLL_SEC = 0.25
 
 
@@ -41,6 +48,7 @@ class Warm:
     # never lands between the end of a turn and its bookkeeping unseen.
     steer_lock: threading.Lock = field(default_factory=threading.Lock)
     steered_client_ids: set[str] = field(default_factory=set)  # of the running turn
+    last_used: float = field(default_factory=time.monotonic)  # for least-recently-used
 
 
 class WarmThreads:
@@ -52,8 +60,13 @@ class WarmThreads:
         idle_close_sec: float,
         registry: AppServerRegistry,
         quiesce_requested: Callable[[], bool],
+        max_warm: int | None = None,
     ) -> None:
         self._idle_close_sec = idle_close_sec
+        self._max_warm = max_warm
+        # Sessions between "may spawn" and `add`: counted against the cap, so concurrent
+        # opens cannot all pass the check before any of them is loaded.
+        self._reserved: set[str] = set()
         self._registry = registry
         self._quiesce_requested = quiesce_requested
         self._warm: dict[str, Warm] = {}
@@ -84,6 +97,7 @@ class WarmThreads:
     def add(self, session_id: str, thread: CodexThread, lock: ThreadWriterLock) -> Warm:
         if self.closed:
             # A spawn that finished after shutdown began: let it go at once, never keep it.
+            self.unreserve(session_id)
             try:
                 thread.close()
             finally:
@@ -91,9 +105,56 @@ class WarmThreads:
                 self._registry.unregister(thread.proc.pid)
             raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
         warm = Warm(thread=thread, lock=lock)
-        self._warm[session_id] = warm
+        with self._guard:
+            self._reserved.discard(session_id)
+            self._warm[session_id] = warm
         self._start_watcher()
         return warm
+
+    # -- the cap ---------------------------------------------------------------------------
+
+    def reserve(self, session_id: str) -> None:
+        """Hold a place for `session_id`'s app-server before it is spawned: free when under
+        the cap, else by letting the least recently used idle thread go; `busy` when every
+        loaded thread is in use. `add` or `unreserve` ends the reservation."""
+        if self._max_warm is None:
+            return
+        while True:
+            with self._guard:
+                if session_id in self._reserved or session_id in self._warm:
+                    return
+                if len(self._warm) + len(self._reserved) < self._max_warm:
+                    self._reserved.add(session_id)
+                    return
+                idle = sorted(
+                    (w.last_used, sid)
+                    for sid, w in self._warm.items()
+                    if w.running_turn_id is None and w.idle_deadline is not None
+                )
+            if not any(self._let_go_if_idle(sid) for _, sid in idle):
+                raise CodexError(
+                    f"all {self._max_warm} Codex threads this service may keep loaded are "
+                    "running turns; try again when one finishes",
+                    error_code="busy",
+                    gate=BUSY_REMEDY,
+                )
+
+    def unreserve(self, session_id: str) -> None:
+        with self._guard:
+            self._reserved.discard(session_id)
+
+    def _let_go_if_idle(self, session_id: str) -> bool:
+        lock = self.session_lock(session_id)
+        if not lock.acquire(blocking=False):
+            return False  # someone is about to use it
+        try:
+            warm = self._warm.get(session_id)
+            if warm is None or warm.running_turn_id is not None or warm.idle_deadline is None:
+                return False
+            self.drop(session_id)
+            return True
+        finally:
+            lock.release()
 
     def idle_soon(self, session_id: str) -> None:
         """Start the idle timer of the session's thread, if it is loaded and not in a turn."""
@@ -111,12 +172,14 @@ class WarmThreads:
         # costs a few ms of every turn (it waits for the GIL), a float costs nothing.
         if self.closed:
             return
-        warm.idle_deadline = time.monotonic() + self._idle_close_sec
+        warm.last_used = time.monotonic()
+        warm.idle_deadline = warm.last_used + self._idle_close_sec
         self._start_watcher()
         self._wake.set()  # a deadline sooner than the watcher's next look
 
     @staticmethod
     def cancel_idle_close(warm: Warm) -> None:
+        warm.last_used = time.monotonic()
         warm.idle_deadline = None
 
     def _close_if_idle(self, session_id: str, now: float) -> None:
@@ -136,7 +199,8 @@ class WarmThreads:
             lock.release()
 
     def drop(self, session_id: str) -> None:
-        warm = self._warm.pop(session_id, None)
+        with self._guard:
+            warm = self._warm.pop(session_id, None)
         if warm is None:
             return
         self.cancel_idle_close(warm)

@@ -316,6 +316,12 @@ def goal_turns(store: SessionStore, goal_id: str) -> list[TurnRecord]:
     ]
 
 
+def goal_exists(store: SessionStore, goals: GoalStore, goal_id: str) -> bool:
+    """Whether some session or goal record names `goal_id` (a folder left empty by a write
+    that failed names no goal: records do)."""
+    return goals.has_records(goal_id) or any(s.goal_id == goal_id for s in store.list().sessions)
+
+
 def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:
     named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
     return sorted(named | set(goals.goal_ids()))

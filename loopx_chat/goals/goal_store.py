@@ -36,6 +36,9 @@ GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
 GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
 DECISIONS = ("approve", "reject")
+# Who decided a gate, by the owner's surface: the page (its cookie), a program with the
+# owner's secret, or the owner's terminal. Records written before this say nothing (None).
+DECIDERS = ("owner-page", "owner-api", "owner-cli")
 TEXT_LIMIT = 280
 # Whitespace controls collapse into one space; every other control character (an escape
 # sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
@@ -105,6 +108,7 @@ class Gate:
     updated_at: str
     decision: str | None = None
     reason: str | None = None
+    decided_by: str | None = None  # one of DECIDERS
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -193,9 +197,21 @@ class GoalStore:
         self.control.record("gate_requested", goal_id=goal_id, gate_id=gate_id, blocking=blocking)
         return self.gate(goal_id, gate_id)
 
-    def resolve_gate(self, goal_id: str, gate_id: str, decision: str, reason: str | None) -> Gate:
+    def resolve_gate(
+        self,
+        goal_id: str,
+        gate_id: str,
+        decision: str,
+        reason: str | None,
+        *,
+        decided_by: str = "owner-cli",
+    ) -> Gate:
         if decision not in DECISIONS:
             raise UsageError("decision must be approve or reject", error_code="usage_error")
+        if decided_by not in DECIDERS:
+            raise UsageError(
+                f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error"
+            )
         # Look before taking the lock: the lock makes the goal's folder, and a mistyped goal
         # or gate must leave nothing behind. Checked again under the lock.
         self.gate(goal_id, gate_id)
@@ -215,10 +231,18 @@ class GoalStore:
                     "goal_id": goal_id,
                     "decision": decision,
                     "reason": public_text(reason, "reason") if reason else None,
+                    "actor": decided_by,
+                    "surface": decided_by.removeprefix("owner-"),
                     "at": self._clock(),
                 },
             )
-        self.control.record("gate_resolved", goal_id=goal_id, gate_id=gate_id, decision=decision)
+        self.control.record(
+            "gate_resolved",
+            goal_id=goal_id,
+            gate_id=gate_id,
+            decision=decision,
+            actor=decided_by,
+        )
         return self.gate(goal_id, gate_id)
 
     def gates(self, goal_id: str) -> list[Gate]:
@@ -246,6 +270,7 @@ class GoalStore:
                     status="approved" if decision == "approve" else "rejected",
                     decision=decision,
                     reason=event.get("reason"),
+                    decided_by=event["actor"] if event.get("actor") in DECIDERS else None,
                     updated_at=str(event.get("at")),
                     history=(*gate.history, event),
                 )

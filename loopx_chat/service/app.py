@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,13 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
-from loopx_chat.errors import LoopxChatError, UsageError
+from loopx_chat.errors import Gate, LoopxChatError, StateError, UsageError
+from loopx_chat.goals.goal_facts import goal_exists
 from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
+from loopx_chat.service import access
+from loopx_chat.service.access import Access, AccessDecision
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import (
     CSP,
@@ -50,16 +53,16 @@ from loopx_chat.service.security import (
 from loopx_chat.service.status_cache import StatusCache
 from loopx_chat.state.private_files import state_os_error
 from loopx_chat.state.safe_read import JsonRefused, parse_json
+from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
 
 MAX_BODY = 1 << 20
 ACCEPT_WAIT_SEC = 60.0
 CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
 RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
-_GATE_DECISION_PATH = re.compile(r"^/api/goals/([^/]+)/gates/([^/]+)/decision$")
 STATUS_POLL_SEC = 0.5
 CSRF_HEADER = "x-loopx-csrf"
-_SESSION_PATH = re.compile(r"^/api/chat/sessions/([^/]+)(?:/(resume|turns|interrupt|events))?$")
+MAX_STREAMS = 64  # event streams open at once, across every client
 
 STATUS_BY_CODE = {
     "codex_home_mismatch": 424,
@@ -87,7 +90,59 @@ STATUS_BY_CODE = {
     "controller_stopped": 503,
     "turn_not_accepted": 504,
     "unsupported_session_fields": 500,
+    "unauthorized": 401,
+    "goal_not_found": 404,
+    # Full for now, not broken: the answer says when to try again.
+    "busy": 503,
+    "too_many_streams": 503,
 }
+RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5}
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str  # HEAD arrives as GET
+    path: str
+    query: str
+    headers: Mapping[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    pattern: re.Pattern[str]
+    handler: str  # the ServiceApp method: (request, access decision, *path groups)
+
+
+_ID = r"([^/]+)"
+ROUTES: tuple[Route, ...] = tuple(
+    Route(method, re.compile(pattern), handler)
+    for method, pattern, handler in (
+        ("GET", r"/", "_page"),
+        ("GET", re.escape(SCRIPT_PATH), "_script"),
+        ("GET", r"/status\.json", "_status_json"),
+        ("GET", r"/api/status/events", "_status_events_route"),
+        ("POST", r"/api/status/rendered", "_rendered_route"),
+        ("POST", rf"/api/goals/{_ID}/gates/{_ID}/decision", "_decide_route"),
+        ("GET", r"/api/chat/capabilities", "_capabilities"),
+        ("GET", r"/api/chat/sessions", "_list_sessions"),
+        ("POST", r"/api/chat/sessions", "_open_route"),
+        ("GET", rf"/api/chat/sessions/{_ID}", "_session"),
+        ("POST", rf"/api/chat/sessions/{_ID}/resume", "_resume"),
+        ("POST", rf"/api/chat/sessions/{_ID}/turns", "_turns"),
+        ("POST", rf"/api/chat/sessions/{_ID}/interrupt", "_interrupt"),
+        ("GET", rf"/api/chat/sessions/{_ID}/events", "_session_events"),
+    )
+)
+
+UNAUTHORIZED_PAGE = b"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>loopx-chat: owner only</title></head>
+<body><h1>This page belongs to the user who runs loopx-chat</h1>
+<p>Only its owner can open it. In the owner's terminal, run <code>loopx-chat open</code>, or
+use the login URL that <code>loopx-chat serve</code> and <code>loopx-chat launchagent
+status</code> print.</p></body></html>
+"""
 
 
 @dataclass(frozen=True)
@@ -121,7 +176,26 @@ def from_error(exc: LoopxChatError) -> Response:
     gate = exc.to_dict()["gate"]
     if isinstance(gate, dict):
         gate = {k: without_paths(v) if isinstance(v, str) else v for k, v in gate.items()}
-    return error_response(status, exc.error_code, without_paths(exc.message), gate)
+    response = error_response(status, exc.error_code, without_paths(exc.message), gate)
+    retry = RETRY_AFTER_SEC.get(exc.error_code)
+    if retry is not None:
+        response = replace(response, headers=(*response.headers, ("Retry-After", str(retry))))
+    return response
+
+
+def unauthorized(headers: Mapping[str, str], path: str) -> Response:
+    """401 for a request without the owner's secret: a page saying how to get in for a
+    browser, a JSON error for a program. Neither names a goal, a session or the secret."""
+    challenge = (("WWW-Authenticate", 'Bearer realm="loopx-chat"'), ("Cache-Control", "no-store"))
+    if access.wants_html(headers, path):
+        return Response(401, UNAUTHORIZED_PAGE, "text/html; charset=utf-8", headers=challenge)
+    response = error_response(
+        401,
+        "unauthorized",
+        "this service answers its owner only: send the secret from the state dir as "
+        "`Authorization: Bearer ...`, or open the page with `loopx-chat open`",
+    )
+    return replace(response, headers=challenge)
 
 
 WORK_DIR_LIMIT = 4096
@@ -187,8 +261,19 @@ class _Worker:
 
 class ServiceApp:
     def __init__(
-        self, controller: ChatController, goals: GoalStore, *, port: int, work_dir: Path
+        self,
+        controller: ChatController,
+        goals: GoalStore,
+        *,
+        port: int,
+        work_dir: Path,
+        secret: str,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
+        if len(secret) < 43:
+            raise ValueError("the owner secret must carry at least 32 random bytes")
+        self.secret = secret
+        self._streams = threading.BoundedSemaphore(max_streams)
         self.controller = controller
         self.goals = goals
         self.port = port
@@ -209,10 +294,29 @@ class ServiceApp:
         refusal = host_refusal(headers.get("host"), self.port)
         if refusal:
             return error_response(403, "forbidden_host", refusal)
+        path, _, query = path.partition("?")
+        decision = access.decide(method, path, query, headers, self.secret)
+        if decision.access is Access.HEALTH:
+            return json_response(200, {"ok": True})
+        if decision.access is Access.REFUSED:
+            return unauthorized(headers, path)
+        if decision.access is Access.LOGIN:
+            return Response(
+                303,
+                b"",
+                "text/plain; charset=utf-8",
+                headers=(
+                    ("Location", "/"),
+                    ("Set-Cookie", access.login_cookie(self.secret)),
+                    ("Cache-Control", "no-store"),
+                    ("Referrer-Policy", "no-referrer"),
+                ),
+            )
         refusal = fetch_site_refusal(headers.get("sec-fetch-site"))
         if refusal:
             return error_response(403, "forbidden_request", refusal)
-        if method not in ("GET", "HEAD"):
+        writes = method not in ("GET", "HEAD")
+        if writes:
             refusal = origin_refusal(headers.get("origin"), self.port) or content_type_refusal(
                 headers.get("content-type")
             )
@@ -220,117 +324,144 @@ class ServiceApp:
                 return error_response(403, "forbidden_request", refusal)
         if len(body) > MAX_BODY:
             return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
-        path, _, query = path.partition("?")
         try:
+            if writes and decision.surface == "page":
+                # A cookie rides along with any request the browser makes to us; the token
+                # only our own page holds says the owner's page made this one.
+                self._check_csrf(headers)
             # HEAD is GET without the body (the server drops it).
-            return self._route("GET" if method == "HEAD" else method, path, body, headers, query)
+            request = Request("GET" if method == "HEAD" else method, path, query, headers, body)
+            return self._route(request, decision)
         except LoopxChatError as exc:
             return from_error(exc)
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
             return from_error(state_os_error(exc, exc.filename or "the state dir", writing=False))
         finally:
-            if method not in ("GET", "HEAD"):
+            if writes:
                 # A client reads its own writes: the next status read looks at the disk again.
                 self._status_cache.invalidate()
 
-    def _route(
-        self, method: str, path: str, body: bytes, headers: Mapping[str, str], query: str = ""
+    def _route(self, request: Request, decision: AccessDecision) -> Response:
+        allowed: list[str] = []
+        for route in ROUTES:
+            match = route.pattern.fullmatch(request.path)
+            if match is None:
+                continue
+            if route.method != request.method:
+                allowed.append(route.method)
+                continue
+            return getattr(self, route.handler)(request, decision, *match.groups())
+        if allowed:
+            return error_response(
+                405, "method_not_allowed", f"{request.method} is not allowed here"
+            )
+        return error_response(404, "not_found", "no such endpoint")
+
+    # -- routes ------------------------------------------------------------------------------
+    def _page(self, request: Request, decision: AccessDecision) -> Response:
+        status, _ = self._status_cache.get()
+        page = render_first_screen(
+            status,
+            self.page_actions(status),
+            codex_home_source=self.controller.binding.source,
+            csrf_token=self.csrf_token,
+            generated_at=_clock(),
+        )
+        return Response(
+            200,
+            page,
+            "text/html; charset=utf-8",
+            headers=(
+                ("Content-Security-Policy", CSP),
+                ("X-Frame-Options", "DENY"),
+                ("Cache-Control", "no-store"),
+            ),
+        )
+
+    def _script(self, request: Request, decision: AccessDecision) -> Response:
+        return Response(
+            200,
+            PAGE_SCRIPT.encode(),
+            "text/javascript; charset=utf-8",
+            headers=(("Content-Security-Policy", CSP), ("Cache-Control", "no-store")),
+        )
+
+    def _status_json(self, request: Request, decision: AccessDecision) -> Response:
+        status, body_bytes = self._status_cache.get()
+        if "viewer=owner" in request.query.split("&"):
+            record_owner_view(self.goals, status, "api_owner")
+        return Response(200, body_bytes)
+
+    def _capabilities(self, request: Request, decision: AccessDecision) -> Response:
+        return json_response(200, self.capabilities())
+
+    def _list_sessions(self, request: Request, decision: AccessDecision) -> Response:
+        listing = self.controller.store.list()
+        return json_response(
+            200,
+            {
+                "ok": True,
+                "sessions": [s.public_dict() for s in listing.sessions],
+                "problems": [
+                    {k: without_paths(v) for k, v in p.to_dict().items()} for p in listing.problems
+                ],
+            },
+        )
+
+    def _session(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
+        session_id = validate_session_id(session_id)
+        record = self.controller.store.load(session_id)
+        turns = self.controller.store.list_turns(session_id)
+        return json_response(
+            200,
+            {
+                "ok": True,
+                "session": record.public_dict(),
+                "turns": [t.public_dict() for t in turns],
+            },
+        )
+
+    def _resume(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
+        record = self.controller.resume_session(validate_session_id(session_id))
+        return json_response(200, {"ok": True, "session": record.public_dict()})
+
+    def _interrupt(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
+        session_id = validate_session_id(session_id)
+        turn = self.controller.interrupt_turn(session_id)
+        return json_response(
+            200, {"ok": True, "session_id": session_id, "turn": turn.public_dict()}
+        )
+
+    def _turns(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
+        return self._submit(validate_session_id(session_id), self._json(request.body))
+
+    def _session_events(
+        self, request: Request, decision: AccessDecision, session_id: str
     ) -> Response:
-        if path == "/" and method == "GET":
-            status, _ = self._status_cache.get()
-            page = render_first_screen(
-                status,
-                self.page_actions(status),
-                codex_home_source=self.controller.binding.source,
-                csrf_token=self.csrf_token,
-                generated_at=_clock(),
+        return self._events(validate_session_id(session_id))
+
+    def _open_route(self, request: Request, decision: AccessDecision) -> Response:
+        return self._open(self._json(request.body))
+
+    def _rendered_route(self, request: Request, decision: AccessDecision) -> Response:
+        if decision.surface != "page":
+            # The sixth metric's clock stops when a person's browser shows the blocker; a
+            # program saying so would forge it.
+            raise UsageError(
+                "only the owner's page reports what it rendered",
+                error_code="forbidden_request",
             )
-            return Response(
-                200,
-                page,
-                "text/html; charset=utf-8",
-                headers=(
-                    ("Content-Security-Policy", CSP),
-                    ("X-Frame-Options", "DENY"),
-                    ("Cache-Control", "no-store"),
-                ),
-            )
-        if path == SCRIPT_PATH and method == "GET":
-            return Response(
-                200,
-                PAGE_SCRIPT.encode(),
-                "text/javascript; charset=utf-8",
-                headers=(("Content-Security-Policy", CSP), ("Cache-Control", "no-store")),
-            )
-        if path == "/api/status/events" and method == "GET":
-            return self._status_events()
-        if path == "/api/status/rendered" and method == "POST":
-            self._check_csrf(headers)
-            return self._rendered(self._json(body))
-        gate_match = _GATE_DECISION_PATH.match(path)
-        if gate_match and method == "POST":
-            self._check_csrf(headers)
-            return self._decide(gate_match.group(1), gate_match.group(2), self._json(body))
-        if path == "/status.json" and method == "GET":
-            status, body_bytes = self._status_cache.get()
-            if "viewer=owner" in query.split("&"):
-                record_owner_view(self.goals, status, "api_owner")
-            return Response(200, body_bytes)
-        if path == "/api/chat/capabilities" and method == "GET":
-            return json_response(200, self.capabilities())
-        if path == "/api/chat/sessions":
-            if method == "GET":
-                listing = self.controller.store.list()
-                return json_response(
-                    200,
-                    {
-                        "ok": True,
-                        "sessions": [s.public_dict() for s in listing.sessions],
-                        "problems": [
-                            {k: without_paths(v) for k, v in p.to_dict().items()}
-                            for p in listing.problems
-                        ],
-                    },
-                )
-            if method == "POST":
-                return self._open(self._json(body))
-            return error_response(405, "method_not_allowed", f"{method} is not allowed here")
-        match = _SESSION_PATH.match(path)
-        if not match:
-            return error_response(404, "not_found", "no such endpoint")
-        session_id = validate_session_id(match.group(1))
-        action = match.group(2)
-        allowed = {
-            None: "GET",
-            "events": "GET",
-            "resume": "POST",
-            "turns": "POST",
-            "interrupt": "POST",
-        }
-        if method != allowed[action]:
-            return error_response(405, "method_not_allowed", f"{method} is not allowed here")
-        if action is None:
-            record = self.controller.store.load(session_id)
-            turns = self.controller.store.list_turns(session_id)
-            return json_response(
-                200,
-                {
-                    "ok": True,
-                    "session": record.public_dict(),
-                    "turns": [t.public_dict() for t in turns],
-                },
-            )
-        if action == "resume":
-            record = self.controller.resume_session(session_id)
-            return json_response(200, {"ok": True, "session": record.public_dict()})
-        if action == "interrupt":
-            turn = self.controller.interrupt_turn(session_id)
-            return json_response(
-                200, {"ok": True, "session_id": session_id, "turn": turn.public_dict()}
-            )
-        if action == "turns":
-            return self._submit(session_id, self._json(body))
-        return self._events(session_id)
+        return self._rendered(self._json(request.body))
+
+    def _decide_route(
+        self, request: Request, decision: AccessDecision, goal_id: str, gate_id: str
+    ) -> Response:
+        return self._decide(
+            goal_id, gate_id, self._json(request.body), actor=decision.actor or "owner-api"
+        )
+
+    def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
+        return self._status_events()
 
     # -- the first screen ----------------------------------------------------------------
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
@@ -401,10 +532,22 @@ class ServiceApp:
                 time.sleep(STATUS_POLL_SEC)
                 quiet += STATUS_POLL_SEC
 
+        return self._event_stream(stream())
+
+    def _event_stream(self, events: Iterator[bytes], on_close: Any = None) -> Response:
+        """An SSE response that holds one of the service's `max_streams` places until it ends
+        or its client goes; none left is `503 too_many_streams`, and nothing is subscribed."""
+        if not self._streams.acquire(blocking=False):
+            if on_close is not None:
+                on_close()
+            raise LoopxChatError(
+                "too many event streams are open on this service; close a page and retry",
+                error_code="too_many_streams",
+            )
         return Response(
             200,
             content_type="text/event-stream",
-            stream=stream(),
+            stream=HeldStream(events, self._streams.release, on_close),
             headers=(("Cache-Control", "no-store"),),
         )
 
@@ -416,8 +559,11 @@ class ServiceApp:
                 error_code="forbidden_request",
             )
 
-    def _decide(self, goal_id: str, gate_id: str, doc: Mapping[str, Any]) -> Response:
-        """A gate decision from the page, recorded exactly as `gate resolve` records it."""
+    def _decide(
+        self, goal_id: str, gate_id: str, doc: Mapping[str, Any], *, actor: str
+    ) -> Response:
+        """A gate decision from the page or a program, recorded as `gate resolve` records it,
+        with who made it (`owner-page`, `owner-api`, `owner-cli`)."""
         decision = doc.get("decision")
         reason = doc.get("reason")
         if decision not in DECISIONS:
@@ -425,7 +571,7 @@ class ServiceApp:
         if reason is not None and not isinstance(reason, str):
             raise UsageError("reason must be a string", error_code="usage_error")
         gate = self.goals.resolve_gate(
-            validate_goal_id(goal_id), gate_id, str(decision), reason or None
+            validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
         )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
@@ -499,7 +645,11 @@ class ServiceApp:
                 "python": ".".join(map(str, sys.version_info[:3])),
             },
             "codex": self._codex,
-            "codex_home": {"path": str(binding.path), "source": binding.source},
+            "codex_home": {
+                "path": str(binding.path),
+                "source": binding.source,
+                "id": home_identity(binding.path),
+            },
         }
 
     def _open(self, doc: dict[str, Any]) -> Response:
@@ -507,10 +657,23 @@ class ServiceApp:
         if not isinstance(goal_id, str) or not goal_id.strip():
             raise LoopxChatError("goal_id (a string) is required", error_code="usage_error")
         work_dir = doc.get("work_dir")
+        work = checked_work_dir(work_dir) if work_dir else self.work_dir
         mode = doc.get("mode", "new")
-        record = self.controller.open_session(
-            goal_id, checked_work_dir(work_dir) if work_dir else self.work_dir, mode=str(mode)
-        )
+        create_goal = doc.get("create_goal", False)
+        if not isinstance(create_goal, bool):
+            raise UsageError("create_goal must be true or false", error_code="usage_error")
+        gid = validate_goal_id(goal_id)
+        if not create_goal and not goal_exists(self.controller.store, self.goals, gid):
+            raise StateError(
+                f"no goal {gid}",
+                error_code="goal_not_found",
+                gate=Gate(
+                    summary="Sessions open only for goals that exist.",
+                    next_action="Start the goal first (`loopx-chat goal set GOAL --objective "
+                    'TEXT`), or send "create_goal": true to open its first session.',
+                ),
+            )
+        record = self.controller.open_session(gid, work, mode=str(mode))
         return json_response(201, {"ok": True, "session": record.public_dict()})
 
     def _submit(self, session_id: str, doc: dict[str, Any]) -> Response:
@@ -636,12 +799,45 @@ class ServiceApp:
             finally:
                 self.hub.unsubscribe(session_id, listener)
 
-        return Response(
-            200,
-            content_type="text/event-stream",
-            stream=stream(),
-            headers=(("Cache-Control", "no-store"),),
+        return self._event_stream(
+            stream(), on_close=lambda: self.hub.unsubscribe(session_id, listener)
         )
+
+
+class HeldStream:
+    """An event stream that gives its place back exactly once: when it ends, when its client
+    goes, or when the server closes it unread (HEAD)."""
+
+    def __init__(self, events: Iterator[bytes], release: Any, on_close: Any = None) -> None:
+        self._events = events
+        self._release = release
+        self._on_close = on_close
+        self._done = False
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        try:
+            return next(self._events)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self._done = True
+        try:
+            close = getattr(self._events, "close", None)
+            if close is not None:
+                close()
+            if self._on_close is not None:
+                self._on_close()
+        finally:
+            self._release()
 
 
 def _clock() -> str:

@@ -1,13 +1,19 @@
 """The HTTP shell of the local service: loopback sockets, request parsing, graceful stop.
 
 Owns binding (loopback only; anything else is `non_loopback_host`), reading at most 1 MiB
-of body (larger is refused before it is read), writing responses and SSE streams, request
-logging to stderr (method, path, status, milliseconds: never bodies), and SIGTERM: stop
-accepting, close the controller (active turns recorded as interrupted), exit 0.
+of body (larger is refused before it is read), the bounds every client shares (at most
+`max_connections` connections at once, beyond that a bare 503 and close; a request's line,
+headers and body read within `REQUEST_DEADLINE_SEC` in all, else the connection is closed),
+writing responses and SSE streams (HEAD: headers only), request logging to stderr (method,
+path, status, milliseconds: never bodies, queries or tokens; a failed connection is one
+escaped line, never a traceback), raising the open-file limit as far as the hard limit
+allows, and SIGTERM: stop accepting, close the controller (active turns recorded as
+interrupted), exit 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -26,6 +32,21 @@ from loopx_chat.service.app import (
 )
 from loopx_chat.service.security import LOOPBACK_BIND_HOSTS
 
+MAX_CONNECTIONS = 128
+REQUEST_DEADLINE_SEC = 10.0
+# What a LaunchAgent starts with is launchd's default soft limit of 256 open files: a few
+# hundred idle clients would leave the owner's page and codex no descriptors.
+OPEN_FILES_WANTED = 8192
+_BUSY_BODY = (
+    b'{"error": "too many connections", "error_code": "too_many_connections", "gate": null, '
+    b'"ok": false}'
+)
+_BUSY_REPLY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(_BUSY_BODY), _BUSY_BODY)
+)
+
 
 class LoopbackServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -34,7 +55,24 @@ class LoopbackServer(ThreadingHTTPServer):
     # here while handler threads start; the default 5 stalled them for seconds.
     request_queue_size = 128
 
-    def __init__(self, host: str, port: int, app_factory: Any) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        app_factory: Any,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        request_deadline: float = REQUEST_DEADLINE_SEC,
+    ) -> None:
+        self.max_connections = max_connections
+        self.request_deadline = request_deadline
+        self._connections = 0
+        self._connections_lock = threading.Lock()
+        # Sockets still reading a request, and when they must be done (one reaper thread
+        # closes late ones: a thread per connection would cost more than the check).
+        self._reading: dict[socket.socket, float] = {}
+        self._reaper: threading.Thread | None = None
+        self._closed = threading.Event()
         if host not in LOOPBACK_BIND_HOSTS:
             raise UsageError(
                 f"refusing to listen on {host!r}: loopx-chat serves loopback only "
@@ -50,6 +88,72 @@ class LoopbackServer(ThreadingHTTPServer):
     def port(self) -> int:
         return int(self.server_address[1])
 
+    # -- bounds --------------------------------------------------------------------------
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            full = self._connections >= self.max_connections
+            if not full:
+                self._connections += 1
+        if full:
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(_BUSY_REPLY)
+            self.shutdown_request(request)
+            log("connection refused: too many connections")
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.reading_done(request)
+            with self._connections_lock:
+                self._connections -= 1
+
+    @property
+    def connections(self) -> int:
+        return self._connections
+
+    def reading(self, conn: socket.socket) -> None:
+        """`conn` starts reading a request: it must have all of it within the deadline."""
+        with self._connections_lock:
+            self._reading[conn] = time.monotonic() + self.request_deadline
+            if self._reaper is None:
+                self._reaper = threading.Thread(
+                    target=self._reap, name="loopx-request-deadline", daemon=True
+                )
+                self._reaper.start()
+
+    def reading_done(self, conn: socket.socket) -> None:
+        with self._connections_lock:
+            self._reading.pop(conn, None)
+
+    def _reap(self) -> None:
+        while not self._closed.wait(0.25):
+            now = time.monotonic()
+            with self._connections_lock:
+                late = [c for c, deadline in self._reading.items() if deadline <= now]
+                for conn in late:
+                    del self._reading[conn]
+            for conn in late:
+                # The handler's blocked read returns at once, and it closes the connection.
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
+                log("connection closed: the request was not read within the deadline")
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed outside our handler's own checks: one line, no traceback
+        (a traceback names local paths, and a reset storm would flood the log)."""
+        import sys
+
+        exc = sys.exc_info()[1]
+        log(f"connection failed: {printable(type(exc).__name__ if exc else 'unknown')}")
+
 
 class _Handler(BaseHTTPRequestHandler):
     server: LoopbackServer
@@ -60,6 +164,19 @@ class _Handler(BaseHTTPRequestHandler):
     timeout = 60
     server_version = "loopx-chat"
     sys_version = ""
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.reading(self.connection)
+
+    def handle_one_request(self) -> None:
+        # A keep-alive connection waits for its next request on a fresh deadline.
+        self.server.reading(self.connection)
+        try:
+            super().handle_one_request()
+        except (ConnectionError, TimeoutError, OSError) as exc:
+            self.close_connection = True
+            log(f"connection failed: {printable(type(exc).__name__)}")
 
     def _handle(self) -> None:
         started = time.monotonic()
@@ -81,6 +198,12 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True  # the unread body must not be parsed as a request
         else:
             body = self.rfile.read(length) if length else b""
+            self.server.reading_done(self.connection)
+            if len(body) < length:  # the client went, or the deadline closed it
+                self.close_connection = True
+                path = printable(self.path.split("?")[0])
+                log(f"{printable(self.command)} {path} body cut short")
+                return
             try:
                 response = self.server.app.handle(self.command, self.path, headers, body)
             except Exception as exc:  # never a traceback to the client
@@ -104,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _send(self, response: Response) -> None:
+        if response.status == 503:
+            # Full: a client told to come back later must not keep the connection it holds.
+            self.close_connection = True
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("X-Content-Type-Options", "nosniff")
@@ -115,11 +241,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.close_connection = True
             try:
+                if self.command == "HEAD":
+                    return  # headers only; `finally` gives the stream's place back
                 for chunk in response.stream:
                     self.wfile.write(chunk)
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError, TimeoutError):
                 pass
+            finally:
+                close = getattr(response.stream, "close", None)
+                if close is not None:
+                    close()
             return
         self.send_header("Content-Length", str(len(response.body)))
         self.end_headers()
@@ -142,6 +274,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # our own log lines carry no query strings, bodies or raw request lines
+
+
+def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> tuple[int, int]:
+    """Raise the soft open-file limit toward `wanted`, never past the hard limit; returns
+    (before, after). A refusal leaves it as it was: the caps still hold the service up."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> None:
