@@ -186,16 +186,22 @@ def test_sessions_without_a_managed_thread_have_no_metadata_and_no_history(
     assert scripted.codex.hosts == []
 
 
-def test_a_host_that_ends_during_a_thread_request_is_let_go(
+def test_a_held_host_that_ends_during_a_history_read_is_replaced_by_the_next_turn(
     tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
     with _controller(tmp_path, home, scripted, Script(close_at=CloseAt("thread/read"))) as c:
         record = c.open_session("g", tmp_path)
         with pytest.raises(CodexError) as gone:
-            c.thread_request(record.session_id, "thread/read", {})
+            c.history(record.session_id)
         assert gone.value.error_code == "app_server_exited"
-        assert c.warm_pids() == {}
-    assert _lock_free(tmp_path, home, str(record.upstream_thread_id))
+        assert str(tmp_path / "state") in gone.value.message  # where its stderr log is
+        scripted.codex.script = Script()
+        again = c.submit_turn(record.session_id, "hi")
+        assert c.warm_pids() == {record.session_id: scripted.codex.hosts[1].pid}
+    assert again.turn.status == "completed"
+    assert scripted.codex.hosts[0].closed_by_client  # the dead one was let go, not kept
+    (resumed,) = scripted.codex.requests("thread/resume")
+    assert resumed["params"]["threadId"] == record.upstream_thread_id
 
 
 def test_a_host_that_ends_before_answering_turn_start_fails_the_turn_and_is_let_go(
@@ -365,3 +371,24 @@ def test_a_missing_default_home_is_created_and_a_missing_named_one_is_refused(
         c.open_session("g", tmp_path)
     assert (fake_home / ".codex").is_dir()
     assert scripted.codex.hosts[-1].launched.codex_home == (fake_home / ".codex").resolve()
+
+
+def test_closing_the_controller_interrupts_a_running_turn_and_records_it_first(
+    tmp_path: Path, home: Path, scripted: Scripted
+) -> None:
+    c = _controller(tmp_path, home, scripted, HANG)
+    record = c.open_session("g", tmp_path)
+    thread, box = _running(c, scripted, record.session_id, "long")
+    c.close(grace=10)
+    thread.join(timeout=30)
+    result = box["result"]
+    assert result.turn.status == "interrupted"  # type: ignore[attr-defined]
+    (interrupt,) = scripted.codex.requests("turn/interrupt")
+    assert interrupt["params"]["turnId"] == result.turn.upstream_turn_id  # type: ignore[attr-defined]
+    assert scripted.codex.hosts[0].closed_by_client and c.warm_pids() == {}
+    turns = SessionStore(tmp_path / "state").list_turns(record.session_id)
+    assert [t.status for t in turns] == ["interrupted"]
+    with pytest.raises(CodexError) as stopped:
+        c.open_session("g", tmp_path)  # a thread loaded after shutdown is let go at once
+    assert stopped.value.error_code == "controller_stopped"
+    assert scripted.codex.hosts[-1].closed_by_client
