@@ -9,8 +9,10 @@ What this script owns:
   * ``codex debug models``: the built-in catalog entry the real binary printed when recorded.
   * Fault injection, chosen by env ``FAKE_CODEX_SCENARIO`` (default ``ok``; see `SCENARIOS`), plus
     ``FAKE_CODEX_DEBUG_MODELS=fail|badjson`` for ``debug models``: the faults (a deaf process,
-    garbage or an endless line on stdout, a crash at a precise moment, a slow start) are code;
-    every message codex would send comes from a recording.
+    garbage or an endless line on stdout, a crash at a precise moment, an early exit) are code;
+    every message codex would send comes from a recording. Faults that need no process (an
+    answer that never comes, a refusal, another home, a slow start) are the in-process
+    scripted host's (scripted_host.py), not this program's.
   * An invocation log: every run appends ``{"argv","codex_home","cwd","pid"}`` as one JSON line to
     the file named by env ``FAKE_CODEX_LOG``, and later lines for approval decisions and
     ``debug models`` runs, so a test can assert how the controller spawned and answered it.
@@ -48,28 +50,18 @@ SCENARIOS = frozenset(
         "ok",
         "catalog_legacy",
         "catalog_legacy_always",
-        "catalog_legacy_always_debug_fail",
-        "thread_start_error",
-        "config_invalid",
-        "active_writer",
         "garbage",
         "hang_turn",
-        "hang_read",
-        "hang_turn_start",
         "stop_reading",
-        "slow_initialize",
         "crash_mid_turn",
-        "home_mismatch",
         "approval",
         "exit_early",
-        "debug_models_fail",
         "endless_line",
         "endless_line_mid_turn",
     }
 )
 
 NO_SUCH_THREAD = "no-such-thread"
-MISMATCHED_HOME = "/somewhere/else"
 CRASH_EXIT_CODE = 137
 
 # Lines the `garbage` scenario writes before every message: a real server never does this, but a
@@ -207,22 +199,16 @@ class FakeAppServer:
         self.scenario = scenario
         self.out = sys.stdout.buffer
         answers: dict[str, Answer] = {}
-        legacy_catalog = scenario in ("catalog_legacy_always", "catalog_legacy_always_debug_fail")
+        legacy_catalog = scenario == "catalog_legacy_always"
         if scenario == "catalog_legacy":
             legacy_catalog = not catalog_override_is_usable(overrides)
         config_error = "old_catalog" if legacy_catalog else None
-        if scenario == "config_invalid":
-            config_error = "config_invalid"
         if config_error is not None:
             answers = {
                 "initialize": Answer(config_error, "initialize"),
                 "thread/start": Answer(config_error, "thread/start"),
                 "thread/resume": Answer(config_error, "thread/start"),
             }
-        elif scenario == "thread_start_error":
-            answers = {"thread/start": Answer("errors", "thread/start", 1)}  # unrelated refusal
-        elif scenario == "active_writer":
-            answers = {"thread/resume": Answer("busy_thread", "thread/resume")}
         elif scenario == "hang_turn":
             answers = {"turn/start": Answer("steer", "turn/start")}  # active until interrupted
         elif scenario == "approval":
@@ -296,9 +282,6 @@ class FakeAppServer:
                 return
             if method == "thread/resume" and thread_id == NO_SUCH_THREAD and not config_error:
                 answer = NO_ROLLOUT
-            elif method == "thread/read" and self.scenario == "hang_read":
-                if thread_id not in self.talk.threads:
-                    return  # a read from disk that never answers
             elif method == "turn/start":
                 self.turn_start(message, answer)
                 return
@@ -311,16 +294,9 @@ class FakeAppServer:
     def initialize(self, message: dict[str, Any], answer: Answer) -> None:
         if self.scenario == "endless_line":
             self.endless_line()
-        if self.scenario == "slow_initialize":
-            time.sleep(3)
-        for reply in self.talk.play(answer, message):
-            if self.scenario == "home_mismatch" and isinstance(reply.get("result"), dict):
-                reply["result"]["codexHome"] = MISMATCHED_HOME
-            self.send(reply)
+        self.play(answer, message)
 
     def turn_start(self, message: dict[str, Any], answer: Answer) -> None:
-        if self.scenario == "hang_turn_start":
-            return  # never answers turn/start
         log_event({"turn_start": True, "steer": False})
         if self.scenario == "endless_line_mid_turn":
             self.play(answer, message, stop_after=_method_is("turn/started"))
@@ -356,10 +332,10 @@ class FakeAppServer:
 # --------------------------------------------------------------------------------- main
 
 
-def debug_models(scenario: str) -> int:
+def debug_models() -> int:
     log_event({"debug_models": True, "codex_home": os.environ.get("CODEX_HOME")})
     mode = os.environ.get("FAKE_CODEX_DEBUG_MODELS", "")
-    if scenario in ("debug_models_fail", "catalog_legacy_always_debug_fail") or mode == "fail":
+    if mode == "fail":
         sys.exit(2)  # the exit code is what the controller reads; no text needed
     if mode == "badjson":
         sys.stdout.write("not json\n")
@@ -395,7 +371,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(f"codex-cli {pinned_version()}\n")
         return 0
     if invocation.command == ["debug", "models"]:
-        return debug_models(scenario)
+        return debug_models()
     if invocation.command == ["app-server"]:
         return FakeAppServer(scenario, invocation.overrides).run()
     shown = " ".join(invocation.command) or "(none)"
