@@ -1,33 +1,30 @@
 """Shared fixtures: the pinned real codex, the loopback model mock, the fake codex, the
-scripted in-process host."""
+in-process scripted host.
+
+Fixtures only; the functions and classes tests share live in `tests/helpers/`. The tests under
+`tests/integration/` get the `codex` marker from its conftest; a test elsewhere that needs the
+pinned real codex (it uses `codex_bin`, directly or through another fixture) gets it here.
+"""
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 import sys
-import threading
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from loopx_chat.codex.app_server import AppServerProcess
-from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
-from loopx_chat.codex.thread import HostLaunch, ThreadOptions, Timeouts
-from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
-from loopx_chat.state.session_store import SessionStore
-from tests.fakes.scripted_host import Script, ScriptedCodex
+from loopx_chat.model_mock.responses import MockResponsesServer
+from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
+from tests.helpers.markers import in_integration, mark_real_codex
+from tests.helpers.paths import PINNED_CODEX
 
-ROOT = Path(__file__).resolve().parent.parent
-PINNED_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"
-FAKE_CODEX = Path(__file__).resolve().parent / "fakes" / "fake_codex.py"
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    mark_real_codex(item for item in items if not in_integration(item))
 
 
 @pytest.fixture(scope="session")
@@ -64,74 +61,6 @@ def base_env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
-def real_launch(
-    codex_bin: str, home: Path, work: Path, env: dict[str, str], log: Path, **changes: Any
-) -> HostLaunch:
-    """A launch of the pinned codex on `home`, for tests that open a thread without a
-    controller (another client of the same home, a hook around the spawn)."""
-    return HostLaunch(
-        executable=find_codex(codex_bin, env).path,
-        codex_home=home,
-        work_dir=work,
-        environ=env,
-        log_path=log,
-        options=ThreadOptions(),
-        timeouts=Timeouts(),
-        **changes,
-    )
-
-
-def raw_app_server(
-    codex_bin: str, home: Path, work: Path, env: dict[str, str], log: Path
-) -> AppServerProcess:
-    """An app-server of the pinned codex on `home`, spoken to directly (no controller)."""
-    return AppServerProcess.spawn(
-        executable=find_codex(codex_bin, env).path,
-        codex_home=home,
-        work_dir=work,
-        environ=env,
-        stderr_log=log,
-    )
-
-
-def make_controller(
-    state: Path,
-    home: Path,
-    env: dict[str, str],
-    codex_bin: str,
-    config: ControllerConfig | None = None,
-) -> ChatController:
-    return ChatController(
-        store=SessionStore(state),
-        environ={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
-        cwd=state.parent,
-        codex_bin=codex_bin,
-        config=config,
-    )
-
-
-@dataclass
-class FakeCodex:
-    """An executable `codex` that runs tests/fakes/fake_codex.py, plus its invocation log."""
-
-    bin: Path
-    log: Path
-
-    def env(self, scenario: str = "ok", **extra: str) -> dict[str, str]:
-        return {"FAKE_CODEX_SCENARIO": scenario, "FAKE_CODEX_LOG": str(self.log), **extra}
-
-    def entries(self) -> list[dict[str, Any]]:
-        if not self.log.exists():
-            return []
-        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
-
-    def app_servers(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if e.get("argv", [None])[0] == "app-server"]
-
-    def debug_model_runs(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries() if e.get("debug_models")]
-
-
 @pytest.fixture
 def fake_codex(tmp_path: Path) -> FakeCodex:
     bindir = tmp_path / "fakebin"
@@ -142,72 +71,13 @@ def fake_codex(tmp_path: Path) -> FakeCodex:
     return FakeCodex(bin=exe, log=tmp_path / "fake-codex.log")
 
 
-@dataclass
-class Scripted:
-    """The in-process scripted host (tests/fakes/scripted_host.py) and a `codex` to name as
-    the binary that only records that it ran: a test on the scripted host spawns nothing."""
-
-    codex: ScriptedCodex
-    bin: Path
-    ran: Path
-
-    def spawned(self) -> list[str]:
-        return self.ran.read_text().splitlines() if self.ran.exists() else []
-
-    def controller(
-        self,
-        root: Path,
-        home: Path,
-        script: Script | None = None,
-        config: ControllerConfig | None = None,
-    ) -> ChatController:
-        """A controller on `root`/state whose app-servers are scripted hosts; later hosts
-        follow `script` (a host keeps the script it started with)."""
-        self.codex.script = script or Script()
-        return ChatController(
-            store=SessionStore(root / "state"),
-            environ={
-                "PATH": os.environ["PATH"],
-                "CODEX_HOME": str(root / "ambient"),
-                "LOOPX_CHAT_CODEX_HOME": str(home),
-            },
-            cwd=root,
-            codex_bin=str(self.bin),
-            config=config,
-            connect=self.codex,
-        )
-
-
 @pytest.fixture
 def scripted(tmp_path: Path) -> Scripted:
+    """The in-process scripted host, and a `codex` to name that only records that it ran."""
     bindir = tmp_path / "scriptedbin"
     bindir.mkdir()
     ran = tmp_path / "scripted-codex-ran.log"
     exe = bindir / "codex"
     exe.write_text(f'#!/bin/sh\necho "$*" >> "{ran}"\nexit 99\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    return Scripted(codex=ScriptedCodex(), bin=exe, ran=ran)
-
-
-def run_in_thread(fn: Callable[[], Any]) -> tuple[threading.Thread, dict[str, object]]:
-    """Run `fn` (a blocking turn) on a thread; its result or exception lands in the box."""
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["result"] = fn()
-        except BaseException as exc:  # reported through the box
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, box
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
+    return Scripted(bin=exe, ran=ran)

@@ -1,10 +1,10 @@
 """The codex adapter and controller against faults on demand.
 
 Faults that need no real process run on the in-process scripted host
-(tests/fakes/scripted_host.py, through the adapter's `connect` seam): it replays the recorded
-transcripts, and records every host started and every message it received. Faults of a real
-process (its argv and environment, pipes, exits, a catalog run) use the subprocess fake
-(tests/fakes/fake_codex.py), which logs every invocation (argv, CODEX_HOME, cwd), so those
+(tests/helpers/fakes/scripted_host.py, through the adapter's `connect` seam): it replays the
+recorded transcripts, and records every host started and every message it received. Faults of
+a real process (its argv and environment, pipes, exits, a catalog run) use the subprocess fake
+(tests/helpers/fakes/fake_codex.py), which logs every invocation (argv, CODEX_HOME, cwd), so those
 tests assert exactly how processes were spawned, retried or not spawned at all.
 """
 
@@ -31,9 +31,10 @@ from loopx_chat.controller.warm_threads import WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import FakeCodex, Scripted, run_in_thread, wait_for
-from tests.fakes.replay import Answer, recorded_reply
-from tests.fakes.scripted_host import Script
+from tests.helpers.fakes import FakeCodex, Scripted
+from tests.helpers.fakes.replay import Answer, recorded_reply
+from tests.helpers.fakes.scripted_host import Script
+from tests.helpers.waiting import run_in_thread, wait_for
 
 
 @pytest.fixture
