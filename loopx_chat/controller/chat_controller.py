@@ -10,7 +10,9 @@ Owns the orchestration rules of the spec's "Managed Codex home ownership":
 - turn records are compact; agent text only streams to the caller.
 
 It never mutates the process environment and never spawns anything itself: the codex
-adapter does. Interrupts from another process arrive as a marker file in the session folder.
+adapter does, through the `connect` factory it is given (`AppServerProcess.spawn` unless a
+test passes an in-process host; see `codex/host_connection.py`). Interrupts from another
+process arrive as a marker file in the session folder.
 Which threads stay loaded between turns, and when they are let go, is `warm_threads`.
 """
 
@@ -26,9 +28,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from loopx_chat.codex.app_server import AppServerProcess, ProcessGone, RpcError
+from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
 from loopx_chat.codex.errors_map import classify_rpc_error
+from loopx_chat.codex.host_connection import (
+    ConnectionFactory,
+    HostConnection,
+    ProcessGone,
+    RpcError,
+)
 from loopx_chat.codex.thread import (
     CodexThread,
     HostLaunch,
@@ -129,7 +137,7 @@ class _Host(Protocol):
     """What `_spawn` registers: a started app-server and the thread it loaded, if any."""
 
     @property
-    def proc(self) -> AppServerProcess: ...
+    def proc(self) -> HostConnection: ...
 
     @property
     def thread_id(self) -> str | None: ...
@@ -149,13 +157,17 @@ class ChatController:
         cwd: Path,
         codex_bin: str | None = None,
         config: ControllerConfig | None = None,
+        connect: ConnectionFactory = AppServerProcess.spawn,
     ) -> None:
+        """`connect` starts each app-server: the real subprocess unless a test passes an
+        in-process host (the seam of `codex/host_connection.py`)."""
         # Capture once; the service's startup environment is not session identity.
         self._environ: dict[str, str] = dict(environ)
         self.binding: CodexHomeBinding = resolve_codex_home(self._environ, cwd)
         self.store = store
         self.config = config or ControllerConfig()
         self._codex_bin = codex_bin
+        self._connect = connect
         self._binary: CodexBinary | None = None
         self._home_lock = HomeLock(store.root, self.binding.path)
         self._registry = AppServerRegistry(store.root)
@@ -295,6 +307,7 @@ class ChatController:
             options=self.config.options,
             timeouts=self.config.timeouts,
             while_starting=self._while_codex_starts,
+            connect=self._connect,
         )
         # A place under the warm cap first: refused as `busy` before anything is spawned.
         # The caller's `add` (or its failure path's `unreserve`) ends the reservation.
