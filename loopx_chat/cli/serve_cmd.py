@@ -48,7 +48,7 @@ from loopx_chat.state.service_runtime import (
     default=4,
     show_default=True,
     help="Codex app-servers kept loaded at once (the least recently used idle one closes "
-    "first; beyond it with all busy: 503 busy).",
+    "first; beyond it with all busy: refused as busy).",
 )
 @click.option(
     "--max-running",
