@@ -146,6 +146,8 @@ ERROR_CODES: frozenset[str] = frozenset(
         "turn_not_accepted",
         "listen_failed",
         "non_loopback_host",
+        # the CLI through the running service
+        "service_lost",
         # usage
         "usage_error",
     }

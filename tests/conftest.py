@@ -162,3 +162,73 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+@dataclass
+class RunningService:
+    """A `loopx-chat serve` process of the tests, its port and its log."""
+
+    proc: Any
+    port: int
+    state: Path
+    log: Path
+
+    def served(self) -> list[str]:
+        """The request lines it logged so far (`POST /api/... 200 3ms`)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return [line for line in text.splitlines() if " /api/" in line]
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@pytest.fixture
+def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
+    """Start `loopx-chat serve` on a free port for a state dir, a home and an environment;
+    ready once its `service.json` names it. Every one started is stopped at the end."""
+    import socket
+    import subprocess
+
+    from loopx_chat.service.runtime_files import read_runtime
+
+    started: list[RunningService] = []
+
+    def start(state: Path, home: Path, env: dict[str, str], codex_bin: str) -> RunningService:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        log = tmp_path / f"serve-{len(started)}.log"
+        with log.open("wb") as err:
+            proc = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
+                    *("--codex-bin", codex_bin, "serve", "--port", str(port)),
+                ],
+                env={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+            )
+        service = RunningService(proc=proc, port=port, state=state, log=log)
+        started.append(service)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            runtime = read_runtime(state)
+            if runtime is not None and runtime.pid == proc.pid:
+                return service
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"serve did not start: {log.read_text(errors='replace')[-2000:]}")
+
+    yield start
+    for service in started:
+        service.stop()

@@ -16,6 +16,7 @@ from loopx_chat.cli.context import (
     read_json_input,
     renders_errors,
 )
+from loopx_chat.cli.delegation import service_for
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.errors import StateError, UsageError
@@ -157,7 +158,11 @@ def gate_request(
 def gate_resolve(
     cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
 ) -> None:
-    """Approve or reject GATE_ID."""
+    """Approve or reject GATE_ID (through the running service when one of ours is up)."""
+    service = service_for(cli)
+    if service is not None:
+        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json)
+        return
     resolved = _goals(cli).resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
     _emit_gate(resolved.to_dict(), as_json)
 

@@ -102,9 +102,7 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-    threading.Thread(
-        target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
-    ).start()
+    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     try:
         write_runtime(
             cli.state_dir,

@@ -55,7 +55,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
         {"goal_id", "session_id", "thread_id", "same_work", "same_by"}
     ),
     "gate_requested": frozenset({"goal_id", "gate_id", "blocking"}),
-    "gate_resolved": frozenset({"goal_id", "gate_id", "decision"}),
+    "gate_resolved": frozenset({"goal_id", "gate_id", "decision", "actor"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),
     "blocker_displayed": frozenset({"goal_id", "blocker_ref", "surface"}),
     "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds", "position"}),

@@ -1,0 +1,128 @@
+"""Whether a command runs here or in the owner's running service, and the two ways it runs.
+
+Owns the choice: `service_for(cli)` is the running service of this state dir serving the
+Codex home this CLI resolved (found through `service.json`, checked by its `capabilities`),
+or None: `--direct`, no service, or one skipped with a one-line note on stderr (stale file,
+no answer in 1 s, another home). `chat_backend(ctx)` is what `chat new|send|resume|interrupt`
+call: the service through `service.client`, or a controller in this process. Both answer
+with the same plain documents, so the commands render one way, whichever ran.
+
+It loads the controller only on the direct path, and the service client only when a
+`service.json` is there; it never talks to a service that failed the identity check.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import click
+
+from loopx_chat.cli.context import CliContext
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ChatController
+    from loopx_chat.service.client import ServiceClient
+
+# `chat` options the service does not take per turn (its turns run with its own settings).
+CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout")
+
+
+def _note(text: str) -> None:
+    click.echo(f"[loopx-chat] {text}", err=True)
+
+
+def _runtime_file_exists(cli: CliContext) -> bool:
+    # A stat, before anything of the service is imported: most commands find no service.
+    # The name is `runtime_files.RUNTIME_FILE` (the delegation tests find a service by it).
+    return os.path.exists(cli.state_dir / "service.json")
+
+
+def service_for(cli: CliContext) -> ServiceClient | None:
+    """The owner's running service for this state dir and home, or None (run here)."""
+    if cli.direct or not _runtime_file_exists(cli):
+        return None
+    from loopx_chat.service.client import ServiceClient, Skipped, find_service
+
+    found = find_service(cli.state_dir, cli.binding().path)
+    if isinstance(found, Skipped):
+        _note(f"not using the service: {found.note}; running here")
+        return None
+    return found if isinstance(found, ServiceClient) else None
+
+
+class DirectChat:
+    """The chat calls on a controller in this process."""
+
+    def __init__(self, controller: ChatController) -> None:
+        self.controller = controller
+
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        return self.controller.open_session(goal_id, Path(work_dir)).public_dict()
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        return self.controller.resume_session(session_id).public_dict()
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return self.controller.interrupt_turn(session_id).public_dict()
+
+    def submit_turn(
+        self,
+        session_id: str,
+        text: str,
+        client_turn_id: str | None,
+        *,
+        on_delta: Callable[[str], None],
+        on_started: Callable[[str], None],
+    ) -> dict[str, Any]:
+        result = self.controller.submit_turn(
+            session_id,
+            text,
+            client_turn_id=client_turn_id,
+            on_delta=on_delta,
+            on_started=lambda turn: on_started(turn.turn_id),
+        )
+        return {
+            "session_id": result.session.session_id,
+            "thread_id": result.session.upstream_thread_id,
+            "created": result.created,
+            "turn": result.turn.public_dict(),
+        }
+
+
+# What the chat commands call: the same methods, each answering with a plain document.
+ChatBackend: TypeAlias = "DirectChat | ServiceClient"
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def chat_backend(ctx: click.Context) -> Iterator[ChatBackend]:
+    """The service when one of ours is up (and no per-turn `chat` option asks otherwise),
+    else a controller here; SIGTERM unwinds through either (a delegated turn is then
+    interrupted in the service, as a direct one is stopped here)."""
+    cli: CliContext = ctx.obj
+    given = ctx.meta.get("chat_options_given", ())
+    service = None
+    if given and not cli.direct and _runtime_file_exists(cli):
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        _note(f"not using the service: it runs turns with its own settings, not {flags}")
+    else:
+        service = service_for(cli)
+    if service is None:
+        from loopx_chat.cli.controller_scope import command_controller
+
+        with command_controller(ctx) as controller:
+            yield DirectChat(controller)
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield service
+    finally:
+        signal.signal(signal.SIGTERM, previous)

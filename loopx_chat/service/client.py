@@ -1,0 +1,262 @@
+"""The owner's programs as clients of the running service: find it, check it, call it.
+
+Owns finding the service of a state dir (`service.json`, the owner's secret), the identity
+check (its `capabilities` must name the Codex home the caller resolved, else it is not ours),
+and the calls the CLI delegates: open a session, run a turn streamed from its first delta
+(`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, resolve a gate. Every
+request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
+
+It uses the standard library only (`http.client`), so a delegating CLI command loads no
+controller, no state layer, no filelock. It never prints, logs or returns the secret; a
+service it does not use is said in one line (`Skipped.note`) and nothing is sent to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.errors import Gate, LoopxChatError
+from loopx_chat.service.runtime_files import (
+    RUNTIME_FILE,
+    ServiceRuntime,
+    home_identity,
+    read_runtime,
+    read_secret,
+)
+
+PROBE_TIMEOUT_SEC = 1.0  # a service that does not answer its identity in this long is skipped
+CALL_TIMEOUT_SEC = 120.0  # opening a session may start an app-server
+# Between two events of a streamed turn: the service sends a keepalive every 15 s.
+STREAM_GAP_SEC = 60.0
+INTERRUPT_ON_EXIT_SEC = 2.0
+SURFACE = "cli"
+
+
+class ServiceLost(LoopxChatError):
+    """The service went away in the middle of a call."""
+
+    default_code = "service_lost"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A service.json was there, but the service is not used; `note` says why, in one line."""
+
+    note: str
+
+
+def runtime_file(state_dir: Path) -> Path:
+    return state_dir / RUNTIME_FILE
+
+
+def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped | None:
+    """The service of `state_dir` serving `codex_home`, ready to call; `Skipped` when a
+    service.json is there but the service is stale, silent, or someone else's; None when no
+    service was ever started (or it stopped cleanly: its file is gone)."""
+    listed = read_runtime(state_dir, check_process=False)
+    if listed is None:
+        return None
+    runtime = read_runtime(state_dir)
+    if runtime is None:
+        return Skipped(f"service.json names pid {listed.pid}, which is gone (a stale file)")
+    where = f"the service on port {runtime.port}"
+    try:
+        secret = read_secret(state_dir)
+    except ValueError:
+        return Skipped(f"{where} has a secret file this user cannot trust")
+    if secret is None:
+        return Skipped(f"{where} has no secret file")
+    client = ServiceClient(runtime, secret)
+    try:
+        status, doc = client.call("GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC)
+    except (OSError, http.client.HTTPException, ValueError):
+        return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
+    if status != 200:
+        return Skipped(f"{where} refused this user ({status})")
+    home = doc.get("codex_home") if isinstance(doc, dict) else None
+    if not isinstance(home, dict) or home.get("id") != home_identity(codex_home):
+        return Skipped(f"{where} serves another Codex home")
+    return client
+
+
+def _error(doc: object, status: int) -> LoopxChatError:
+    """The service's JSON error as the error the direct path raises (same code, message,
+    remedy)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("error_code"), str):
+        return ServiceLost(f"the service answered {status} without an error document")
+    gate = doc.get("gate")
+    remedy = None
+    if isinstance(gate, dict):
+        remedy = Gate(
+            summary=str(gate.get("summary", "")), next_action=str(gate.get("next_action", ""))
+        )
+    return LoopxChatError(str(doc.get("error", "")), error_code=doc["error_code"], gate=remedy)
+
+
+def _events(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+    """The server-sent events of a response, each as its JSON data (keepalives skipped)."""
+    data: list[bytes] = []
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            event = json.loads(b"\n".join(data))
+            data = []
+            if isinstance(event, dict):
+                yield event
+
+
+class ServiceClient:
+    """Calls to one running service, as its owner's CLI."""
+
+    def __init__(self, runtime: ServiceRuntime, secret: str) -> None:
+        self.runtime = runtime
+        self._secret = secret
+
+    def __repr__(self) -> str:  # never the secret
+        return f"ServiceClient(port={self.runtime.port}, pid={self.runtime.pid})"
+
+    def _headers(self, accept: str) -> dict[str, str]:
+        return {
+            "Authorization": f"Bearer {self._secret}",
+            "X-Loopx-Surface": SURFACE,
+            "Accept": accept,
+            "Content-Type": "application/json",
+        }
+
+    def _open(
+        self, method: str, path: str, body: Mapping[str, Any] | None, accept: str, timeout: float
+    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.runtime.port, timeout=timeout)
+        payload = json.dumps(body).encode() if body is not None else None
+        try:
+            conn.request(method, path, body=payload, headers=self._headers(accept))
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = CALL_TIMEOUT_SEC,
+    ) -> tuple[int, Any]:
+        """(HTTP status, JSON document) of one request; transport errors as they come."""
+        conn, response = self._open(method, path, body, "application/json", timeout)
+        try:
+            return response.status, json.loads(response.read() or b"null")
+        finally:
+            conn.close()
+
+    def _checked(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        try:
+            status, doc = self.call(method, path, body)
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} stopped answering "
+                f"({type(exc).__name__}); run the command again (with --direct to run it here)"
+            ) from None
+        if status >= 300 or not isinstance(doc, dict) or doc.get("ok") is not True:
+            raise _error(doc, status)
+        return doc
+
+    # -- what the CLI delegates ----------------------------------------------------------
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        """A new session for GOAL (made if new, as `chat new` does): its public record."""
+        body = {"goal_id": goal_id, "work_dir": work_dir, "create_goal": True}
+        return dict(self._checked("POST", "/api/chat/sessions", body)["session"])
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/resume")["session"])
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")["turn"])
+
+    def resolve_gate(
+        self, goal_id: str, gate_id: str, decision: str, reason: str | None
+    ) -> dict[str, Any]:
+        path = f"/api/goals/{goal_id}/gates/{gate_id}/decision"
+        body = {"decision": decision, "reason": reason}
+        return dict(self._checked("POST", path, body)["gate"])
+
+    def submit_turn(
+        self,
+        session_id: str,
+        text: str,
+        client_turn_id: str | None,
+        *,
+        on_delta: Callable[[str], None],
+        on_started: Callable[[str], None],
+    ) -> dict[str, Any]:
+        """Run one turn in the service and stream it: `on_started(turn_id)` once codex has
+        it, `on_delta` for every piece of the reply; the result document (session_id,
+        thread_id, created, turn) at the end. Ending this process mid-turn (Ctrl-C, SIGTERM)
+        asks the service to interrupt the turn, as the direct path would stop it."""
+        path = f"/api/chat/sessions/{session_id}/turns"
+        body = {"text": text, "client_turn_id": client_turn_id}
+        try:
+            conn, response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
+        except (OSError, http.client.HTTPException) as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} did not take the turn "
+                f"({type(exc).__name__}); run it again (with --direct to run it here)"
+            ) from None
+        started = False
+        try:
+            if response.status != 200:
+                try:
+                    doc = json.loads(response.read() or b"null")
+                except ValueError:
+                    doc = None
+                raise _error(doc, response.status)
+            for event in _events(response):
+                kind = event.get("type")
+                if kind == "delta":
+                    on_delta(str(event.get("delta", "")))
+                elif kind == "status" and event.get("status") == "running" and not started:
+                    started = True
+                    on_started(str(event.get("turn_id")))
+                elif kind == "result":
+                    started = False  # over: nothing to interrupt on the way out
+                    return event
+                elif kind == "error":
+                    started = False
+                    raise _error(event, 500)
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} ended the turn's stream early; "
+                f"`loopx-chat sessions show {session_id}` says how the turn ended"
+            )
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} stopped answering mid-turn "
+                f"({type(exc).__name__}); `loopx-chat sessions show {session_id}` says how "
+                "the turn ended"
+            ) from None
+        except BaseException:
+            if started:  # this process is ending mid-turn: the turn ends with it
+                self._interrupt_quietly(session_id)
+            raise
+        finally:
+            conn.close()
+
+    def _interrupt_quietly(self, session_id: str) -> None:
+        # The service gone too: its turn ended with it.
+        with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+            self.call(
+                "POST",
+                f"/api/chat/sessions/{session_id}/interrupt",
+                timeout=INTERRUPT_ON_EXIT_SEC,
+            )
