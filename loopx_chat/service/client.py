@@ -6,16 +6,19 @@ and the calls the CLI delegates: open a session, run a turn streamed from its fi
 (`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, resolve a gate. Every
 request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
 
-It uses the standard library only (`http.client`), so a delegating CLI command loads no
-controller, no state layer, no filelock. It never prints, logs or returns the secret; a
+It speaks HTTP/1.1 over a plain socket (one request per connection, `Connection: close`):
+the service is ours and answers with `Content-Length` or, for a stream, until it closes, so
+`http.client` (and the `email` parser and `ssl` it loads, a third of a delegated command's
+imports) is not needed. Standard library only: a delegating CLI command loads no controller,
+no state layer, no filelock, no psutil. It never prints, logs or returns the secret; a
 service it does not use is said in one line (`Skipped.note`) and nothing is sent to it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import http.client
 import json
+import socket
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +39,9 @@ CALL_TIMEOUT_SEC = 120.0  # opening a session may start an app-server
 STREAM_GAP_SEC = 60.0
 INTERRUPT_ON_EXIT_SEC = 2.0
 SURFACE = "cli"
+_LINE_LIMIT = 64 << 10
+# What a transport failure looks like: the socket's errors, or an answer that is not HTTP.
+TRANSPORT_ERRORS = (OSError, ValueError)
 
 
 class ServiceLost(LoopxChatError):
@@ -62,7 +68,8 @@ def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped |
     listed = read_runtime(state_dir, check_process=False)
     if listed is None:
         return None
-    runtime = read_runtime(state_dir)
+    # Only the pid: the secret-authenticated identity check below is what says it is ours.
+    runtime = read_runtime(state_dir, start_time=False)
     if runtime is None:
         return Skipped(f"service.json names pid {listed.pid}, which is gone (a stale file)")
     where = f"the service on port {runtime.port}"
@@ -75,7 +82,7 @@ def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped |
     client = ServiceClient(runtime, secret)
     try:
         status, doc = client.call("GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC)
-    except (OSError, http.client.HTTPException, ValueError):
+    except TRANSPORT_ERRORS:
         return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
     if status != 200:
         return Skipped(f"{where} refused this user ({status})")
@@ -99,7 +106,44 @@ def _error(doc: object, status: int) -> LoopxChatError:
     return LoopxChatError(str(doc.get("error", "")), error_code=doc["error_code"], gate=remedy)
 
 
-def _events(response: http.client.HTTPResponse) -> Iterator[dict[str, Any]]:
+class _Reply:
+    """One response read off its socket: the status, the headers, then the body or lines."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._file = sock.makefile("rb")
+        parts = self._file.readline(_LINE_LIMIT).split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise ValueError("not an HTTP response")
+        self.status = int(parts[1])
+        self.headers: dict[str, str] = {}
+        while True:
+            line = self._file.readline(_LINE_LIMIT)
+            if not line.endswith(b"\n"):
+                raise ValueError("the response's headers were cut short")
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+
+    def readline(self) -> bytes:
+        return self._file.readline(_LINE_LIMIT)
+
+    def read(self) -> bytes:
+        length = self.headers.get("content-length")
+        if length is not None and length.isdigit():
+            body = self._file.read(int(length))
+            if len(body) < int(length):
+                raise ValueError("the response's body was cut short")
+            return body
+        return self._file.read()
+
+    def close(self) -> None:
+        self._file.close()
+        self._sock.close()
+
+
+def _events(response: _Reply) -> Iterator[dict[str, Any]]:
     """The server-sent events of a response, each as its JSON data (keepalives skipped)."""
     data: list[bytes] = []
     while True:
@@ -126,24 +170,28 @@ class ServiceClient:
     def __repr__(self) -> str:  # never the secret
         return f"ServiceClient(port={self.runtime.port}, pid={self.runtime.pid})"
 
-    def _headers(self, accept: str) -> dict[str, str]:
-        return {
-            "Authorization": f"Bearer {self._secret}",
-            "X-Loopx-Surface": SURFACE,
-            "Accept": accept,
-            "Content-Type": "application/json",
-        }
-
     def _open(
         self, method: str, path: str, body: Mapping[str, Any] | None, accept: str, timeout: float
-    ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.runtime.port, timeout=timeout)
-        payload = json.dumps(body).encode() if body is not None else None
+    ) -> _Reply:
+        """Send one request; the response once its headers are in (`timeout` per read)."""
+        port = self.runtime.port
+        payload = json.dumps(body).encode() if body is not None else b""
+        head = (
+            f"{method} {path} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {self._secret}\r\n"
+            f"X-Loopx-Surface: {SURFACE}\r\n"
+            f"Accept: {accept}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         try:
-            conn.request(method, path, body=payload, headers=self._headers(accept))
-            return conn, conn.getresponse()
+            sock.sendall(head.encode("ascii") + payload)
+            return _Reply(sock)
         except BaseException:
-            conn.close()
+            sock.close()
             raise
 
     def call(
@@ -155,16 +203,16 @@ class ServiceClient:
         timeout: float = CALL_TIMEOUT_SEC,
     ) -> tuple[int, Any]:
         """(HTTP status, JSON document) of one request; transport errors as they come."""
-        conn, response = self._open(method, path, body, "application/json", timeout)
+        response = self._open(method, path, body, "application/json", timeout)
         try:
             return response.status, json.loads(response.read() or b"null")
         finally:
-            conn.close()
+            response.close()
 
     def _checked(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         try:
             status, doc = self.call(method, path, body)
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ServiceLost(
                 f"the service on port {self.runtime.port} stopped answering "
                 f"({type(exc).__name__}); run the command again (with --direct to run it here)"
@@ -208,8 +256,8 @@ class ServiceClient:
         path = f"/api/chat/sessions/{session_id}/turns"
         body = {"text": text, "client_turn_id": client_turn_id}
         try:
-            conn, response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
-        except (OSError, http.client.HTTPException) as exc:
+            response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
+        except TRANSPORT_ERRORS as exc:
             raise ServiceLost(
                 f"the service on port {self.runtime.port} did not take the turn "
                 f"({type(exc).__name__}); run it again (with --direct to run it here)"
@@ -239,7 +287,7 @@ class ServiceClient:
                 f"the service on port {self.runtime.port} ended the turn's stream early; "
                 f"`loopx-chat sessions show {session_id}` says how the turn ended"
             )
-        except (OSError, http.client.HTTPException, ValueError) as exc:
+        except TRANSPORT_ERRORS as exc:
             raise ServiceLost(
                 f"the service on port {self.runtime.port} stopped answering mid-turn "
                 f"({type(exc).__name__}); `loopx-chat sessions show {session_id}` says how "
@@ -250,11 +298,11 @@ class ServiceClient:
                 self._interrupt_quietly(session_id)
             raise
         finally:
-            conn.close()
+            response.close()
 
     def _interrupt_quietly(self, session_id: str) -> None:
         # The service gone too: its turn ended with it.
-        with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+        with contextlib.suppress(*TRANSPORT_ERRORS):
             self.call(
                 "POST",
                 f"/api/chat/sessions/{session_id}/interrupt",

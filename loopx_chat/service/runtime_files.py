@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -150,9 +149,15 @@ def parse_runtime(raw: bytes) -> ServiceRuntime | None:
     )
 
 
-def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRuntime | None:
+def read_runtime(
+    state_dir: Path, *, check_process: bool = True, start_time: bool = True
+) -> ServiceRuntime | None:
     """The running service of this state dir, or None: no file, not ours, or stale (its pid
-    is gone, or now belongs to a process that started after the file was written)."""
+    is gone, or now belongs to a process that started after the file was written).
+
+    `start_time=False` checks only that the pid is alive (no psutil): for a caller that
+    then authenticates the service with the owner's secret, which only a service of this
+    state dir can answer to, a reused pid shows as a service that does not answer."""
     try:
         raw = _read_private(state_dir / RUNTIME_FILE, _RUNTIME_LIMIT)
     except ValueError:
@@ -162,7 +167,7 @@ def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRunti
         return runtime
     if not _pid_alive(runtime.pid):
         return None
-    if runtime.process_started is not None:
+    if start_time and runtime.process_started is not None:
         now_started = _process_started(runtime.pid)
         if now_started is None or abs(now_started - runtime.process_started) > 1.0:
             return None
@@ -200,6 +205,8 @@ def ensure_secret(state_dir: Path) -> str:
         ) from None
     if current is not None:
         return current
+    import secrets  # only the service's start makes one; a reader never needs `random`
+
     secret = secrets.token_urlsafe(SECRET_BYTES)
     with state_write(state_dir):
         ensure_private_dir(state_dir)
