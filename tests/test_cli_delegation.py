@@ -371,3 +371,37 @@ def test_direct_forces_the_direct_path_silently(
     assert SKIP_NOTE not in result.stderr
     assert [line for line in service.served() if " POST " in line] == []
     assert os.path.exists(cli.state / RUNTIME_FILE)
+
+
+def test_sigterm_of_a_delegated_send_interrupts_the_turn_in_the_service(
+    served: tuple[Cli, str],
+) -> None:
+    from loopx_chat.state.session_store import SessionStore
+
+    cli, sid = served
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "loopx_chat", "--state-dir", str(cli.state)),
+            *("--codex-bin", cli.codex_bin, "chat", "send", sid, "mock:hang"),
+        ],
+        env={**cli.env, "LOOPX_CHAT_CODEX_HOME": str(cli.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    line = proc.stderr.readline()  # "[loopx-chat] turn ... running": codex has the turn
+    assert b"running" in line, line
+    proc.terminate()
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and b"Traceback" not in err
+    store = SessionStore(cli.state)
+    deadline = time.monotonic() + 30
+    while store.load(sid).active_turn_id and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.load(sid).active_turn_id is None
+    turns = store.list_turns(sid)
+    assert turns[-1].status == "interrupted"
+    # and the thread is still the service's to use: the next send runs there
+    again = cli("chat", "send", sid, "--json", "mock:text=after")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["turn"]["status"] == "completed"
