@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import click
 
 from loopx_chat.cli.context import CliContext
+from loopx_chat.home import resolve_home_path
 
 if TYPE_CHECKING:
     from loopx_chat.controller.chat_controller import ChatController
@@ -48,7 +49,8 @@ def service_for(cli: CliContext) -> ServiceClient | None:
         return None
     from loopx_chat.service.client import ServiceClient, Skipped, find_service
 
-    found = find_service(cli.state_dir, cli.binding().path)
+    # The home's path is its identity: no need to read its config.toml for the sqlite home.
+    found = find_service(cli.state_dir, resolve_home_path(cli.environ, cli.cwd)[0])
     if isinstance(found, Skipped):
         _note(f"not using the service: {found.note}; running here")
         return None
