@@ -405,3 +405,29 @@ def test_sigterm_of_a_delegated_send_interrupts_the_turn_in_the_service(
     again = cli("chat", "send", sid, "--json", "mock:text=after")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["turn"]["status"] == "completed"
+
+
+def test_a_message_larger_than_the_service_reads_runs_here(
+    tmp_path: Path,
+    cli_for: Callable[[str], Cli],
+    start_service: Callable[..., Any],
+    mock: MockResponsesServer,
+) -> None:
+    from loopx_chat.service.app import MAX_BODY
+    from loopx_chat.service.client import BODY_LIMIT
+
+    assert BODY_LIMIT == MAX_BODY
+    cli = cli_for("state")
+    service = start_service(cli.state, cli.home, cli.env, cli.codex_bin)
+    big = tmp_path / "big.txt"
+    big.write_text("mock:text=big one\n" + "é" * (BODY_LIMIT // 2))  # 2 bytes each in UTF-8
+    result = cli("chat", "new", "--goal", "g", "--json", "--file", str(big))
+    assert result.exit_code == 0, result.output
+    assert "larger than the 1 MiB it reads; running here" in result.stderr
+    assert [line for line in service.served() if " POST " in line] == []
+    # just under the limit, it goes there (non-ASCII is sent as UTF-8, not \\u escapes)
+    big.write_text("mock:text=fits\n" + "é" * (BODY_LIMIT // 2 - 100))
+    result = cli("chat", "new", "--goal", "g", "--json", "--file", str(big))
+    assert result.exit_code == 0, result.output
+    assert SKIP_NOTE not in result.stderr
+    assert [line for line in service.served() if " POST " in line]

@@ -208,7 +208,7 @@ def chat_new(
     """
     cli: CliContext = ctx.obj
     text = message_text(*message)  # before anything is opened or spawned
-    with chat_backend(ctx) as backend:
+    with chat_backend(ctx, text, client_turn_id) as backend:
         record = backend.open_session(goal_id, str(cli.cwd / work_dir if work_dir else cli.cwd))
         if not as_json:
             click.echo(
@@ -239,7 +239,7 @@ def chat_send(
     UTF-8 file instead (at most 8 MiB either way, and not empty).
     """
     text = message_text(*message)  # before anything is resumed or spawned
-    with chat_backend(ctx) as backend:
+    with chat_backend(ctx, text, client_turn_id) as backend:
         _submit(backend, session_id, text, client_turn_id, as_json)
 
 

@@ -105,10 +105,13 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 
 @contextmanager
-def chat_backend(ctx: click.Context) -> Iterator[ChatBackend]:
-    """The service when one of ours is up (and no per-turn `chat` option asks otherwise),
-    else a controller here; SIGTERM unwinds through either (a delegated turn is then
-    interrupted in the service, as a direct one is stopped here)."""
+def chat_backend(
+    ctx: click.Context, message: str | None = None, client_turn_id: str | None = None
+) -> Iterator[ChatBackend]:
+    """The service when one of ours is up (and neither a per-turn `chat` option nor a
+    message larger than the service reads asks otherwise), else a controller here; SIGTERM
+    unwinds through either (a delegated turn is then interrupted in the service, as a
+    direct one is stopped here)."""
     cli: CliContext = ctx.obj
     given = ctx.meta.get("chat_options_given", ())
     service = None
@@ -117,6 +120,15 @@ def chat_backend(ctx: click.Context) -> Iterator[ChatBackend]:
         _note(f"not using the service: it runs turns with its own settings, not {flags}")
     else:
         service = service_for(cli)
+    if service is not None and message is not None:
+        from loopx_chat.service.client import BODY_LIMIT, turn_body
+
+        if len(turn_body(message, client_turn_id)) > BODY_LIMIT:
+            _note(
+                f"not using the service: the message is larger than the "
+                f"{BODY_LIMIT >> 20} MiB it reads; running here"
+            )
+            service = None
     if service is None:
         from loopx_chat.cli.controller_scope import command_controller
 

@@ -39,6 +39,9 @@ CALL_TIMEOUT_SEC = 120.0  # opening a session may start an app-server
 STREAM_GAP_SEC = 60.0
 INTERRUPT_ON_EXIT_SEC = 2.0
 SURFACE = "cli"
+# The largest request body the service reads (`service.app.MAX_BODY`; a test keeps the two
+# equal). A turn whose body is larger runs on the direct path.
+BODY_LIMIT = 1 << 20
 _LINE_LIMIT = 64 << 10
 # What a transport failure looks like: the socket's errors, or an answer that is not HTTP.
 TRANSPORT_ERRORS = (OSError, ValueError)
@@ -59,6 +62,19 @@ class Skipped:
 
 def runtime_file(state_dir: Path) -> Path:
     return state_dir / RUNTIME_FILE
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    """A request body as compact UTF-8 JSON (a lone surrogate escaped, as the direct path
+    would pass it on)."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body).encode("ascii")
+
+
+def turn_body(text: str, client_turn_id: str | None) -> bytes:
+    return _encode({"text": text, "client_turn_id": client_turn_id})
 
 
 def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped | None:
@@ -171,11 +187,16 @@ class ServiceClient:
         return f"ServiceClient(port={self.runtime.port}, pid={self.runtime.pid})"
 
     def _open(
-        self, method: str, path: str, body: Mapping[str, Any] | None, accept: str, timeout: float
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | bytes | None,
+        accept: str,
+        timeout: float,
     ) -> _Reply:
         """Send one request; the response once its headers are in (`timeout` per read)."""
         port = self.runtime.port
-        payload = json.dumps(body).encode() if body is not None else b""
+        payload = body if isinstance(body, bytes) else _encode(body) if body is not None else b""
         head = (
             f"{method} {path} HTTP/1.1\r\n"
             f"Host: 127.0.0.1:{port}\r\n"
@@ -254,7 +275,7 @@ class ServiceClient:
         thread_id, created, turn) at the end. Ending this process mid-turn (Ctrl-C, SIGTERM)
         asks the service to interrupt the turn, as the direct path would stop it."""
         path = f"/api/chat/sessions/{session_id}/turns"
-        body = {"text": text, "client_turn_id": client_turn_id}
+        body = turn_body(text, client_turn_id)
         try:
             response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
         except TRANSPORT_ERRORS as exc:
