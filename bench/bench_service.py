@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import secrets
 import statistics
 import tempfile
 import threading
@@ -60,6 +61,11 @@ def seed(state: Path, home: str, goals: int) -> None:
             goal_store.request_gate(f"goal-{i:03d}", "Approve the next step?")
 
 
+# The service asks every request for the owner's secret; the bare baseline ignores it.
+SECRET = secrets.token_urlsafe(32)
+AUTH = {"Authorization": f"Bearer {SECRET}"}
+
+
 def load(port: int, total: int) -> tuple[float, list[float]]:
     latencies: list[float] = []
     lock = threading.Lock()
@@ -70,7 +76,7 @@ def load(port: int, total: int) -> tuple[float, list[float]]:
         mine = []
         for _ in range(per_client):
             start = time.perf_counter()
-            conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{port}"})
+            conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{port}", **AUTH})
             resp = conn.getresponse()
             resp.read()
             assert resp.status == 200
@@ -111,12 +117,12 @@ def main() -> None:
             "127.0.0.1",
             0,
             lambda port: ServiceApp(
-                controller, GoalStore(root / "state"), port=port, work_dir=root
+                controller, GoalStore(root / "state"), port=port, work_dir=root, secret=SECRET
             ),
         )
         threading.Thread(target=server.serve_forever, daemon=True).start()
         conn = http.client.HTTPConnection("127.0.0.1", server.port)
-        conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{server.port}"})
+        conn.request("GET", "/status.json", headers={"Host": f"127.0.0.1:{server.port}", **AUTH})
         cached = conn.getresponse().read()
         conn.close()
 

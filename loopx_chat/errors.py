@@ -89,6 +89,13 @@ ERROR_CODES: frozenset[str] = frozenset(
         "catalog_incompatible",
         "resume_failed",
         "thread_busy",
+        # the service
+        "unauthorized",
+        "busy",
+        "too_many_streams",
+        "too_many_connections",
+        "service_not_running",
+        "browser_unavailable",
         "turn_not_active",
         "idle_timeout",
         "hard_timeout",

@@ -20,7 +20,7 @@ import pytest
 
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.access import COOKIE_NAME
-from loopx_chat.service.runtime_files import login_url, read_secret
+from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.test_service_process import _chromium, _start

@@ -500,13 +500,23 @@ def _serve(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     return proc, port
 
 
+def _status_elsewhere(tmp_path: Path) -> tuple[int, dict[str, Any]]:
+    import json
+
+    done = _la(tmp_path, "status", LOOPX_CHAT_STATE_DIR=str(tmp_path / "other-state"))
+    return done.returncode, json.loads(done.stdout)
+
+
 def test_status_exit_codes_a_script_can_use(tmp_path: Path) -> None:
     import json
 
     log = tmp_path / "launchctl.log"
 
+    # The same state dir as the service's: status asks it with the owner's secret from there.
+    served = {"LOOPX_CHAT_STATE_DIR": str(tmp_path / "served-state")}
+
     def status() -> tuple[int, dict[str, Any]]:
-        done = _la(tmp_path, "status", FAKE_LAUNCHCTL_LOG=str(log))
+        done = _la(tmp_path, "status", FAKE_LAUNCHCTL_LOG=str(log), **served)
         assert "Traceback" not in done.stderr
         return done.returncode, json.loads(done.stdout)
 
@@ -522,9 +532,16 @@ def test_status_exit_codes_a_script_can_use(tmp_path: Path) -> None:
 
     proc, port = _serve(tmp_path)
     try:
-        assert _la(tmp_path, "install", "--port", str(port)).returncode == 0
+        assert _la(tmp_path, "install", "--port", str(port), **served).returncode == 0
         code, doc = status()
         assert (code, doc["state"], doc["service"]["answering"]) == (0, "running", True)
+        # Another state dir holds another secret: the service refuses it, and says so.
+        code, doc = _status_elsewhere(tmp_path)
+        assert (code, doc["service"]["answering"], doc["service"]["detail"]) == (
+            3,
+            False,
+            "HTTP 401",
+        )
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -141,6 +141,7 @@ def test_the_plist_has_exactly_the_canonical_keys() -> None:
         "WorkingDirectory": HOME,
         "StandardOutPath": "/o.log",
         "StandardErrorPath": "/e.log",
+        "SoftResourceLimits": {"NumberOfFiles": 8192},
     }
 
 

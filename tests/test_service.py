@@ -24,9 +24,9 @@ from loopx_chat.goals.goal_state import GoalRecords
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.service.app import ServiceApp
-from loopx_chat.service.runtime_files import home_identity
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.service.status_cache import state_fingerprint
+from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.conftest import make_controller

@@ -18,7 +18,7 @@ import pytest
 
 from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.goal_store import GoalStore
-from loopx_chat.service.runtime_files import login_url, read_secret
+from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent

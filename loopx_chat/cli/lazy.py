@@ -64,6 +64,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "metrics",
         "The six goal-control metrics, each with its numerator and denominator.",
     ),
+    "open": (
+        "open_cmd",
+        "open_page",
+        "Open the running service's page in your browser, logged in as its owner.",
+    ),
     "project": (
         "goal_cmds",
         "project",
@@ -82,7 +87,8 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "serve": (
         "serve_cmd",
         "serve",
-        "Serve the chat API, /status.json and the first-screen page on loopback.",
+        "Serve the chat API, /status.json and the first-screen page on loopback, to the owner "
+        "only (everything but /healthz needs the secret in the state dir).",
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (

@@ -1,12 +1,13 @@
 """`loopx-chat serve`: run the local service in the foreground (what the LaunchAgent runs).
 
-It makes (or reads) the owner's secret, writes `service.json` once it listens, prints the
-login URL on stderr (where launchd's log and the owner's terminal see it, never a page), and
-removes `service.json` when it stops."""
+It makes (or reads) the owner's secret, writes `service.json` once it listens, and
+removes `service.json` when it stops. The login URL is printed on stderr only when stderr is a
+terminal: under launchd stderr is a log file, and the secret never goes into a log."""
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 
 import click
@@ -17,18 +18,18 @@ from loopx_chat.controller.chat_controller import ChatController, ControllerConf
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
-from loopx_chat.service.runtime_files import (
-    ensure_secret,
-    login_url,
-    remove_runtime,
-    runtime_for_this_process,
-    write_runtime,
-)
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
     raise_open_file_limit,
     serve_forever,
+)
+from loopx_chat.state.service_runtime import (
+    ensure_secret,
+    login_url,
+    remove_runtime,
+    runtime_for_this_process,
+    write_runtime,
 )
 
 
@@ -114,7 +115,11 @@ def serve(
         server.server_close()
         controller.close()
         raise
-    log(f"open the page: {login_url(server.port, secret)}")
+    if sys.stderr.isatty():
+        log(f"open the page: {login_url(server.port, secret)}")
+    else:
+        # Under launchd stderr is a log file, which must never hold the secret.
+        log("open the page with `loopx-chat open` (it carries the owner's login link)")
     try:
         serve_forever(server)
     finally:

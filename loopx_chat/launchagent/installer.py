@@ -48,7 +48,9 @@ from loopx_chat.launchagent.plist import (
     render_plist,
 )
 from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities
+from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
+from loopx_chat.state.service_runtime import ensure_secret, login_url, read_secret
 
 PLIST_MODE = 0o644
 TEST_SWITCH = "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN"
@@ -166,9 +168,13 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
+    # The owner's login URL, for the terminal only: it carries the secret, so it is never
+    # part of the JSON document (which scripts log and paste).
+    login_url: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": True, **self.__dict__, "url": f"http://{DEFAULT_HOST}:{self.port}/"}
+        doc = {k: v for k, v in self.__dict__.items() if k != "login_url"}
+        return {"ok": True, **doc, "url": f"http://{DEFAULT_HOST}:{self.port}/"}
 
 
 def classify(installed: bool, state: ServiceState) -> str:
@@ -184,7 +190,7 @@ class LaunchAgentInstaller:
         self,
         ctx: InstallerContext,
         launchctl_factory: Callable[[], Launchctl],
-        probe: Callable[[str, int], ServiceProbe] = probe_capabilities,
+        probe: Callable[[str, int, str | None], ServiceProbe] = probe_capabilities,
     ) -> None:
         if ctx.platform != "darwin" and ctx.environ.get(TEST_SWITCH) != "1":
             raise LaunchAgentError(
@@ -338,6 +344,9 @@ class LaunchAgentInstaller:
             warnings.append(f"Codex home {binding.path} does not exist yet")
         chosen_port = port or (existing.port() if existing else None) or DEFAULT_PORT
         data, kept, dropped = self.build(binding, existing, chosen_port, warnings)
+        # The owner's secret before launchd starts the service, so the login URL is known now;
+        # one others could read refuses the install here, before anything changes.
+        ensure_secret(self.service_state_dir(existing))
         unchanged = current is not None and current[0] == data
         state = self.launchctl.state(self.paths.label)
         backup: Path | None = None
@@ -517,6 +526,19 @@ class LaunchAgentInstaller:
         report.notes.append("stopped until the next `start`, `install` or login")
         return report
 
+    def service_state_dir(self, existing: ParsedPlist | None) -> Path:
+        """Where the agent's service keeps its state (and the owner's secret)."""
+        named = self.ctx.state_dir or (
+            existing.environment.get("LOOPX_CHAT_STATE_DIR") if existing else None
+        )
+        return Path(named) if named else default_state_dir(self.ctx.environ)
+
+    def _owner_secret(self, existing: ParsedPlist | None) -> str | None:
+        try:
+            return read_secret(self.service_state_dir(existing))
+        except ValueError:
+            return None  # not usable: the probe then reports the service as refusing us
+
     def restart(self, *, port: int | None = None) -> Report:
         return self.install(explicit_home=None, port=port, action="restart")
 
@@ -541,8 +563,11 @@ class LaunchAgentInstaller:
                 report.warnings.append(warning)
         if report.state == "loaded_without_plist":
             report.warnings.append("launchd still has the job but its plist is gone")
+        secret = self._owner_secret(existing)
+        if secret is not None:
+            report.login_url = login_url(port, secret)
         if state.running:
-            probe = self._probe(DEFAULT_HOST, port)
+            probe = self._probe(DEFAULT_HOST, port, secret)
             report.service = {
                 "answering": probe.answering,
                 "package_version": probe.package_version,
@@ -608,6 +633,8 @@ def describe(report: Report) -> list[str]:
     if report.dropped:
         lines.append(f"dropped from the old plist: {', '.join(report.dropped)}")
     lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
+    if report.login_url:
+        lines.append(f"login:   {report.login_url}  (or: loopx-chat open)")
     if report.service:
         if report.service["answering"]:
             lines.append(

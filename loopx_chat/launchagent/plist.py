@@ -144,6 +144,9 @@ def merge_user_additions(
     return merged, kept, dropped
 
 
+OPEN_FILES = 8192
+
+
 def label_for(prefix: str | None) -> str:
     return f"{prefix or DEFAULT_LABEL_PREFIX}.{LABEL_SUFFIX}"
 
@@ -162,6 +165,9 @@ def build_plist(spec: AgentSpec) -> dict[str, Any]:
         "WorkingDirectory": spec.working_directory,
         "StandardOutPath": spec.stdout_path,
         "StandardErrorPath": spec.stderr_path,
+        # launchd's default soft limit is 256 open files: the service raises its own as far
+        # as the hard limit allows, and this raises where it starts from.
+        "SoftResourceLimits": {"NumberOfFiles": OPEN_FILES},
     }
 
 

@@ -1,7 +1,8 @@
 """Ask a running loopx-chat service who it is: `GET /api/chat/capabilities` and `/status.json`.
 
 Loopback only, 1 s to connect and 5 s in all per request, so `status` never hangs on a stuck
-service. It reads only identity fields: the package version and bound home (capabilities),
+service; it sends the owner's secret, which the service asks of every caller. It reads only
+identity fields: the package version and bound home (capabilities),
 and the status contract (`schema_version`, `contract_version`); it never follows redirects
 and never reports anything else the documents hold.
 """
@@ -27,14 +28,19 @@ class ServiceProbe:
     codex_home: str | None = None
 
 
-def _get_json(host: str, port: int, path: str) -> tuple[dict[str, Any] | None, str | None]:
+def _get_json(
+    host: str, port: int, path: str, secret: str | None
+) -> tuple[dict[str, Any] | None, str | None]:
     started = time.monotonic()
     conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_SEC)
     try:
         conn.connect()
         assert conn.sock is not None
         conn.sock.settimeout(max(0.1, TOTAL_TIMEOUT_SEC - (time.monotonic() - started)))
-        conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}"})
+        headers = {"Host": f"127.0.0.1:{port}"}
+        if secret:
+            headers["Authorization"] = f"Bearer {secret}"
+        conn.request("GET", path, headers=headers)
         response = conn.getresponse()
         body = response.read(1 << 20)
     except (OSError, http.client.HTTPException) as exc:
@@ -50,8 +56,10 @@ def _get_json(host: str, port: int, path: str) -> tuple[dict[str, Any] | None, s
     return (doc, None) if isinstance(doc, dict) else (None, "not a JSON object")
 
 
-def probe_capabilities(host: str, port: int) -> ServiceProbe:
-    doc, problem = _get_json(host, port, "/api/chat/capabilities")
+def probe_capabilities(host: str, port: int, secret: str | None = None) -> ServiceProbe:
+    """Who answers on `port`, asked with the owner's secret (without it, a loopx-chat service
+    answers 401, reported as such)."""
+    doc, problem = _get_json(host, port, "/api/chat/capabilities", secret)
     if doc is None:
         return ServiceProbe(answering=False, detail=problem)
     if doc.get("schema_version") != "loopx_chat_capabilities_v1":
@@ -60,7 +68,7 @@ def probe_capabilities(host: str, port: int) -> ServiceProbe:
     version = identity.get("package_version") if isinstance(identity, dict) else None
     home = doc.get("codex_home")
     home_path = home.get("path") if isinstance(home, dict) else None
-    status, _ = _get_json(host, port, "/status.json")
+    status, _ = _get_json(host, port, "/status.json", secret)
     contract = None
     if status is not None and isinstance(status.get("schema_version"), str):
         contract = str(status["schema_version"])

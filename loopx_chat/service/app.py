@@ -44,7 +44,6 @@ from loopx_chat.service.page import (
     render_cards,
     render_first_screen,
 )
-from loopx_chat.service.runtime_files import home_identity
 from loopx_chat.service.security import (
     content_type_refusal,
     fetch_site_refusal,
@@ -54,6 +53,7 @@ from loopx_chat.service.security import (
 from loopx_chat.service.status_cache import StatusCache
 from loopx_chat.state.private_files import state_os_error
 from loopx_chat.state.safe_read import JsonRefused, parse_json
+from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
 
 MAX_BODY = 1 << 20

@@ -37,11 +37,14 @@ REQUEST_DEADLINE_SEC = 10.0
 # What a LaunchAgent starts with is launchd's default soft limit of 256 open files: a few
 # hundred idle clients would leave the owner's page and codex no descriptors.
 OPEN_FILES_WANTED = 8192
-_BUSY_REPLY = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: 95\r\n\r\n"
+_BUSY_BODY = (
     b'{"error": "too many connections", "error_code": "too_many_connections", "gate": null, '
     b'"ok": false}'
+)
+_BUSY_REPLY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+    b"Retry-After: 1\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+    % (len(_BUSY_BODY), _BUSY_BODY)
 )
 
 
@@ -224,6 +227,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._handle()
 
     def _send(self, response: Response) -> None:
+        if response.status == 503:
+            # Full: a client told to come back later must not keep the connection it holds.
+            self.close_connection = True
         self.send_response(response.status)
         self.send_header("Content-Type", response.content_type)
         self.send_header("X-Content-Type-Options", "nosniff")
