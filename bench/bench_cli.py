@@ -93,7 +93,7 @@ def triple(
 
 
 def serve_until_ready(loopx: list[str], state: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
-    from loopx_chat.service.runtime_files import read_runtime
+    from loopx_chat.state.service_runtime import read_runtime
 
     proc = subprocess.Popen(
         [*loopx, "--state-dir", str(state), "serve", "--port", "0"],

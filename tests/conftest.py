@@ -198,7 +198,7 @@ def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
     import socket
     import subprocess
 
-    from loopx_chat.service.runtime_files import read_runtime
+    from loopx_chat.state.service_runtime import read_runtime
 
     started: list[RunningService] = []
 

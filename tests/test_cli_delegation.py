@@ -25,7 +25,7 @@ from loopx_chat import __version__
 from loopx_chat.cli import main
 from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
-from loopx_chat.service.runtime_files import (
+from loopx_chat.state.service_runtime import (
     RUNTIME_FILE,
     ServiceRuntime,
     ensure_secret,
@@ -241,8 +241,9 @@ def test_a_delegated_send_loads_no_controller_no_state_layer_no_filelock(
         "loopx_chat.cli.records_cmds",
         "loopx_chat.cli.goal_cmds",
     )
-    # Where the state dir is (a path rule, no I/O) is the one piece of the state layer it needs.
-    allowed = {"loopx_chat.state", "loopx_chat.state.location"}
+    # Of the state layer it needs where the state dir is (a path rule) and the service's two
+    # files (`service_runtime`, standard library only).
+    allowed = {"loopx_chat.state", "loopx_chat.state.location", "loopx_chat.state.service_runtime"}
     assert [m for m in loaded if m.startswith(heavy) and m not in allowed] == []
 
 

@@ -39,7 +39,8 @@ def _note(text: str) -> None:
 
 def _runtime_file_exists(cli: CliContext) -> bool:
     # A stat, before anything of the service is imported: most commands find no service.
-    # The name is `runtime_files.RUNTIME_FILE` (the delegation tests find a service by it).
+    # The name is `state.service_runtime.RUNTIME_FILE` (the delegation tests find a service
+    # by it); importing it here would load that module for every direct command.
     return os.path.exists(cli.state_dir / "service.json")
 
 

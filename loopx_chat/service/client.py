@@ -9,8 +9,9 @@ request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
 It speaks HTTP/1.1 over a plain socket (one request per connection, `Connection: close`):
 the service is ours and answers with `Content-Length` or, for a stream, until it closes, so
 `http.client` (and the `email` parser and `ssl` it loads, a third of a delegated command's
-imports) is not needed. Standard library only: a delegating CLI command loads no controller,
-no state layer, no filelock, no psutil. It never prints, logs or returns the secret; a
+imports) is not needed. Standard library only, plus the reader of the service's two files
+(`state/service_runtime`): a delegating CLI command loads no controller, no session store,
+no filelock, no psutil. It never prints, logs or returns the secret; a
 service it does not use is said in one line (`Skipped.note`) and nothing is sent to it.
 """
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import Gate, LoopxChatError
-from loopx_chat.service.runtime_files import (
+from loopx_chat.state.service_runtime import (
     RUNTIME_FILE,
     ServiceRuntime,
     home_identity,
