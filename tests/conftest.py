@@ -202,7 +202,9 @@ def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
 
     started: list[RunningService] = []
 
-    def start(state: Path, home: Path, env: dict[str, str], codex_bin: str) -> RunningService:
+    def start(
+        state: Path, home: Path, env: dict[str, str], codex_bin: str, *serve_args: str
+    ) -> RunningService:
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
@@ -211,7 +213,7 @@ def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
             proc = subprocess.Popen(
                 [
                     *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
-                    *("--codex-bin", codex_bin, "serve", "--port", str(port)),
+                    *("--codex-bin", codex_bin, "serve", "--port", str(port), *serve_args),
                 ],
                 env={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
                 stdout=subprocess.DEVNULL,

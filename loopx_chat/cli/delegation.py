@@ -16,13 +16,14 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import click
 
 from loopx_chat.cli.context import CliContext
+from loopx_chat.errors import LoopxChatError
 from loopx_chat.home import resolve_home_path
 
 if TYPE_CHECKING:
@@ -97,8 +98,48 @@ class DirectChat:
         }
 
 
+class ServedChat:
+    """The chat calls through the service; one it refuses as `busy` (every app-server it
+    may keep loaded is running a turn: nothing was tried) runs here instead, after a note,
+    and so does the rest of the command (a session opened here is driven from here)."""
+
+    def __init__(self, service: ServiceClient, direct: Callable[[], DirectChat]) -> None:
+        self.service = service
+        self._direct = direct
+        self._here: DirectChat | None = None
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._here is None:
+            try:
+                result: dict[str, Any] = getattr(self.service, name)(*args, **kwargs)
+                return result
+            except LoopxChatError as exc:
+                if exc.error_code != "busy" or name == "interrupt_turn":
+                    raise
+            _note("not using the service: every app-server it may keep loaded is busy; "
+                  "running here")  # fmt: skip
+            self._here = self._direct()
+        result = getattr(self._here, name)(*args, **kwargs)
+        return result
+
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        return self._call("open_session", goal_id, work_dir)
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        return self._call("resume_session", session_id)
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return self._call("interrupt_turn", session_id)
+
+    def submit_turn(
+        self, session_id: str, text: str, client_turn_id: str | None, **stream: Any
+    ) -> dict[str, Any]:
+        """`stream`: `on_delta` and `on_started`, as both paths take them."""
+        return self._call("submit_turn", session_id, text, client_turn_id, **stream)
+
+
 # What the chat commands call: the same methods, each answering with a plain document.
-ChatBackend: TypeAlias = "DirectChat | ServiceClient"
+ChatBackend: TypeAlias = "DirectChat | ServedChat"
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -136,8 +177,13 @@ def chat_backend(
         with command_controller(ctx) as controller:
             yield DirectChat(controller)
         return
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    try:
-        yield service
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    with ExitStack() as stack:
+
+        def here() -> DirectChat:  # made on first use: a served command never loads it
+            from loopx_chat.cli.controller_scope import command_controller
+
+            return DirectChat(stack.enter_context(command_controller(ctx)))
+
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        stack.callback(signal.signal, signal.SIGTERM, previous)
+        yield ServedChat(service, here)
