@@ -461,3 +461,36 @@ def test_a_busy_service_lets_the_command_run_here(
     finally:
         hang.terminate()
         hang.communicate(timeout=30)
+
+
+def test_a_service_that_dribbles_its_answer_is_skipped_after_one_second(
+    tmp_path: Path, bound_home: Path
+) -> None:
+    """One byte every 0.2 s never lets a read time out; the probe's second is for it all."""
+    from loopx_chat.service.client import Skipped, find_service
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    stop = threading.Event()
+
+    def dribble() -> None:
+        conn, _ = server.accept()
+        with conn:
+            for byte in b"HTTP/1.1 200 OK\r\nX-Slow: " + b"x" * 200:
+                if stop.wait(0.2):
+                    return
+                conn.sendall(bytes([byte]))
+
+    worker = threading.Thread(target=dribble, daemon=True)
+    worker.start()
+    state = tmp_path / "state"
+    _fake_runtime(state, bound_home, int(server.getsockname()[1]))
+    started = time.monotonic()
+    found = find_service(state, bound_home)
+    took = time.monotonic() - started
+    stop.set()
+    worker.join()
+    server.close()
+    assert isinstance(found, Skipped) and "did not answer within 1 s" in found.note
+    assert 0.95 <= took < 1.5, took

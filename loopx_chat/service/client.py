@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,6 @@ from typing import Any
 
 from loopx_chat.errors import Gate, LoopxChatError
 from loopx_chat.state.service_runtime import (
-    RUNTIME_FILE,
     ServiceRuntime,
     home_identity,
     read_runtime,
@@ -44,6 +44,7 @@ SURFACE = "cli"
 # equal). A turn whose body is larger runs on the direct path.
 BODY_LIMIT = 1 << 20
 _LINE_LIMIT = 64 << 10
+_BODY_READ_LIMIT = 8 << 20  # no answer the CLI asks for is near this
 # What a transport failure looks like: the socket's errors, or an answer that is not HTTP.
 TRANSPORT_ERRORS = (OSError, ValueError)
 
@@ -59,10 +60,6 @@ class Skipped:
     """A service.json was there, but the service is not used; `note` says why, in one line."""
 
     note: str
-
-
-def runtime_file(state_dir: Path) -> Path:
-    return state_dir / RUNTIME_FILE
 
 
 def _encode(body: Mapping[str, Any]) -> bytes:
@@ -98,7 +95,9 @@ def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped |
         return Skipped(f"{where} has no secret file")
     client = ServiceClient(runtime, secret)
     try:
-        status, doc = client.call("GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC)
+        status, doc = client.call(
+            "GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC, total=True
+        )
     except TRANSPORT_ERRORS:
         return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
     if status != 200:
@@ -126,16 +125,17 @@ def _error(doc: object, status: int) -> LoopxChatError:
 class _Reply:
     """One response read off its socket: the status, the headers, then the body or lines."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, deadline: float | None) -> None:
         self._sock = sock
-        self._file = sock.makefile("rb")
-        parts = self._file.readline(_LINE_LIMIT).split(None, 2)
+        self._deadline = deadline
+        self._buf = bytearray()
+        parts = self.readline().split(None, 2)
         if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
             raise ValueError("not an HTTP response")
         self.status = int(parts[1])
         self.headers: dict[str, str] = {}
         while True:
-            line = self._file.readline(_LINE_LIMIT)
+            line = self.readline()
             if not line.endswith(b"\n"):
                 raise ValueError("the response's headers were cut short")
             if line in (b"\r\n", b"\n"):
@@ -143,20 +143,50 @@ class _Reply:
             name, _, value = line.decode("latin-1").partition(":")
             self.headers[name.strip().lower()] = value.strip()
 
+    def _fill(self) -> bool:
+        """Read what the socket has; False at its end. With a deadline, each wait is only
+        for what is left of it (a server that sends a byte now and then cannot stretch the
+        probe's one second)."""
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the service did not answer in time")
+            self._sock.settimeout(left)
+        chunk = self._sock.recv(1 << 16)
+        self._buf += chunk
+        return bool(chunk)
+
     def readline(self) -> bytes:
-        return self._file.readline(_LINE_LIMIT)
+        """The next line with its newline; what is left (maybe nothing) at the end."""
+        while (end := self._buf.find(b"\n")) < 0:
+            if len(self._buf) > _LINE_LIMIT:
+                raise ValueError("a line of the response is too long")
+            if not self._fill():
+                line = bytes(self._buf)
+                self._buf.clear()
+                return line
+        line = bytes(self._buf[: end + 1])
+        del self._buf[: end + 1]
+        return line
 
     def read(self) -> bytes:
+        """The body: `Content-Length` bytes, or up to the end; bounded."""
         length = self.headers.get("content-length")
-        if length is not None and length.isdigit():
-            body = self._file.read(int(length))
-            if len(body) < int(length):
-                raise ValueError("the response's body was cut short")
-            return body
-        return self._file.read()
+        want = int(length) if length is not None and length.isdigit() else None
+        if want is not None and want > _BODY_READ_LIMIT:
+            raise ValueError("the response is larger than any answer the CLI asks for")
+        while want is None or len(self._buf) < want:
+            if len(self._buf) > _BODY_READ_LIMIT:
+                raise ValueError("the response is larger than any answer the CLI asks for")
+            if not self._fill():
+                if want is not None:
+                    raise ValueError("the response's body was cut short")
+                break
+        body = bytes(self._buf[:want] if want is not None else self._buf)
+        self._buf.clear()
+        return body
 
     def close(self) -> None:
-        self._file.close()
         self._sock.close()
 
 
@@ -194,8 +224,11 @@ class ServiceClient:
         body: Mapping[str, Any] | bytes | None,
         accept: str,
         timeout: float,
+        total: bool = False,
     ) -> _Reply:
-        """Send one request; the response once its headers are in (`timeout` per read)."""
+        """Send one request; the response once its headers are in (`timeout` per read, or
+        for the whole exchange when `total`)."""
+        deadline = time.monotonic() + timeout if total else None
         port = self.runtime.port
         payload = body if isinstance(body, bytes) else _encode(body) if body is not None else b""
         head = (
@@ -211,7 +244,7 @@ class ServiceClient:
         sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         try:
             sock.sendall(head.encode("ascii") + payload)
-            return _Reply(sock)
+            return _Reply(sock, deadline)
         except BaseException:
             sock.close()
             raise
@@ -223,9 +256,10 @@ class ServiceClient:
         body: Mapping[str, Any] | None = None,
         *,
         timeout: float = CALL_TIMEOUT_SEC,
+        total: bool = False,
     ) -> tuple[int, Any]:
         """(HTTP status, JSON document) of one request; transport errors as they come."""
-        response = self._open(method, path, body, "application/json", timeout)
+        response = self._open(method, path, body, "application/json", timeout, total)
         try:
             return response.status, json.loads(response.read() or b"null")
         finally:
