@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -374,8 +375,9 @@ def test_direct_forces_the_direct_path_silently(
     assert os.path.exists(cli.state / RUNTIME_FILE)
 
 
-def test_sigterm_of_a_delegated_send_interrupts_the_turn_in_the_service(
-    served: tuple[Cli, str],
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "ctrl-c"])
+def test_ending_a_delegated_send_interrupts_the_turn_in_the_service(
+    served: tuple[Cli, str], signum: int
 ) -> None:
     from loopx_chat.state.session_store import SessionStore
 
@@ -392,7 +394,7 @@ def test_sigterm_of_a_delegated_send_interrupts_the_turn_in_the_service(
     assert proc.stderr is not None
     line = proc.stderr.readline()  # "[loopx-chat] turn ... running": codex has the turn
     assert b"running" in line, line
-    proc.terminate()
+    proc.send_signal(signum)
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode != 0 and b"Traceback" not in err
     store = SessionStore(cli.state)
