@@ -32,8 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
+from loopx_chat.model_mock.responses import MockResponsesServer
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"

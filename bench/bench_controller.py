@@ -23,9 +23,9 @@ from pathlib import Path
 import psutil
 
 from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 
 ROOT = Path(__file__).resolve().parent.parent

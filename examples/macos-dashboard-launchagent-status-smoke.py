@@ -2,7 +2,7 @@
 """Smoke: the real LaunchAgent installer against fixture plists and a fake launchctl.
 
 Runs `python -m loopx_chat launchagent ...` as subprocesses, each case in a fresh temporary
-HOME, with `tests/fakes/fake_launchctl.py` first on PATH as `launchctl` (stateful: loaded,
+HOME, with `tests/helpers/fakes/fake_launchctl.py` first on PATH as `launchctl` (stateful: loaded,
 running, pid, last exit code; every call recorded). No real service is started.
 Prints `macos-dashboard-launchagent-status-smoke ok` only when every check holds.
 """
@@ -28,7 +28,7 @@ import smoke_support  # noqa: E402
 from smoke_support import SmokeFailure  # noqa: E402
 
 FIXTURES = ROOT / "launchagents" / "fixtures"
-FAKE_LAUNCHCTL = ROOT / "tests" / "fakes" / "fake_launchctl.py"
+FAKE_LAUNCHCTL = ROOT / "tests" / "helpers" / "fakes" / "fake_launchctl.py"
 LABEL = "com.loopx.chat"
 CHECKS: list[str] = []
 

@@ -39,7 +39,12 @@ FLOORS: tuple[Floor, ...] = (
         ("codex", "launchagent"),
         "adapters: the codex binary and its rollouts; the macOS LaunchAgent",
     ),
-    Floor(4, ("goals",), "goal-level control records and the pure decisions over them"),
+    Floor(
+        4,
+        ("goals", "model_mock"),
+        "goal-level control records and the pure decisions over them; a loopback mock of "
+        "the model API (demo, tests, benchmarks)",
+    ),
     Floor(5, ("controller",), "driving Codex threads on the pinned home"),
     Floor(6, ("service",), "the loopback HTTP front door"),
     Floor(7, ("cli",), "the command line: parse, call, render"),

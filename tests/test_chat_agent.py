@@ -1,6 +1,6 @@
 """The codex adapter and controller against the fake app-server: faults on demand.
 
-The fake (tests/fakes/fake_codex.py) logs every invocation (argv, CODEX_HOME, cwd), so these
+The fake (tests/helpers/fakes/fake_codex.py) logs every invocation (argv, CODEX_HOME, cwd), so these
 tests assert exactly how processes were spawned, retried or not spawned at all.
 """
 
@@ -27,8 +27,9 @@ from loopx_chat.controller.warm_threads import WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import FakeCodex, run_in_thread, wait_for
-from tests.fakes.replay import recorded_reply
+from tests.helpers.fakes import FakeCodex
+from tests.helpers.fakes.replay import recorded_reply
+from tests.helpers.waiting import run_in_thread, wait_for
 
 
 @pytest.fixture

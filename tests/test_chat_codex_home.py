@@ -15,7 +15,7 @@ from loopx_chat.errors import CodexError, StateError
 from loopx_chat.home import resolve_codex_home
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.conftest import FakeCodex
+from tests.helpers.fakes import FakeCodex
 
 
 @pytest.fixture

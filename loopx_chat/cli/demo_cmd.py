@@ -18,9 +18,9 @@ from pathlib import Path
 import click
 
 from loopx_chat.cli.context import CliContext, renders_errors
-from loopx_chat.codex.mock_responses import MockResponsesServer
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 
 

@@ -2,6 +2,6 @@
 
 `binary` finds the executable (native binary behind the npm wrapper), `app_server` owns one
 app-server process and its JSON-RPC stream, `thread` opens/resumes threads and runs turns
-(with the catalog-compatibility retry), `mock_responses` is the loopback model mock the demo
-and tests point codex at.
+(with the catalog-compatibility retry). The loopback model mock the demo and tests point
+codex at lives in its own room, `loopx_chat.model_mock`.
 """

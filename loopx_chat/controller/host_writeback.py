@@ -207,13 +207,13 @@ class WritebackService:
         source = self.source_for(goal_id, ref)
         plan, sid = self.plan(goal_id, source, session_id)
         doc: dict[str, Any] = {
-            "ok": plan.status == "previewed",
+            "ok": plan.may_apply,
             "plan": plan.document,
             "status": plan.status,
             "reason_code": plan.reason_code,
             "blocker": plan.blocker,
         }
-        if plan.status == "previewed" and source.write_class not in HOST_CLASSES:
+        if plan.may_apply and source.write_class not in HOST_CLASSES:
             doc["host_after"] = "unchanged: apply records skipped (unsupported_class)"
         elif plan.status == "previewed" and sid:
             try:

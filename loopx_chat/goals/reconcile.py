@@ -19,20 +19,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from loopx_chat.state.session_records import epoch_seconds
 
 if TYPE_CHECKING:
     from loopx_chat.codex.rollouts import ThreadFacts
 
-REASONS = (
+# The spec's closed set, as the type `reconcile_reason` returns (a type checker holds it).
+ReconcileReason = Literal[
     "missing_gate",
     "missing_validation",
     "failed_outcome",
     "stale_artifact",
     "human_decision_pending",
-)
+]
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def staleness(
     return Staleness(behind > 0, behind, seconds, outcome)
 
 
-def reconcile_reason(stale: Staleness, first_screen: Mapping[str, Any]) -> str | None:
+def reconcile_reason(stale: Staleness, first_screen: Mapping[str, Any]) -> ReconcileReason | None:
     outcome = stale.host_last_outcome
     if outcome == "completed":
         if first_screen.get("user_action_required"):

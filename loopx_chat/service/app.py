@@ -671,6 +671,8 @@ class ServiceApp:
                 "python": ".".join(map(str, sys.version_info[:3])),
             },
             "codex": self._codex,
+            # How many Codex threads this service holds loaded now (at most `--max-warm`).
+            "loaded_threads": len(self.controller.warm_pids()),
             "codex_home": {
                 "path": str(binding.path),
                 "source": binding.source,

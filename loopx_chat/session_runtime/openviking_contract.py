@@ -287,12 +287,3 @@ def _is_id(value: object, limit: int = ID_LIMIT) -> bool:
         and _ID.fullmatch(value) is not None
         and private_value_code(value) is None
     )
-
-
-def _is_text(value: object) -> bool:
-    return (
-        isinstance(value, str)
-        and bool(value.strip())
-        and len(value) <= MAX_STRING_LENGTH
-        and _LINE_BREAK.search(value) is None
-    )

@@ -353,7 +353,7 @@ def writeback_result(
     del prior  # deliberately unused, see above
     if isinstance(plan_or_document, WritebackPlan):
         document: Mapping[str, Any] = plan_or_document.document
-        previewed = plan_or_document.status == PLAN_PREVIEWED
+        previewed = plan_or_document.may_apply
         default_reason = plan_or_document.reason_code
     elif isinstance(plan_or_document, Mapping):
         document = plan_or_document

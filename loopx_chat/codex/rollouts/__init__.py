@@ -44,8 +44,6 @@ if TYPE_CHECKING:
     )
     from loopx_chat.codex.rollouts.scanner import (
         RolloutScanner,
-        scan_home_facts,
-        thread_facts_for,
     )
 
 # Each name loads its module on first use (PEP 562): `host_facts` is imported by every
@@ -60,8 +58,6 @@ _EXPORTS = {
     "TokenTotals": "records",
     "TurnCounts": "records",
     "RolloutScanner": "scanner",
-    "scan_home_facts": "scanner",
-    "thread_facts_for": "scanner",
 }
 
 
@@ -84,6 +80,4 @@ __all__ = [
     "ThreadFacts",
     "TokenTotals",
     "TurnCounts",
-    "scan_home_facts",
-    "thread_facts_for",
 ]

@@ -145,16 +145,6 @@ class HostPosition:
             ) from exc
         return position
 
-    def advanced_since(self, earlier: HostPosition) -> tuple[str, ...]:
-        """Thread ids that started turns (or appeared) since `earlier`, sorted."""
-        return tuple(
-            sorted(
-                thread_id
-                for thread_id, started in self.turns_started.items()
-                if started > earlier.turns_started.get(thread_id, -1)
-            )
-        )
-
 
 @dataclass(frozen=True)
 class ScanResult:

@@ -20,7 +20,7 @@ import gc
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -238,15 +238,3 @@ def _threads(entries: Mapping[str, _Entry]) -> dict[str, ThreadFacts]:
         if other is None or _rank(entry, facts) > _rank(*other):
             found[facts.thread_id] = (entry, facts)
     return {tid: found[tid][1] for tid in sorted(found)}
-
-
-def scan_home_facts(codex_home: Path, index_path: Path) -> ScanResult:
-    """One incremental scan of `codex_home` with progress kept in `index_path`."""
-    return RolloutScanner(codex_home, index_path).scan()
-
-
-def thread_facts_for(
-    threads: Mapping[str, ThreadFacts], thread_ids: Iterable[str]
-) -> dict[str, ThreadFacts | None]:
-    """The facts of the given threads, in the order asked; None for a thread not on the host."""
-    return {thread_id: threads.get(thread_id) for thread_id in thread_ids}

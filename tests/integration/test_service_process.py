@@ -1,0 +1,182 @@
+"""`loopx-chat serve` as a real process: SIGTERM mid-turn, and the first screen in Chromium."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from loopx_chat.codex.rollouts.host_facts import index_path
+from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.session_store import SessionStore
+from tests.helpers.serve_process import chromium, start_serve
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+
+
+def _post(port: int, path: str, body: dict, state: Path) -> dict:  # type: ignore[type-arg]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request(
+        "POST",
+        path,
+        body=json.dumps(body),
+        headers={
+            "Content-Type": "application/json",
+            "Host": f"127.0.0.1:{port}",
+            "Authorization": f"Bearer {read_secret(state)}",
+        },
+    )
+    resp = conn.getresponse()
+    doc = json.loads(resp.read())
+    conn.close()
+    assert resp.status < 300, doc
+    return doc
+
+
+def test_sigterm_mid_turn_shuts_down_cleanly(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    proc, port = start_serve(state, bound_home, base_env, codex_bin)
+    try:
+        opened = _post(port, "/api/chat/sessions", {"goal_id": "g", "create_goal": True}, state)
+        sid = opened["session"]["session_id"]
+        turn = _post(port, f"/api/chat/sessions/{sid}/turns", {"text": "mock:hang"}, state)["turn"]
+        children = psutil.Process(proc.pid).children(recursive=True)
+        assert children, "an app-server should be running"
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err.decode()
+    assert b"Traceback" not in err and b"stopped" in err
+    store = SessionStore(state)
+    recorded = store.load_turn(sid, turn["id"])
+    assert recorded.status == "interrupted"
+    assert store.load(sid).active_turn_id is None
+    _, alive = psutil.wait_procs(children, timeout=10)
+    assert alive == []
+
+
+def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    thread_id = "01a22654-8805-7283-882f-6664d5224a44"
+    folder = bound_home / "sessions" / "2026" / "11" / "29"
+    folder.mkdir(parents=True)
+    meta = {
+        "timestamp": "2026-11-29T09:00:00.000Z",
+        "type": "session_meta",
+        "payload": {"id": thread_id, "cwd": "/somewhere"},
+    }
+    rollout = folder / f"rollout-2026-11-29T09-00-00-{thread_id}.jsonl"
+    rollout.write_text(json.dumps(meta, separators=(",", ":")) + "\n")
+    index = index_path(state, bound_home.resolve())
+    # A blocking gate: a status computed at start-up would record it as displayed.
+    GoalStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
+    proc, _port = start_serve(state, bound_home, base_env, codex_bin)
+    try:
+        deadline = time.monotonic() + 20
+        while not index.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert index.exists(), "the warm-up scan never wrote the index"
+        assert list(json.loads(index.read_text())["files"]) == [
+            str(rollout.relative_to(bound_home))
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    # Warming the index is not a status read: nothing was recorded as displayed.
+    kinds = [e["kind"] for e in GoalStore(state).control.events()]
+    assert "blocker_displayed" not in kinds and "stale_detected" not in kinds
+
+
+def test_first_screen_in_headless_chromium(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    exe = chromium()
+    state = tmp_path / "state"
+    GoalStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
+    proc, port = start_serve(state, bound_home, base_env, codex_bin)
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chrome-profile'}",
+        "--window-size=1200,800",
+    ]
+    # The login URL: it sets the owner's cookie and redirects to the page without the token.
+    url = login_url(port, str(read_secret(state)))
+    try:
+        dom = subprocess.run(
+            [exe, *flags, "--dump-dom", url],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        ARTIFACTS.mkdir(exist_ok=True)
+        shot = ARTIFACTS / "first-screen.png"
+        shot.unlink(missing_ok=True)
+        subprocess.run(
+            [exe, *flags, f"--screenshot={shot}", url],
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    html = dom.stdout
+    assert 'data-goal="goal-page"' in html, dom.stderr[-2000:]
+    assert "Who or what is it waiting on?" in html
+    assert "the owner: an owner gate needs a decision" in html
+    assert "no: blocked by an open owner gate" in html
+    assert "gate (pending): Approve the &lt;release&gt; &amp; ship?" in html
+    assert "no run recorded yet" in html
+    assert shot.exists() and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_serve_on_a_busy_port_is_one_clean_error(
+    tmp_path: Path, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loopx_chat",
+                "--state-dir",
+                str(tmp_path / "state"),
+                "serve",
+                "--port",
+                str(port),
+            ],
+            env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith("error [listen_failed]: cannot listen on 127.0.0.1:")
+    assert "Traceback" not in done.stderr
