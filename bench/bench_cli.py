@@ -92,6 +92,19 @@ def triple(
         print(f"{label:<44} {a_ms:7.0f} ms vs {b_ms:6.0f} ms   wall {wall:5.2f}x   cpu {cpu:5.2f}x")
 
 
+def chat_new(loopx: list[str], work: Path, env: dict[str, str]) -> dict[str, str]:
+    """A session opened with one turn: its `--json` document (session_id, thread_id)."""
+    opened = subprocess.run(
+        [*loopx, "chat", "new", "--goal", "bench", "--cwd", str(work), "--json", "hi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc: dict[str, str] = json.loads(opened.stdout)
+    return doc
+
+
 def serve_until_ready(loopx: list[str], state: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
     from loopx_chat.state.service_runtime import read_runtime
 
@@ -159,14 +172,7 @@ def main() -> None:
             work.mkdir()
             env = {**base, "LOOPX_CHAT_CODEX_HOME": str(home)}
             loopx = [*LOOPX, "--state-dir", str(root / "state"), "--codex-bin", args.codex_bin]
-            opened = subprocess.run(
-                [*loopx, "chat", "new", "--goal", "bench", "--cwd", str(work), "--json", "hi"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            doc = json.loads(opened.stdout)
+            doc = chat_new(loopx, work, env)
             native = str(find_codex(args.codex_bin, env).path)
             codex_env = {**env, "CODEX_HOME": str(home)}
             paired(
@@ -186,14 +192,7 @@ def main() -> None:
             service = serve_until_ready([*LOOPX, "--codex-bin", args.codex_bin], served_state, env)
             try:
                 served = [*LOOPX, "--state-dir", str(served_state), "--codex-bin", args.codex_bin]
-                opened = subprocess.run(
-                    [*served, "chat", "new", "--goal", "bench", "--cwd", str(work), "--json", "hi"],
-                    env=env,
-                    capture_output=True,
-                    text=True,
-                    check=True,
-                )
-                served_doc = json.loads(opened.stdout)
+                served_doc = chat_new(served, work, env)
                 send = [*served, "chat", "send", served_doc["session_id"], "next"]
                 triple(
                     "loopx-chat chat send vs codex exec resume",
