@@ -241,8 +241,12 @@ class ServiceClient:
             f"Content-Length: {len(payload)}\r\n"
             "Connection: close\r\n\r\n"
         )
-        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        # A plain IPv4 socket: `create_connection` would resolve the literal address through
+        # getaddrinfo and load the IDNA codec for it.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         try:
+            sock.settimeout(timeout)
+            sock.connect(("127.0.0.1", port))
             sock.sendall(head.encode("ascii") + payload)
             return _Reply(sock, deadline)
         except BaseException:
