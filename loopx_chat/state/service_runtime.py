@@ -14,7 +14,6 @@ secret in an error: a refusal names the file, never its content.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
@@ -34,7 +33,21 @@ _RUNTIME_LIMIT = 16 << 10
 def home_identity(codex_home: Path | str) -> str:
     """A short, stable name of a Codex home that does not show its path (the page and the
     CLI compare it; the path itself stays in the owner's state)."""
-    return hashlib.sha256(str(codex_home).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return _sha256_hex(str(codex_home).encode("utf-8", "surrogatepass"))[:24]
+
+
+def _sha256_hex(data: bytes) -> str:
+    """SHA-256 from the interpreter's builtin implementation when it has one: the CLI asks
+    for one short digest before it delegates, and `hashlib` would first load OpenSSL
+    (3-4 ms of every delegated command). The digest is the same either way."""
+    try:
+        from _sha2 import sha256  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # CPython 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -241,6 +241,12 @@ def test_a_delegated_send_loads_no_controller_no_state_layer_no_filelock(
         "http.server",
         "loopx_chat.cli.records_cmds",
         "loopx_chat.cli.goal_cmds",
+        "http.client",
+        "email",
+        "ssl",
+        "psutil",
+        "tomllib",
+        "_hashlib",
     )
     # Of the state layer it needs where the state dir is (a path rule) and the service's two
     # files (`service_runtime`, standard library only).
