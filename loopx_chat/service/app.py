@@ -247,6 +247,8 @@ def log(message: str) -> None:
 class _Worker:
     thread: threading.Thread
     accepted: threading.Event = field(default_factory=threading.Event)
+    # Set when the worker is done with the turn: its result or error is final.
+    finished: threading.Event = field(default_factory=threading.Event)
     result: TurnResult | None = None
     error: LoopxChatError | None = None
     turn: TurnRecord | None = None
@@ -763,6 +765,7 @@ class ServiceApp:
                 # listeners of a turn that is still running.
                 if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
+                worker.finished.set()
 
         worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
         worker.thread.start()
@@ -831,14 +834,14 @@ class ServiceApp:
                     try:
                         event = listener.get(timeout=15)
                     except queue.Empty:
-                        if not worker.thread.is_alive() and listener.empty():
+                        if worker.finished.is_set() and listener.empty():
                             break
                         yield b": keepalive\n\n"
                         continue
                     if event is None:
                         break
                     yield _sse(event)
-                worker.thread.join()
+                worker.finished.wait()
                 unsubscribe()
                 if worker.error is not None or worker.result is None:
                     error = worker.error or LoopxChatError(
