@@ -9,7 +9,6 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -120,8 +119,8 @@ def test_catalog_retry_failure_gives_a_gate(
             c.open_session("g", tmp_path)
     err = info.value
     assert err.error_code == "catalog_incompatible"
-    assert err.gate is not None and "compatible model catalog" in err.gate.summary
-    assert "legacy override" in err.gate.next_action
+    assert err.remedy is not None and "compatible model catalog" in err.remedy.summary
+    assert "legacy override" in err.remedy.next_action
     assert len(fake_codex.app_servers()) == (2 if scenario == "catalog_legacy_always" else 1)
     assert SessionStore(tmp_path / "state").list().sessions == ()
 
@@ -242,7 +241,7 @@ def test_missing_binary_is_a_gate(tmp_path: Path, home: Path) -> None:
     with c, pytest.raises(CodexError) as info:
         c.open_session("g", tmp_path)
     assert info.value.error_code == "host_tool_unavailable"
-    assert info.value.gate is not None and "Codex" in info.value.gate.summary
+    assert info.value.remedy is not None and "Codex" in info.value.remedy.summary
     # Refused before any real work: not even a controller_started metrics event.
     assert not (tmp_path / "state" / "events" / "control.jsonl").exists()
 
@@ -284,7 +283,7 @@ def test_upstream_active_writer_maps_to_thread_busy(
         with pytest.raises(CodexError) as info:
             c.submit_turn(record.session_id, "hi")
     assert info.value.error_code == "thread_busy"
-    assert info.value.gate is not None
+    assert info.value.remedy is not None
     assert SessionStore(tmp_path / "state").list_turns(record.session_id) == []
 
 
@@ -484,10 +483,10 @@ def test_a_turn_the_caller_gave_up_on_never_runs(
 def test_the_service_worker_either_starts_the_turn_or_gives_it_up() -> None:
     from loopx_chat.service.app import _Worker
 
-    late = _Worker(thread=threading.Thread())
+    late = _Worker()
     assert late.give_up() is True
     assert late.may_start() is False  # the 504 was sent: the turn must not run
-    started = _Worker(thread=threading.Thread())
+    started = _Worker()
     assert started.may_start() is True
     assert started.give_up() is False  # it runs: the request waits for its acceptance
 
@@ -595,7 +594,7 @@ def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
         with pytest.raises(CodexError) as at_start:
             c.open_session("g", tmp_path)
     assert at_start.value.error_code == "app_server_protocol"
-    assert at_start.value.gate is not None
+    assert at_start.value.remedy is not None
     (first,) = fake_codex.app_servers()
     wait_for(lambda: not _alive(first["pid"]))
     with controller(tmp_path, home, fake_codex, "endless_line_mid_turn") as c:
@@ -634,8 +633,8 @@ def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
             with pytest.raises(CodexError) as missing:
                 action()
             assert missing.value.error_code == "work_dir_missing"
-            assert missing.value.gate is not None
-            assert "chat new --cwd" in missing.value.gate.next_action
+            assert missing.value.remedy is not None
+            assert "chat new --cwd" in missing.value.remedy.next_action
     assert len(fake_codex.app_servers()) == spawned
     assert {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()} == before
 

@@ -80,7 +80,9 @@ def run() -> NoReturn:
     except OSError as exc:
         # Only writing the output gets here (every other OSError is a command's error code):
         # `--help > /dev/full`, say. click itself already ends a closed pipe quietly.
-        code = 1
+        from loopx_chat.errors import ERRORS
+
+        code = ERRORS["output_unwritable"].exit_code
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(
                 f"error [output_unwritable]: could not write the output "
@@ -89,9 +91,9 @@ def run() -> NoReturn:
             )
     try:
         me = threading.current_thread()
-        for thread in threading.enumerate():
-            if thread is not me and not thread.daemon:
-                thread.join()
+        for worker in threading.enumerate():
+            if worker is not me and not worker.daemon:
+                worker.join()
         atexit._run_exitfuncs()
     except KeyboardInterrupt:
         code = 130  # Ctrl-C while ending: stop now, as a shell expects, with no traceback

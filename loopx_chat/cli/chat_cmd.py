@@ -10,16 +10,18 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend
 from loopx_chat.cli.options import POSITIVE_SECONDS
-from loopx_chat.cli.terminal_text import printable
+from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import UsageError
+from loopx_chat.visible_text import ControlMode, visible_text
 
 # A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
 # --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
@@ -132,7 +134,7 @@ def _submit(
         nonlocal streamed
         streamed = True
         if not as_json:
-            click.echo(printable(delta), nl=False)
+            click.echo(visible_text(delta, ControlMode.PICTURES), nl=False)
             sys.stdout.flush()
 
     def on_started(turn_id: str) -> None:
@@ -149,33 +151,42 @@ def _submit(
 @click.option(
     "--sandbox",
     type=click.Choice(["read-only", "workspace-write"]),
-    default="read-only",
+    default=turn_defaults.SANDBOX,
     help="What the agent may touch: read only, or write inside the work dir.",
 )
 @click.option(
     "--idle-timeout",
     type=POSITIVE_SECONDS,
-    default=180,
+    default=turn_defaults.IDLE_TIMEOUT_SEC,
     help="Seconds a turn may go without any event before it is stopped.",
 )
 @click.option(
     "--turn-timeout",
     type=POSITIVE_SECONDS,
-    default=900,
+    default=turn_defaults.HARD_TIMEOUT_SEC,
     help="Seconds a turn may run in all before it is stopped.",
 )
 @click.pass_context
 def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
-    ctx.meta["chat_options"] = {
-        "sandbox": sandbox,
-        "idle_timeout": idle_timeout,
-        "turn_timeout": turn_timeout,
-    }
-    ctx.meta["chat_options_given"] = tuple(
+    given = tuple(
         name
         for name in CHAT_OPTIONS
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    )
+    ctx.meta["chat_options_given"] = given
+    if not given:
+        return  # the controller's defaults (the same values): no need to load it to say so
+    from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
+    config = DEFAULT_CONFIG
+    ctx.obj = replace(
+        ctx.obj,
+        controller_config=replace(
+            config,
+            timeouts=replace(config.timeouts, idle=idle_timeout, hard=turn_timeout),
+            options=replace(config.options, sandbox=sandbox),
+        ),
     )
 
 
@@ -192,7 +203,6 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
 @json_option
 @message_input
 @click.pass_context
-@renders_errors
 def chat_new(
     ctx: click.Context,
     goal_id: str,
@@ -225,7 +235,6 @@ def chat_new(
 @json_option
 @message_input
 @click.pass_context
-@renders_errors
 def chat_send(
     ctx: click.Context,
     session_id: str,
@@ -247,7 +256,6 @@ def chat_send(
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
     with chat_backend(ctx) as backend:
@@ -271,7 +279,6 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Interrupt SESSION_ID's active turn (also when another process is running it)."""
     with chat_backend(ctx) as backend:
@@ -286,7 +293,6 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("session_id")
 @json_option
 @click.pass_context
-@renders_errors
 def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Show SESSION_ID's conversation, read from Codex now (loopx-chat keeps no text)."""
     from loopx_chat.cli.controller_scope import command_controller
@@ -299,4 +305,4 @@ def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     for turn in turns:
         click.echo(f"--- turn {turn['turn_id']} ({turn['status']})")
         for message in turn["messages"]:
-            click.echo(printable(f"{message['role']}: {message['text']}"))
+            click.echo(visible_text(f"{message['role']}: {message['text']}", ControlMode.PICTURES))

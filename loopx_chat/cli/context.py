@@ -5,7 +5,6 @@ It never re-reads `os.environ`; commands get the snapshot taken at startup.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -16,10 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from loopx_chat.errors import LoopxChatError, StateError, UsageError
+from loopx_chat.errors import LoopxChatError, StateError, UsageError, spec_for
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
+from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ControllerConfig
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.state.session_store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,6 +35,8 @@ class CliContext:
     state_dir: Path
     codex_bin: str | None
     state_dir_explicit: bool = False
+    # Set by the `chat` group from its options; None: the controller's own defaults.
+    controller_config: ControllerConfig | None = None
     # `--direct`: run every command in this process, never through a running service.
     direct: bool = False
 
@@ -44,6 +49,17 @@ class CliContext:
         from loopx_chat.state.session_store import SessionStore
 
         return SessionStore(self.state_dir)
+
+    def gate_store(self) -> GateStore:
+        # Loaded, like the session store, only by the commands that read goals.
+        from loopx_chat.goals.gate_store import GateStore
+
+        return GateStore(self.state_dir)
+
+    def goal_ledger(self) -> GoalLedger:
+        from loopx_chat.goals.goal_ledger import GoalLedger
+
+        return GoalLedger(self.gate_store())
 
 
 def emit_json(data: Any) -> None:
@@ -60,24 +76,15 @@ def emit_ok(
         return
     printed = False
     for line in lines:
-        click.echo(escape_controls(line))
+        click.echo(visible_text(line, ControlMode.ESCAPES))
         printed = True
     if not printed and empty:
         click.echo(empty)
 
 
-def escape_controls(text: str) -> str:
-    """Control characters in a record (an older version's, or a host's) print escaped, so
-    no record can move the cursor or recolour a terminal."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
-
-
 def read_json_input(source: str, what: str, *, limit: int | None = None) -> object:
     """A JSON document from a file (`-`: stdin) through the one safe reader: regular files
-    only, bounded (`limit`, default the reader's document limit), depth-capped. Every
-    refusal is `input_invalid` saying why."""
+    only, bounded, depth-capped. Every refusal is `input_invalid` saying why."""
     # The state layer loads with the commands that read or write state, not with every
     # command (a chat turn delegated to the running service touches none of it).
     from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
@@ -102,9 +109,23 @@ def read_json_input(source: str, what: str, *, limit: int | None = None) -> obje
         ) from None
 
 
+# Where `--json`, once parsed, is noted for the error boundary (`LazyGroup.invoke`): the
+# contexts of one command line share `meta`.
+JSON_REQUESTED = "loopx_chat.json_requested"
+
+
+def _note_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta[JSON_REQUESTED] = value
+    return value
+
+
 def json_option(func: F) -> F:
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document instead of text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_note_json,
+        help="Print one JSON document instead of text.",
     )(func)
 
 
@@ -118,9 +139,9 @@ def as_known_error(exc: BaseException) -> LoopxChatError | None:
     if isinstance(exc, LoopxChatError):
         return exc
     if isinstance(exc, OSError):
+        # An OS error nobody below mapped: a read unless it says the disk refused a write.
         from loopx_chat.state.private_files import state_os_error
 
-        # An OS error nobody below mapped: a read unless it says the disk refused a write.
         return state_os_error(exc, exc.filename or "the state dir", writing=False)
     if isinstance(exc, RecursionError):
         return StateError(
@@ -160,8 +181,9 @@ def _internal_log(exc: BaseException) -> str:
 
 
 def render_failure(exc: BaseException, as_json: bool) -> int:
-    """Print one failure (one JSON document with --json); the exit code. A refused output
-    is not a command's failure: it goes on to `cli.run`, which says `output_unwritable`."""
+    """Print one failure (one JSON document with --json); its exit code (`errors.ERRORS`).
+    A refused output is not a command's failure: it goes on to `cli.run`, which says
+    `output_unwritable`."""
     if isinstance(exc, OSError) and raised_writing_output(exc):
         raise exc
     known = as_known_error(exc)
@@ -175,27 +197,10 @@ def render_failure(exc: BaseException, as_json: bool) -> int:
         emit_json(known.to_dict())
     else:
         click.echo(f"error [{known.error_code}]: {known.message}", err=True)
-        if known.gate:
-            click.echo(f"  {known.gate.summary}", err=True)
-            click.echo(f"  next: {known.gate.next_action}", err=True)
-    return 1
-
-
-def renders_errors(func: F) -> F:
-    """Turn any failure into a message (or one JSON document) and exit 1; never a traceback:
-    a `LoopxChatError` as it is, an `OSError` as its state code, anything else as
-    `internal_error` with its traceback in a log file."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except Exception as exc:
-            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
-
-    return wrapper  # type: ignore[return-value]
+        if known.remedy:
+            click.echo(f"  {known.remedy.summary}", err=True)
+            click.echo(f"  next: {known.remedy.next_action}", err=True)
+    return spec_for(known.error_code).exit_code
 
 
 def raised_writing_output(exc: OSError) -> bool:

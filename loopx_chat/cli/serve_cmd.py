@@ -13,10 +13,10 @@ import threading
 import click
 
 from loopx_chat import __version__
-from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.cli.context import CliContext
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
@@ -65,7 +65,6 @@ from loopx_chat.state.service_runtime import (
     help="Connections open at once.",
 )
 @click.pass_obj
-@renders_errors
 def serve(
     cli: CliContext, host: str, port: int, max_warm: int, max_streams: int, max_connections: int
 ) -> None:
@@ -80,7 +79,7 @@ def serve(
         codex_bin=cli.codex_bin,
         config=ControllerConfig(max_warm=max_warm),
     )
-    goals = GoalStore(cli.state_dir)
+    goals = GateStore(cli.state_dir)
     try:
         server = LoopbackServer(
             host,

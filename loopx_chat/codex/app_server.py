@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
 
 STDERR_LOG_CAP_BYTES = 1 << 20
@@ -36,7 +36,7 @@ STDERR_LOG_CAP_BYTES = 1 << 20
 # rather than allowed to grow this process until MemoryError.
 MAX_LINE_BYTES = 64 << 20
 
-START_GATE = Gate(
+START_REMEDY = Remedy(
     summary="Codex app-server could not start for loopx-chat.",
     next_action="Verify the Codex CLI installation and app-server support, then retry.",
 )
@@ -92,7 +92,7 @@ class _CappedLog:
         # Never through a symlink (nor into a FIFO), 0600: it sits in the state dir.
         with state_write(path):
             fd = open_private_append(path)
-        self._file: BinaryIO = os.fdopen(fd, "ab")  # closed by the pump thread
+        self._file: BinaryIO = os.fdopen(fd, "ab")  # closed by the stderr pump worker
         self._remaining = max(0, cap - self._file.tell())
         self._dropped = 0
         self._lock = threading.Lock()
@@ -199,7 +199,7 @@ class AppServerProcess:
             raise CodexError(
                 f"Codex app-server could not start ({exc.strerror or type(exc).__name__})",
                 error_code="app_server_start_failed",
-                gate=START_GATE,
+                remedy=START_REMEDY,
             ) from None
         return cls(proc, log, policy or ServerRequestPolicy())
 
@@ -298,7 +298,7 @@ class AppServerProcess:
             raise ProcessGone("app-server exited")
         return item
 
-    # -- reader threads -----------------------------------------------------------------
+    # -- reader workers -----------------------------------------------------------------
     def _read_stdout(self) -> None:
         stream = self.proc.stdout
         assert stream is not None
@@ -340,7 +340,7 @@ class AppServerProcess:
             response_id = message["id"]
             if not isinstance(response_id, int) or isinstance(response_id, bool):
                 # Our ids are integers; anything else (a list, an object) answers nothing of
-                # ours and must not take the reader thread down.
+                # ours and must not take the reader worker down.
                 self.stats.skipped_lines += 1
                 self._log.note("skipped a response whose id is not one of our integer ids")
                 return
@@ -368,7 +368,7 @@ class AppServerProcess:
             reply["error"] = error
         else:
             reply["result"] = result
-        # On the reader thread: a reply that cannot be written must not stop the reading.
+        # On the reader worker: a reply that cannot be written must not stop the reading.
         with contextlib.suppress(ProcessGone, TimeoutError):
             self._send(reply)
 
@@ -410,7 +410,7 @@ class AppServerProcess:
     def _exited_within(self, grace: float) -> bool:
         """Whether the process exits within `grace` seconds.
 
-        Its stdout reaches end of file as it exits, which the reader thread signals at once;
+        Its stdout reaches end of file as it exits, which the reader worker signals at once;
         `Popen.wait(timeout)` alone polls with sleeps that double up to 50 ms, and was found
         to notice an exit 25 ms late, on every chat command."""
         deadline = time.monotonic() + grace

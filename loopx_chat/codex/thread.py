@@ -26,11 +26,12 @@ from loopx_chat.codex.app_server import (
     ServerRequestPolicy,
 )
 from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
-from loopx_chat.codex.errors_map import HOST_GATE, classify_rpc_error, is_legacy_catalog_error
-from loopx_chat.errors import CodexError, Gate
-from loopx_chat.state.session_records import TokenCounts
+from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.codex.turn_defaults import HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
+from loopx_chat.errors import CodexError, Remedy
+from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
-HOME_HOST_GATE = Gate(
+HOME_HOST_REMEDY = Remedy(
     summary="The Codex app-server runs on a different home than loopx-chat pinned.",
     next_action="Check for a wrapper that rewrites CODEX_HOME, then restart loopx-chat.",
 )
@@ -45,15 +46,15 @@ ABANDON_RETRY_SEC = 2.0
 class Timeouts:
     startup: float = 30.0
     request: float = 30.0
-    idle: float = 180.0  # no notification at all for this long during a turn
-    hard: float = 900.0  # whole turn
+    idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
+    hard: float = HARD_TIMEOUT_SEC  # whole turn
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
 
 @dataclass(frozen=True)
 class ThreadOptions:
-    sandbox: str = "read-only"
+    sandbox: str = SANDBOX
     approval_policy: str = "never"
     config_args: tuple[str, ...] = ()
     server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)
@@ -62,7 +63,7 @@ class ThreadOptions:
 @dataclass(frozen=True)
 class TurnOutcome:
     upstream_turn_id: str
-    status: str  # completed | failed | interrupted
+    status: TurnStatus  # completed | failed | interrupted
     error_code: str | None
     tokens: TokenCounts
 
@@ -109,7 +110,7 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
     return proc
 
 
-PROTOCOL_GATE = Gate(
+PROTOCOL_REMEDY = Remedy(
     summary="The Codex app-server broke the JSON-RPC protocol and was stopped.",
     next_action="Check that --codex-bin / LOOPX_CHAT_CODEX_BIN is a real codex (not a wrapper "
     "that prints to stdout), then retry; the session resumes in a fresh app-server.",
@@ -121,13 +122,13 @@ def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexErr
         return CodexError(
             f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
             error_code="app_server_protocol",
-            gate=PROTOCOL_GATE,
+            remedy=PROTOCOL_REMEDY,
         )
     code = proc.wait_exit(2.0)
     return CodexError(
         f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
         error_code="app_server_exited",
-        gate=Gate(
+        remedy=Remedy(
             summary="Codex app-server stopped unexpectedly.",
             next_action="Read the stderr log named above, fix the cause, then retry.",
         ),
@@ -236,13 +237,13 @@ class CodexThread:
             raise CodexError(
                 f"Codex app-server did not answer initialize within {timeouts.startup:g}s",
                 error_code="startup_timeout",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         except RpcError:
             raise CodexError(
                 "Codex app-server rejected initialize.",
                 error_code="app_server_rejected",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         reported = result.get("codexHome")
         if not isinstance(reported, str) or Path(reported).resolve() != codex_home:
@@ -250,7 +251,7 @@ class CodexThread:
                 f"Codex app-server reports home {reported!r}, "
                 f"but loopx-chat pinned {str(codex_home)!r}",
                 error_code="codex_home_host_mismatch",
-                gate=HOME_HOST_GATE,
+                remedy=HOME_HOST_REMEDY,
             )
         try:
             proc.notify("initialized")
@@ -305,13 +306,13 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a thread id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         if resume_thread_id is not None and thread_id != resume_thread_id:
             raise CodexError(
                 "Codex app-server resumed an unexpected thread.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         return thread_id
 
@@ -334,7 +335,7 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a turn id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
@@ -384,7 +385,7 @@ class CodexThread:
             except ProcessGone:
                 self.active_turn_id = None
                 code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
-                return TurnOutcome(turn_id, "interrupted", code, usage.charged())
+                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, usage.charged())
             if note is None:
                 continue
             last_event = time.monotonic()
@@ -408,14 +409,14 @@ class CodexThread:
                     continue
                 status = turn.get("status")
                 if status == "completed":
-                    return self._finish(turn_id, "completed", None, usage)
+                    return self._finish(turn_id, TurnStatus.COMPLETED, None, usage)
                 if status == "interrupted":
                     code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, "interrupted", code, usage)
-                return self._finish(turn_id, "failed", "turn_failed", usage)
+                    return self._finish(turn_id, TurnStatus.INTERRUPTED, code, usage)
+                return self._finish(turn_id, TurnStatus.FAILED, "turn_failed", usage)
 
     def _finish(
-        self, turn_id: str, status: str, code: str | None, usage: _TurnUsage
+        self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
         if self.active_turn_id == turn_id:
             self.active_turn_id = None
@@ -534,7 +535,7 @@ def _rpc(
         raise CodexError(
             f"Codex app-server did not answer {method} within {timeout:g}s",
             error_code=timeout_code,
-            gate=HOST_GATE,
+            remedy=HOST_REMEDY,
         ) from None
 
 

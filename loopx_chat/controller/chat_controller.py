@@ -46,7 +46,7 @@ from loopx_chat.controller.home_ownership import (
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
-from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
+from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -57,8 +57,10 @@ from loopx_chat.state.private_files import (
 )
 from loopx_chat.state.session_records import (
     SessionRecord,
+    SessionStatus,
     TokenCounts,
     TurnRecord,
+    TurnStatus,
     validate_session_id,
 )
 from loopx_chat.state.session_store import SessionStore
@@ -93,13 +95,13 @@ MISMATCH_MESSAGE = (
     "This managed session belongs to a different Codex home. Restart loopx-chat with its "
     "original LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history."
 )
-MISSING_HOME_GATE = Gate(
+MISSING_HOME_REMEDY = Remedy(
     summary="The pinned Codex home does not exist.",
     next_action="Create the folder, or start loopx-chat with LOOPX_CHAT_CODEX_HOME pointing at "
     "an existing Codex home.",
 )
 
-WORK_DIR_GATE = Gate(
+WORK_DIR_REMEDY = Remedy(
     summary="This session's work folder no longer exists.",
     next_action="Restore the folder (or recreate it at the same path) and send again, or start "
     "a new session in another folder with `loopx-chat chat new --cwd DIR`.",
@@ -108,12 +110,19 @@ WORK_DIR_GATE = Gate(
 
 @dataclass(frozen=True)
 class ControllerConfig:
+    """How a controller drives codex. Its defaults are the chat defaults (idle 180 s, turn
+    900 s, sandbox read-only: `Timeouts` and `ThreadOptions`); the CLI shows and overrides
+    them from `DEFAULT_CONFIG`, never from numbers of its own."""
+
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = DEFAULT_HOLD_AFTER_TURN_SEC
     # How many threads may be loaded at once (None: no cap). The service sets it, since its
     # clients open sessions; one CLI command loads one thread.
     max_warm: int | None = None
+
+
+DEFAULT_CONFIG = ControllerConfig()
 
 
 class _Host(Protocol):
@@ -169,9 +178,9 @@ class ChatController:
         if self._start_recorded:
             return
         self._start_recorded = True
-        from loopx_chat.goals.goal_store import GoalStore  # only once a controller works
+        from loopx_chat.goals.gate_store import GateStore  # only once a controller works
 
-        goals = GoalStore(self.store.root)
+        goals = GateStore(self.store.root)
         try:
             open_ids = [
                 g.gate_id
@@ -232,7 +241,7 @@ class ChatController:
         raise CodexError(
             f"Codex home {home} does not exist or is not a folder",
             error_code="codex_home_missing",
-            gate=MISSING_HOME_GATE,
+            remedy=MISSING_HOME_REMEDY,
         )
 
     def _load_checked(self, session_id: str) -> SessionRecord:
@@ -266,7 +275,7 @@ class ChatController:
             raise CodexError(
                 f"the session's work folder {work_dir} does not exist any more",
                 error_code="work_dir_missing",
-                gate=WORK_DIR_GATE,
+                remedy=WORK_DIR_REMEDY,
             )
         executable = self._binary_path()
         folder = self.store.session_dir(session_id)
@@ -324,7 +333,7 @@ class ChatController:
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
             raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
-        from loopx_chat.goals.goal_store import validate_goal_id  # a turn never needs it
+        from loopx_chat.goals.gate_store import validate_goal_id  # a turn never needs it
 
         validate_goal_id(goal_id)  # it names folders and shows on every status screen
         if mode == "resume_latest":
@@ -371,12 +380,12 @@ class ChatController:
         screen showed (the gates-preserved metric's denominator and numerator)."""
         # The status reader (projection, quota, reconcile, rollouts) loads only when a session
         # opens: a turn on an existing session never needs it.
-        from loopx_chat.goals.goal_store import GoalStore
+        from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.status import session_start_gates
 
         try:
             open_ids, shown_ids = session_start_gates(
-                self.store, GoalStore(self.store.root), str(self.binding.path), record.goal_id
+                self.store, GateStore(self.store.root), str(self.binding.path), record.goal_id
             )
         except LoopxChatError:
             return  # an unreadable goal is reported by status, not by a metrics event
@@ -450,8 +459,8 @@ class ChatController:
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
             changes["codex_home"] = str(self.binding.path)
-        if record.status in ("resume_failed", "stale", "resuming"):
-            changes.update(status="ready", last_error_code=None)
+        if record.status == SessionStatus.RESUME_FAILED:
+            changes.update(status=SessionStatus.READY, last_error_code=None)
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
@@ -469,7 +478,7 @@ class ChatController:
         if record.active_turn_id:
             with contextlib.suppress(LoopxChatError):
                 running = self.store.load_turn(record.session_id, record.active_turn_id)
-                if running.status == "running":
+                if running.status == TurnStatus.RUNNING:
                     if client_turn_id is not None and running.client_turn_id == client_turn_id:
                         same_by = "client_turn_id"
                     elif text is not None and running.text_digest == message_digest(text):
@@ -494,7 +503,7 @@ class ChatController:
         if exc.error_code == "resume_failed":
             self.store.update(
                 record.session_id,
-                status="resume_failed",
+                status=SessionStatus.RESUME_FAILED,
                 active_turn_id=None,
                 last_error_code="resume_failed",
             )
@@ -606,7 +615,7 @@ class ChatController:
             try:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
-                outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
+                outcome = TurnOutcome("", TurnStatus.FAILED, exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
                 if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
                     self._warm.drop(session_id)

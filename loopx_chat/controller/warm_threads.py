@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.home_ownership import AppServerRegistry
 from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 
-BUSY_REMEDY = Gate(
+BUSY_REMEDY = Remedy(
     summary="Every Codex thread this service may keep loaded is running a turn.",
     next_action="Wait for a turn to finish (or interrupt one), then try again; "
     "`loopx-chat serve --max-warm N` allows more.",
@@ -136,7 +136,7 @@ class WarmThreads:
                     f"all {self._max_warm} Codex threads this service may keep loaded are "
                     "running turns; try again when one finishes",
                     error_code="busy",
-                    gate=BUSY_REMEDY,
+                    remedy=BUSY_REMEDY,
                 )
 
     def unreserve(self, session_id: str) -> None:

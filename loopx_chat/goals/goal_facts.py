@@ -21,8 +21,8 @@ from typing import Any
 
 from loopx_chat import errors
 from loopx_chat.errors import StateError
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import Gate, GoalStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.gate_store import Gate, GateStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.state.session_store import SessionStore
 
@@ -283,7 +283,7 @@ def facts_from_state(
     goal_id: str,
     *,
     store: SessionStore,
-    goals: GoalStore,
+    goals: GateStore,
     codex_home: str,
     all_sessions: Sequence[SessionRecord] | None = None,
 ) -> GoalFacts:
@@ -291,7 +291,7 @@ def facts_from_state(
     listed = store.list().sessions if all_sessions is None else all_sessions
     sessions = [s for s in listed if s.goal_id == goal_id]
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]
-    records = GoalRecords(goals)
+    records = GoalLedger(goals)
     state = records.goal_state(goal_id)
     return facts_from_records(
         goal_id,
@@ -317,21 +317,21 @@ def goal_turns(store: SessionStore, goal_id: str) -> list[TurnRecord]:
     ]
 
 
-def goal_exists(store: SessionStore, goals: GoalStore, goal_id: str) -> bool:
+def goal_exists(store: SessionStore, goals: GateStore, goal_id: str) -> bool:
     """Whether some session or goal record names `goal_id` (a folder left empty by a write
     that failed names no goal: records do)."""
     return goals.has_records(goal_id) or any(s.goal_id == goal_id for s in store.list().sessions)
 
 
-def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:
+def known_goal_ids(sessions: Sequence[SessionRecord], goals: GateStore) -> list[str]:
     named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
     return sorted(named | set(goals.goal_ids()))
 
 
-def require_goal(store: SessionStore, goals: GoalStore, goal_id: str) -> str:
+def require_goal(store: SessionStore, goals: GateStore, goal_id: str) -> str:
     """GOAL_ID (checked) when some session or goal record names it; else `goal_not_found`
     listing the goals that exist. The CLI and the service refuse a typo the same way."""
-    from loopx_chat.goals.goal_store import validate_goal_id
+    from loopx_chat.goals.gate_store import validate_goal_id
 
     gid = validate_goal_id(goal_id)
     sessions = store.list().sessions
@@ -343,7 +343,7 @@ def require_goal(store: SessionStore, goals: GoalStore, goal_id: str) -> str:
     raise StateError(
         f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
         error_code="goal_not_found",
-        gate=errors.Gate(
+        remedy=errors.Remedy(
             summary="No session or goal record names this goal.",
             next_action="Check the spelling with `loopx-chat status`, or start the goal with "
             f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",

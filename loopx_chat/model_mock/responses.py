@@ -443,7 +443,7 @@ class MockResponsesServer:
         self._served = 0
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -452,13 +452,13 @@ class MockResponsesServer:
         if self._httpd is not None or self._stopping.is_set():
             raise RuntimeError("MockResponsesServer can only be started once")
         self._httpd = _Server((self._host, self._requested_port), self)
-        self._thread = threading.Thread(
+        self._worker = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": _POLL_S},
             name=f"mock-responses:{self.port}",
             daemon=True,
         )
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
@@ -469,8 +469,8 @@ class MockResponsesServer:
             return
         httpd.shutdown()
         httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        if self._worker is not None:
+            self._worker.join(timeout=2)
 
     def __enter__(self) -> MockResponsesServer:
         return self.start()

@@ -27,10 +27,10 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
-from loopx_chat.errors import Gate, LoopxChatError, StateError, UsageError
+from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
+from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
 from loopx_chat.goals.goal_facts import goal_exists, require_goal
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import DECISIONS, GoalStore, validate_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service import access
 from loopx_chat.service.access import Access, AccessDecision
@@ -64,37 +64,22 @@ STATUS_POLL_SEC = 0.5
 CSRF_HEADER = "x-loopx-csrf"
 MAX_STREAMS = 64  # event streams open at once, across every client
 
-STATUS_BY_CODE = {
-    "codex_home_mismatch": 424,
-    "session_not_found": 404,
-    "gate_not_found": 404,
-    "gate_already_resolved": 409,
-    "forbidden_request": 403,
-    "thread_busy": 409,
-    "turn_not_active": 409,
-    "session_exists": 409,
-    "invalid_session_id": 400,
-    "invalid_goal_id": 400,
-    "usage_error": 400,
-    "input_invalid": 400,
-    "unsafe_text": 400,
-    "state_corrupt": 500,
-    "state_schema_unsupported": 500,
-    # The disk or the folder refuses: nothing the request did wrong, retry once it is fixed.
-    "state_unwritable": 503,
-    "state_unreadable": 503,
-    "state_unsafe": 503,
-    "bad_json": 400,
-    "internal_error": 500,
-    "agent_unsupported": 409,
-    "controller_stopped": 503,
-    "turn_not_accepted": 504,
-    "unsupported_session_fields": 500,
-    "unauthorized": 401,
-    "goal_not_found": 404,
-    # Full for now, not broken: the answer says when to try again.
-    "busy": 503,
-    "too_many_streams": 503,
+# Each outcome kind of `errors.ERRORS` as its HTTP status: the only place a status for an
+# error code is decided (a test keeps every kind here, and every literal status below equal).
+HTTP_STATUS: Mapping[Outcome, int] = {
+    Outcome.INVALID: 400,
+    Outcome.UNAUTHORIZED: 401,
+    Outcome.FORBIDDEN: 403,
+    Outcome.NOT_FOUND: 404,
+    Outcome.NOT_ALLOWED: 405,
+    Outcome.CONFLICT: 409,
+    Outcome.TOO_LARGE: 413,
+    Outcome.DEPENDENCY: 424,
+    Outcome.INTERNAL: 500,
+    # The disk, the folder or a bound is full: nothing the request did wrong; retry later
+    # (a full bound's answer says when: RETRY_AFTER_SEC).
+    Outcome.UNAVAILABLE: 503,
+    Outcome.TIMEOUT: 504,
 }
 RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5}
 
@@ -145,6 +130,11 @@ status</code> print.</p></body></html>
 """
 
 
+def http_status(code: str) -> int:
+    """The HTTP status of an error code, from its outcome in `errors.ERRORS`."""
+    return HTTP_STATUS[spec_for(code).outcome]
+
+
 @dataclass(frozen=True)
 class Response:
     status: int
@@ -185,9 +175,10 @@ def error_doc(exc: LoopxChatError, *, redact: bool = True) -> dict[str, Any]:
 
 
 def from_error(exc: LoopxChatError, *, redact: bool = True) -> Response:
-    status = STATUS_BY_CODE.get(exc.error_code, 424 if exc.error_code != "state_error" else 500)
     doc = error_doc(exc, redact=redact)
-    response = error_response(status, exc.error_code, doc["error"], doc["gate"])
+    response = error_response(
+        http_status(exc.error_code), exc.error_code, doc["error"], doc["gate"]
+    )
     retry = RETRY_AFTER_SEC.get(exc.error_code)
     if retry is not None:
         response = replace(response, headers=(*response.headers, ("Retry-After", str(retry))))
@@ -233,11 +224,6 @@ def checked_work_dir(value: object) -> Path:
     return path
 
 
-def printable(text: str) -> str:
-    """`text` for a log line: control characters escaped, so a request cannot forge lines."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def log(message: str) -> None:
     # stderr only: launchd sends it to the agent's log file. Never bodies, never text.
     print(f"loopx-chat serve: {message}", file=sys.stderr, flush=True)
@@ -245,7 +231,8 @@ def log(message: str) -> None:
 
 @dataclass
 class _Worker:
-    thread: threading.Thread
+    """What a turn's worker (the OS thread that runs it) reports back to the request."""
+
     accepted: threading.Event = field(default_factory=threading.Event)
     # Set when the worker is done with the turn: its result or error is final.
     finished: threading.Event = field(default_factory=threading.Event)
@@ -276,7 +263,7 @@ class ServiceApp:
     def __init__(
         self,
         controller: ChatController,
-        goals: GoalStore,
+        goals: GateStore,
         *,
         port: int,
         work_dir: Path,
@@ -486,7 +473,7 @@ class ServiceApp:
     # -- the first screen ----------------------------------------------------------------
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
-        records = GoalRecords(self.goals)
+        records = GoalLedger(self.goals)
         actions: dict[str, GoalActions] = {}
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
@@ -697,7 +684,7 @@ class ServiceApp:
             raise StateError(
                 f"no goal {gid}",
                 error_code="goal_not_found",
-                gate=Gate(
+                remedy=Remedy(
                     summary="Sessions open only for goals that exist.",
                     next_action="Start the goal first (`loopx-chat goal set GOAL --objective "
                     'TEXT`), or send "create_goal": true to open its first session.',
@@ -716,7 +703,7 @@ class ServiceApp:
         client_turn_id = doc.get("client_turn_id")
         if client_turn_id is not None and not isinstance(client_turn_id, str):
             raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
-        worker = _Worker(thread=threading.Thread(daemon=True))
+        worker = _Worker()
 
         def on_started(turn: TurnRecord) -> None:
             worker.turn = turn
@@ -767,8 +754,7 @@ class ServiceApp:
                     self.hub.end(session_id)
                 worker.finished.set()
 
-        worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
-        worker.thread.start()
+        threading.Thread(target=run, name=f"turn-{session_id}", daemon=True).start()
         if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
             raise LoopxChatError(
                 f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s; it will not run, so "

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.errors import Gate, LoopxChatError
+from loopx_chat.errors import LoopxChatError, Remedy
 from loopx_chat.state.service_runtime import (
     ServiceRuntime,
     home_identity,
@@ -116,10 +116,10 @@ def _error(doc: object, status: int) -> LoopxChatError:
     gate = doc.get("gate")
     remedy = None
     if isinstance(gate, dict):
-        remedy = Gate(
+        remedy = Remedy(
             summary=str(gate.get("summary", "")), next_action=str(gate.get("next_action", ""))
         )
-    return LoopxChatError(str(doc.get("error", "")), error_code=doc["error_code"], gate=remedy)
+    return LoopxChatError(str(doc.get("error", "")), error_code=doc["error_code"], remedy=remedy)
 
 
 class _Reply:

@@ -18,6 +18,7 @@ from html import escape
 from typing import Any
 
 from loopx_chat import __version__
+from loopx_chat.goals.gate_store import TYPED_TEXT_LIMIT
 from loopx_chat.goals.words import LONG_ID, humanize, quota_words, short_id
 
 CSP = (
@@ -128,7 +129,8 @@ def _gate(goal_id: str, gate: GateView) -> str:
         f'<div class="gate" data-gate="{gid}"><p class="question">{_text(gate.question)}</p>'
         f'<p class="meta">{kind} gate <span class="id" title="{gid}">'
         f"{escape(short_id(gate.gate_id))}</span> · asked {escape(gate.created_at)}</p>"
-        f'<div class="decide"><input class="reason" type="text" maxlength="280" '
+        f'<div class="decide"><input class="reason" type="text" '
+        f'maxlength="{TYPED_TEXT_LIMIT}" '
         f'placeholder="reason (optional)" aria-label="reason for {gid}">'
         f'<button class="approve" data-decision="approve">Approve</button>'
         f'<button class="reject" data-decision="reject">Reject</button></div>'

@@ -196,7 +196,7 @@ def ensure_secret(state_dir: Path) -> str:
     A file that is there but unusable (another owner, readable by others, not a secret) is
     refused as `state_unsafe` and left as it is: a secret others could read must be replaced
     by the owner on purpose, never quietly trusted or overwritten."""
-    from loopx_chat.errors import Gate, StateError
+    from loopx_chat.errors import Remedy, StateError
     from loopx_chat.state.private_files import (
         PRIVATE_FILE_MODE,
         ensure_private_dir,
@@ -210,7 +210,7 @@ def ensure_secret(state_dir: Path) -> str:
         raise StateError(
             f"the service's secret file is not safe to use: {exc}",
             error_code="state_unsafe",
-            gate=Gate(
+            remedy=Remedy(
                 summary="loopx-chat will not serve with a secret another user may have read.",
                 next_action=f"Delete {path} and start the service again: it makes a new one "
                 "(every open page then needs the new login URL).",

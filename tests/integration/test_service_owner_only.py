@@ -34,7 +34,7 @@ from typing import Any
 import psutil
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.service.app import ROUTES
@@ -239,7 +239,7 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
 ) -> None:
     prefix = as_nobody_prefix()
     question = "Ship the owner-only release?"
-    gate = GoalStore(served.state).request_gate("g-own", question, actor="owner")
+    gate = GateStore(served.state).request_gate("g-own", question, actor="owner")
     status, _, raw = served.request(
         "POST", "/api/chat/sessions", {"goal_id": "g-own", "create_goal": True}
     )
@@ -336,7 +336,7 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
     assert _snapshot(served.state) == before
     assert len(mock.requests) == requests_before
     assert {p.pid for p in served.app_servers()} == servers_before
-    assert GoalStore(served.state).gate("g-own", gate.gate_id).status == "pending"
+    assert GateStore(served.state).gate("g-own", gate.gate_id).status == "pending"
 
     # The owner, with the secret, gets every route.
     sid = session["session_id"]
@@ -358,7 +358,7 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
             assert status in (200, 409), raw  # the turn may already be over
         else:
             assert status < 300, (method, path, status, raw)
-    decided = GoalStore(served.state).gate("g-own", gate.gate_id)
+    decided = GateStore(served.state).gate("g-own", gate.gate_id)
     assert (decided.status, decided.decided_by) == ("approved", "owner-api")
     assert sid
 
@@ -418,7 +418,7 @@ def test_the_secret_and_runtime_files(
 
 def test_the_secret_never_leaves_in_a_log_error_status_page_or_event(served: Served) -> None:
     secret = served.secret
-    GoalStore(served.state).request_gate("g-canary", "Decide?", actor="owner")
+    GateStore(served.state).request_gate("g-canary", "Decide?", actor="owner")
     seen: list[bytes] = []
     for method, path, body in (
         ("GET", "/", None),
