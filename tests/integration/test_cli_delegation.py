@@ -251,6 +251,8 @@ def test_a_delegated_send_loads_no_controller_no_state_layer_no_filelock(
     # Of the state layer it needs where the state dir is (a path rule) and the service's two
     # files (`service_runtime`, standard library only).
     allowed = {"loopx_chat.state", "loopx_chat.state.location", "loopx_chat.state.service_runtime"}
+    # and of the codex adapter only the turn defaults the `chat` options show (no imports)
+    allowed |= {"loopx_chat.codex", "loopx_chat.codex.turn_defaults"}
     assert [m for m in loaded if m.startswith(heavy) and m not in allowed] == []
 
 
