@@ -1,4 +1,5 @@
-"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex.
+"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex, the
+in-process scripted host.
 
 Fixtures only; the functions and classes tests share live in `tests/helpers/`. The tests under
 `tests/integration/` get the `codex` marker from its conftest; a test elsewhere that needs the
@@ -17,7 +18,7 @@ import pytest
 
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.model_mock.responses import MockResponsesServer
-from tests.helpers.fakes import FAKE_CODEX, FakeCodex
+from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
 from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import PINNED_CODEX
 from tests.helpers.serve_process import RunningService
@@ -89,3 +90,15 @@ def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
     yield start
     for service in started:
         service.stop()
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Scripted:
+    """The in-process scripted host, and a `codex` to name that only records that it ran."""
+    bindir = tmp_path / "scriptedbin"
+    bindir.mkdir()
+    ran = tmp_path / "scripted-codex-ran.log"
+    exe = bindir / "codex"
+    exe.write_text(f'#!/bin/sh\necho "$*" >> "{ran}"\nexit 99\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return Scripted(bin=exe, ran=ran)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +22,9 @@ from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import UsageError
 from loopx_chat.visible_text import ControlMode, visible_text
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ChatController
 
 # A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
 # --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
@@ -147,6 +150,24 @@ def _submit(
     _finish(result, as_json, streamed)
 
 
+HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget set here)"
+
+
+def host_loop_notice(controller: ChatController) -> None:
+    """One line on stderr when a thread this command loaded runs a loop nobody here started;
+    the turns codex ran on it meanwhile are recorded before the command lets it go. (The
+    direct path calls it; the running service keeps its own threads.)"""
+    for session_id in controller.host_loop_notices:
+        controller.record_host_loop_turns(session_id)
+    if controller.host_loop_notices:
+        click.echo(
+            f"[loopx-chat] {HOST_LOOP_LINE}: it continues on its own; pause it in Codex, or "
+            "adopt it with a budget through `loopx-chat goal run GOAL --token-budget N`",
+            err=True,
+        )
+        controller.host_loop_notices.clear()
+
+
 @click.group()
 @click.option(
     "--sandbox",
@@ -218,7 +239,7 @@ def chat_new(
     """
     cli: CliContext = ctx.obj
     text = message_text(*message)  # before anything is opened or spawned
-    with chat_backend(ctx, text, client_turn_id) as backend:
+    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
         record = backend.open_session(goal_id, str(cli.cwd / work_dir if work_dir else cli.cwd))
         if not as_json:
             click.echo(
@@ -248,7 +269,7 @@ def chat_send(
     UTF-8 file instead (at most 8 MiB either way, and not empty).
     """
     text = message_text(*message)  # before anything is resumed or spawned
-    with chat_backend(ctx, text, client_turn_id) as backend:
+    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
         _submit(backend, session_id, text, client_turn_id, as_json)
 
 
@@ -258,7 +279,7 @@ def chat_send(
 @click.pass_context
 def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
-    with chat_backend(ctx) as backend:
+    with chat_backend(ctx, notice=host_loop_notice) as backend:
         record = backend.resume_session(session_id)
     if as_json:
         emit_json(

@@ -62,14 +62,23 @@ def service_for(cli: CliContext) -> ServiceClient | None:
 class DirectChat:
     """The chat calls on a controller in this process."""
 
-    def __init__(self, controller: ChatController) -> None:
+    def __init__(
+        self, controller: ChatController, notice: Callable[[ChatController], None] | None = None
+    ) -> None:
         self.controller = controller
+        self._notice = notice  # what the command says after the controller's work, if anything
+
+    def _said(self) -> None:
+        if self._notice is not None:
+            self._notice(self.controller)
 
     def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
         return self.controller.open_session(goal_id, Path(work_dir)).public_dict()
 
     def resume_session(self, session_id: str) -> dict[str, Any]:
-        return self.controller.resume_session(session_id).public_dict()
+        record = self.controller.resume_session(session_id).public_dict()
+        self._said()
+        return record
 
     def interrupt_turn(self, session_id: str) -> dict[str, Any]:
         return self.controller.interrupt_turn(session_id).public_dict()
@@ -90,6 +99,7 @@ class DirectChat:
             on_delta=on_delta,
             on_started=lambda turn: on_started(turn.turn_id),
         )
+        self._said()
         return {
             "session_id": result.session.session_id,
             "thread_id": result.session.upstream_thread_id,
@@ -148,7 +158,10 @@ def _on_sigterm(signum: int, frame: object) -> None:
 
 @contextmanager
 def chat_backend(
-    ctx: click.Context, message: str | None = None, client_turn_id: str | None = None
+    ctx: click.Context,
+    message: str | None = None,
+    client_turn_id: str | None = None,
+    notice: Callable[[ChatController], None] | None = None,
 ) -> Iterator[ChatBackend]:
     """The service when one of ours is up (and neither a per-turn `chat` option nor a
     message larger than the service reads asks otherwise), else a controller here; SIGTERM
@@ -175,14 +188,14 @@ def chat_backend(
         from loopx_chat.cli.controller_scope import command_controller
 
         with command_controller(ctx) as controller:
-            yield DirectChat(controller)
+            yield DirectChat(controller, notice)
         return
     with ExitStack() as stack:
 
         def here() -> DirectChat:  # made on first use: a served command never loads it
             from loopx_chat.cli.controller_scope import command_controller
 
-            return DirectChat(stack.enter_context(command_controller(ctx)))
+            return DirectChat(stack.enter_context(command_controller(ctx)), notice)
 
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         stack.callback(signal.signal, signal.SIGTERM, previous)

@@ -217,3 +217,14 @@ def goal_memory(
         for c in field.get("candidate_refs", ())
     ]
     emit_ok({"memory": field}, as_json, lines)
+
+
+def _add_run_commands() -> None:
+    """`goal run` (and its owner decisions) live in their own module; they join `goal` here."""
+    from loopx_chat.cli.goal_run import goal_accept, goal_reopen, goal_run
+
+    for command in (goal_run, goal_accept, goal_reopen):
+        goal.add_command(command)
+
+
+_add_run_commands()

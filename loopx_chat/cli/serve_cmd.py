@@ -51,6 +51,13 @@ from loopx_chat.state.service_runtime import (
     "first; beyond it with all busy: 503 busy).",
 )
 @click.option(
+    "--max-running",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Goals running on Codex's own loop at once (Run beyond it: too_many_running).",
+)
+@click.option(
     "--max-streams",
     type=click.IntRange(1, 4096),
     default=MAX_STREAMS,
@@ -66,7 +73,13 @@ from loopx_chat.state.service_runtime import (
 )
 @click.pass_obj
 def serve(
-    cli: CliContext, host: str, port: int, max_warm: int, max_streams: int, max_connections: int
+    cli: CliContext,
+    host: str,
+    port: int,
+    max_warm: int,
+    max_running: int,
+    max_streams: int,
+    max_connections: int,
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
     only (everything but /healthz needs the secret in the state dir)."""
@@ -91,6 +104,7 @@ def serve(
                 work_dir=cli.cwd,
                 secret=secret,
                 max_streams=max_streams,
+                max_running=max_running,
             ),
             max_connections=max_connections,
         )
@@ -103,6 +117,9 @@ def serve(
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
     threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
+    # A run whose service died while its goal ran goes on here (codex continues it once the
+    # thread is loaded again); one the owner paused or stopped is never restarted.
+    threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()
     try:
         write_runtime(
             cli.state_dir,

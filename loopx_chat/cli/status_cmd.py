@@ -6,6 +6,7 @@ that an owner saw the status (`record_owner_view`)."""
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -45,6 +46,7 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
     elif viewer is None and not as_json and sys.stdout.isatty():
         record_owner_view(cli.gate_store(), doc, "cli_tty")
     doc["host_scan"] = scan.summary()
+    _host_goals(cli, doc)
     if as_json:
         emit_json(doc)
         return
@@ -66,6 +68,8 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
             click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
         if state.get("boundary"):
             click.echo(f"  boundary:                {state['boundary']}")
+        if goal.get("host_goal"):
+            click.echo(f"  Codex goal:              {goal['host_goal']['words']}")
         click.echo(f"  waiting on:              {humanize(answers['waiting_on'])}")
         click.echo(f"  agent can continue now:  {humanize(answers['agent_can_continue'])}")
         click.echo(f"  gate or evidence needed: {humanize(answers['gate_or_evidence_required'])}")
@@ -82,3 +86,28 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
         if quota:
             words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
             click.echo(f"  next automatic turn:     {words} (a scheduler hint)")
+
+
+def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:
+    """Each goal loopx-chat ran on Codex's loop (or saw a loop on) gets its host goal, read
+    now through an app-server that loads no thread; other goals spawn nothing."""
+    from loopx_chat.goals.goal_runs import GoalRuns
+
+    runs = GoalRuns(cli.gate_store())
+    rows = [
+        row
+        for row in doc["attention_queue"]
+        if row.get("status") != "problem"
+        and (runs.latest(row["goal_id"]) or runs.host_loop_seen(row["goal_id"]))
+    ]
+    if not rows:
+        return
+    from loopx_chat.controller.chat_controller import ChatController
+    from loopx_chat.controller.host_goal_view import host_goal_view
+
+    controller = ChatController(
+        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
+    )
+    with controller:
+        for row in rows:
+            row["host_goal"] = host_goal_view(controller, cli.gate_store(), row["goal_id"])

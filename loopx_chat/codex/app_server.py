@@ -9,6 +9,10 @@ It never mutates the parent environment, never interprets turn content, and neve
 stdout payloads anywhere: a line that is not JSON is counted and noted in the log by size
 only, then skipped. It never holds more than `MAX_LINE_BYTES` of one stdout line: a longer
 line is a protocol violation that ends the app-server (`protocol_fault`).
+
+`AppServerProcess` is the real `host_connection.HostConnection` and `AppServerProcess.spawn`
+the default `ConnectionFactory`; the seam's shared names (`RpcError`, `ProcessGone`,
+`Notification`, `ServerRequestPolicy`) are defined there and importable from here too.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from loopx_chat.codex.host_connection import (
+    Notification,
+    ProcessGone,
+    RpcError,
+    ServerRequestPolicy,
+)
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
 
@@ -40,43 +50,6 @@ START_REMEDY = Remedy(
     summary="Codex app-server could not start for loopx-chat.",
     next_action="Verify the Codex CLI installation and app-server support, then retry.",
 )
-
-
-class RpcError(Exception):
-    """A JSON-RPC error response; `message` is upstream text, used only for classification."""
-
-    def __init__(self, method: str, message: str) -> None:
-        super().__init__(f"{method}: {message}")
-        self.method = method
-        self.message = message
-
-
-class ProcessGone(Exception):
-    """The app-server's stdout closed (it exited or was killed)."""
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ServerRequestPolicy:
-    """How server-initiated requests are answered. Default: decline everything.
-
-    Approvals get `decision` (`decline` by default); any other request (user input,
-    elicitation, unknown future methods) gets a JSON-RPC error so the server moves on.
-    """
-
-    approval_decision: str = "decline"
-
-    def answer(self, method: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        if method.endswith("/requestApproval"):
-            return {"decision": self.approval_decision}, None
-        if method in {"execCommandApproval", "applyPatchApproval"}:
-            return {"decision": "denied"}, None
-        return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
 
 
 @dataclass
@@ -135,7 +108,8 @@ def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str,
 
 
 class AppServerProcess:
-    """A running app-server; construct with `spawn`."""
+    """A running app-server, the real `HostConnection`; construct with `spawn` (the default
+    `ConnectionFactory`)."""
 
     def __init__(
         self,
@@ -206,6 +180,10 @@ class AppServerProcess:
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self.closed.is_set()
 
     # -- JSON-RPC -----------------------------------------------------------------------
     def _send(self, message: Mapping[str, Any], timeout: float = WRITE_TIMEOUT_SEC) -> None:

@@ -5,6 +5,9 @@ Owns the handshake (`initialize` with `experimentalApi`, the `codexHome` check,
 time, the catalog-compatibility retry (once, same pinned home), and the turn loop with its
 idle and hard timeouts. It reports turns as compact outcomes (ids, status, error code,
 token counts); agent text goes only to the caller's `on_delta` callback, never into state.
+
+It speaks to an app-server only through `host_connection.HostConnection`, started by the
+launch's `connect` factory (the real subprocess, `AppServerProcess.spawn`, by default).
 """
 
 from __future__ import annotations
@@ -19,14 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat import __version__
-from loopx_chat.codex.app_server import (
-    AppServerProcess,
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
+from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.codex.host_connection import (
+    ConnectionFactory,
+    HostConnection,
     ProcessGone,
     RpcError,
     ServerRequestPolicy,
 )
-from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
-from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
 from loopx_chat.codex.turn_defaults import HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
@@ -87,11 +92,13 @@ class HostLaunch:
     # sent, before its answer); it runs for each process a launch starts, so it must be
     # idempotent. What it raises ends the process it ran for.
     while_starting: Callable[[], None] | None = None
+    # How the app-server is started: the real subprocess unless a test passes its own host.
+    connect: ConnectionFactory = AppServerProcess.spawn
 
 
-def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerProcess:
+def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> HostConnection:
     """A started app-server that answered `initialize` for the pinned home, or an error."""
-    proc = AppServerProcess.spawn(
+    proc = launch.connect(
         executable=launch.executable,
         codex_home=launch.codex_home,
         work_dir=launch.work_dir,
@@ -117,7 +124,7 @@ PROTOCOL_REMEDY = Remedy(
 )
 
 
-def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
+def _exited_error(proc: HostConnection, log_path: Path, when: str) -> CodexError:
     if proc.protocol_fault is not None:
         return CodexError(
             f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
@@ -139,7 +146,7 @@ class CodexThread:
     """A warm app-server process with one thread loaded."""
 
     def __init__(
-        self, proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+        self, proc: HostConnection, thread_id: str, timeouts: Timeouts, log_path: Path
     ) -> None:
         self.proc = proc
         self.thread_id = thread_id
@@ -211,7 +218,7 @@ class CodexThread:
 
     @staticmethod
     def _handshake(
-        proc: AppServerProcess,
+        proc: HostConnection,
         codex_home: Path,
         timeouts: Timeouts,
         log_path: Path,
@@ -260,7 +267,7 @@ class CodexThread:
 
     @staticmethod
     def _load_thread(
-        proc: AppServerProcess,
+        proc: HostConnection,
         *,
         resume_thread_id: str | None,
         work_dir: Path,
@@ -462,7 +469,7 @@ class CodexThread:
 
     @property
     def alive(self) -> bool:
-        return self.proc.proc.poll() is None and not self.proc.closed.is_set()
+        return self.proc.alive
 
 
 class ThreadReader:
@@ -473,7 +480,7 @@ class ThreadReader:
     `interrupted`; the caller decides whether it knows better.
     """
 
-    def __init__(self, proc: AppServerProcess, timeouts: Timeouts, log_path: Path) -> None:
+    def __init__(self, proc: HostConnection, timeouts: Timeouts, log_path: Path) -> None:
         self.proc = proc
         self.timeouts = timeouts
         self.log_path = log_path
@@ -503,7 +510,7 @@ class ThreadReader:
 
 
 def _read_history(
-    proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+    proc: HostConnection, thread_id: str, timeouts: Timeouts, log_path: Path
 ) -> list[dict[str, Any]]:
     params = {"threadId": thread_id, "includeTurns": True}
     result = _rpc(proc, "thread/read", params, timeouts.request, log_path)
@@ -512,7 +519,7 @@ def _read_history(
 
 
 def _rpc(
-    proc: AppServerProcess,
+    proc: HostConnection,
     method: str,
     params: Mapping[str, Any],
     timeout: float,

@@ -10,7 +10,9 @@ Owns the orchestration rules of the spec's "Managed Codex home ownership":
 - turn records are compact; agent text only streams to the caller.
 
 It never mutates the process environment and never spawns anything itself: the codex
-adapter does. Interrupts from another process arrive as a marker file in the session folder.
+adapter does, through the `connect` factory it is given (`AppServerProcess.spawn` unless a
+test passes an in-process host; see `codex/host_connection.py`). Interrupts from another
+process arrive as a marker file in the session folder.
 Which threads stay loaded between turns, and when they are let go, is `warm_threads`.
 """
 
@@ -26,9 +28,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from loopx_chat.codex.app_server import AppServerProcess, ProcessGone, RpcError
+from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
 from loopx_chat.codex.errors_map import classify_rpc_error
+from loopx_chat.codex.host_connection import (
+    ConnectionFactory,
+    HostConnection,
+    ProcessGone,
+    RpcError,
+)
 from loopx_chat.codex.thread import (
     CodexThread,
     HostLaunch,
@@ -129,7 +137,7 @@ class _Host(Protocol):
     """What `_spawn` registers: a started app-server and the thread it loaded, if any."""
 
     @property
-    def proc(self) -> AppServerProcess: ...
+    def proc(self) -> HostConnection: ...
 
     @property
     def thread_id(self) -> str | None: ...
@@ -149,13 +157,17 @@ class ChatController:
         cwd: Path,
         codex_bin: str | None = None,
         config: ControllerConfig | None = None,
+        connect: ConnectionFactory = AppServerProcess.spawn,
     ) -> None:
+        """`connect` starts each app-server: the real subprocess unless a test passes an
+        in-process host (the seam of `codex/host_connection.py`)."""
         # Capture once; the service's startup environment is not session identity.
         self._environ: dict[str, str] = dict(environ)
         self.binding: CodexHomeBinding = resolve_codex_home(self._environ, cwd)
         self.store = store
         self.config = config or ControllerConfig()
         self._codex_bin = codex_bin
+        self._connect = connect
         self._binary: CodexBinary | None = None
         self._home_lock = HomeLock(store.root, self.binding.path)
         self._registry = AppServerRegistry(store.root)
@@ -168,6 +180,11 @@ class ChatController:
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
+        # Sessions whose thread this controller loaded while codex ran a goal loop that no
+        # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
+        self.host_loop_notices: list[str] = []
+        # Sessions whose goal loop a run in this process follows (or is about to recover).
+        self.following_goal_loops: set[str] = set()
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -290,6 +307,7 @@ class ChatController:
             options=self.config.options,
             timeouts=self.config.timeouts,
             while_starting=self._while_codex_starts,
+            connect=self._connect,
         )
         # A place under the warm cap first: refused as `busy` before anything is spawned.
         # The caller's `add` (or its failure path's `unreserve`) ends the reservation.
@@ -416,6 +434,80 @@ class ChatController:
             self._ensure_warm(record)
             return self.store.load(session_id)
 
+    @contextlib.contextmanager
+    def held_thread(self, session_id: str) -> Iterator[Warm]:
+        """The session's thread, loaded (resumed if needed) and kept from the idle close for
+        as long as the caller holds it: a goal run follows codex's own loop on it."""
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host":
+            raise CodexError(
+                "attached-host sessions have no managed app-server",
+                error_code="app_server_rejected",
+            )
+        with self._using(session_id):
+            warm = self._ensure_warm(self._load_checked(session_id))
+            self._warm.cancel_idle_close(warm)
+            warm.pinned = True
+            try:
+                yield warm
+            finally:
+                warm.pinned = False
+
+    def record_host_loop_turns(
+        self, session_id: str, quiet_sec: float = 0.1, most_sec: float = 0.5
+    ) -> int:
+        """Before this process lets a thread go that runs a loop nobody here started, record
+        the continuation turns codex ran on it meanwhile (`origin: goal_loop`, no run), like
+        any other turn; one still running is recorded interrupted, since closing the thread
+        ends it. Reads until codex has been quiet for `quiet_sec`, or `most_sec` in all: the
+        loop spends while the thread is held, and a loop without a budget never goes quiet.
+        The host goal is never touched. Returns how many turns were recorded."""
+        from loopx_chat.codex.goal_loop import GoalLoopWatch
+
+        warm = self._warm.get(session_id)
+        if warm is None or session_id not in self.host_loop_notices:
+            return 0
+        watch = GoalLoopWatch(warm.thread)
+        open_turns: dict[str, TurnRecord] = {}
+        recorded = 0
+        deadline = time.monotonic() + most_sec
+        last_seen = time.monotonic()
+        with self._session_lock(session_id):
+            while time.monotonic() < deadline:
+                try:
+                    event = watch.next_event(timeout=0.05)
+                except CodexError:
+                    break
+                if event is None:
+                    # Nothing of the loop (or a notification it does not need) came.
+                    if not open_turns and time.monotonic() - last_seen > quiet_sec:
+                        break
+                    continue
+                last_seen = time.monotonic()
+                if event.kind == "turn_started" and event.turn_id:
+                    turn = self.turns.draft(
+                        session_id, None, origin="goal_loop", upstream_turn_id=event.turn_id
+                    )
+                    self.turns.begin(turn)
+                    open_turns[event.turn_id] = turn
+                elif event.kind == "turn_ended" and event.outcome is not None:
+                    turn = open_turns.pop(str(event.turn_id), None)
+                    if turn is not None:
+                        self.turns.finish(turn, event.outcome)
+                        recorded += 1
+            for upstream, turn in open_turns.items():
+                self.turns.finish(turn, TurnOutcome(upstream, "interrupted", None, TokenCounts()))
+                recorded += 1
+        return recorded
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this controller has the session's thread loaded (its writer lock is ours)."""
+        return self._warm.get(session_id) is not None
+
+    def drop_thread(self, session_id: str) -> None:
+        """Let the session's loaded thread go (its app-server died or broke the protocol)."""
+        self._warm.drop(session_id)
+
     def _ensure_warm(
         self,
         record: SessionRecord,
@@ -455,6 +547,7 @@ class ChatController:
             lock.release()
             raise
         warm = self._warm.add(record.session_id, thread, lock)
+        self._notice_host_loop(record, thread)
         changes: dict[str, Any] = {}
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
@@ -464,6 +557,38 @@ class ChatController:
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
+
+    def _notice_host_loop(self, record: SessionRecord, thread: CodexThread) -> None:
+        """Resuming a thread whose goal is `active` restarts codex's own loop at once. When
+        no run of ours authorized it (it was set in Codex's own UI, or by a run that is
+        gone), say so: a sighting in the goal's records and `host_loop_notices` for the
+        caller to show. The host goal is never changed here."""
+        try:
+            result = thread.proc.request(
+                "thread/goal/get", {"threadId": thread.thread_id}, self.config.timeouts.request
+            )
+        except (RpcError, ProcessGone, TimeoutError):
+            return
+        goal = result.get("goal")
+        if not isinstance(goal, dict) or goal.get("status") != "active":
+            return
+        if record.session_id in self.following_goal_loops:
+            return  # a run of this process is taking it up
+        from loopx_chat.goals.gate_store import GateStore
+        from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal
+
+        runs = GoalRuns(GateStore(self.store.root))
+        with contextlib.suppress(LoopxChatError):
+            latest = runs.latest(record.goal_id)
+            if (
+                latest is not None
+                and latest.live
+                and latest.pid == os.getpid()
+                and latest.session_id == record.session_id
+            ):
+                return  # the run this process follows
+            runs.record_host_loop(record.goal_id, record.session_id, record.upstream_thread_id)
+        self.host_loop_notices.append(record.session_id)
 
     def _record_busy(
         self,

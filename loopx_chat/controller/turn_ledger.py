@@ -82,7 +82,14 @@ class TurnLedger:
             )
 
     def draft(
-        self, session_id: str, client_turn_id: str | None, text_digest: str | None = None
+        self,
+        session_id: str,
+        client_turn_id: str | None,
+        text_digest: str | None = None,
+        *,
+        origin: str | None = None,
+        run_id: str | None = None,
+        upstream_turn_id: str | None = None,
     ) -> TurnRecord:
         """The turn about to run, not yet recorded: the caller holds it before any write, so a
         stop that lands inside `begin` still knows which turn to settle (`stopped`)."""
@@ -95,6 +102,9 @@ class TurnLedger:
             updated_at=now,
             client_turn_id=client_turn_id,
             text_digest=text_digest,
+            origin=origin,
+            run_id=run_id,
+            upstream_turn_id=upstream_turn_id,
         )
 
     def begin(self, turn: TurnRecord) -> TurnRecord:
@@ -169,6 +179,7 @@ class TurnLedger:
             code=final.error_code,
             session_created_at=session.created_at,
             started_at=final.created_at,
+            origin=final.origin or "chat",
         )
         return TurnResult(session, final, created=True)
 

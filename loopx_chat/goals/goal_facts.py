@@ -183,6 +183,7 @@ def facts_from_records(
     codex_home: str,
     stopped: Mapping[str, Any] | None = None,
     token_budget: int | None = None,
+    run_gate: dict[str, Any] | None = None,
 ) -> GoalFacts:
     ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
     last_handoff = max((h.created_at for h in handoffs), default="")
@@ -238,7 +239,10 @@ def facts_from_records(
         throttle=throttle,
         pending_handoffs=tuple(h.handoff_id for h in pending),
         turn_running=any(r.active_turn_id for r in sessions),
-        control_gate_ids=frozenset({f"stopped-{goal_id}", f"throttled-{goal_id}"}),
+        control_gate_ids=frozenset(
+            {f"stopped-{goal_id}", f"throttled-{goal_id}"}
+            | ({str(run_gate["gate_id"])} if run_gate else set())
+        ),
         thread_ids=tuple(sorted(set(thread_of.values()))),
         recorded_turns=recorded,
         last_recorded_at=max((t.completed_at or t.updated_at for t in turns), default=None),
@@ -262,6 +266,8 @@ def facts_from_records(
     open_first = sorted(gates, key=lambda g: (g.status != "pending", g.created_at))
     facts.gates.extend(_gate_item(g, last_done) for g in open_first)
     facts.gates.extend(home_gates)
+    if run_gate is not None:
+        facts.gates.append(dict(run_gate))  # a finished run waits on the owner's answer
     if throttle is not None:
         what = (
             f"{throttle['count']} failed turns in a row"
@@ -293,6 +299,11 @@ def facts_from_state(
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]
     records = GoalLedger(goals)
     state = records.goal_state(goal_id)
+    from loopx_chat.goals.goal_runs import GoalRuns, run_answer_gate
+
+    run_gate = run_answer_gate(
+        GoalRuns(goals).latest(goal_id), list(state.acceptance) if state else []
+    )
     return facts_from_records(
         goal_id,
         sessions=sessions,
@@ -302,6 +313,7 @@ def facts_from_state(
         codex_home=codex_home,
         stopped=records.stopped(goal_id),
         token_budget=state.token_budget if state else None,
+        run_gate=run_gate,
     )
 
 

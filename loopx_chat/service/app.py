@@ -27,10 +27,12 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
+from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
 from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
 from loopx_chat.goals.goal_facts import goal_exists, require_goal
 from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service import access
 from loopx_chat.service.access import Access, AccessDecision
@@ -43,6 +45,7 @@ from loopx_chat.service.page import (
     GoalActions,
     render_cards,
     render_first_screen,
+    run_view,
 )
 from loopx_chat.service.security import (
     content_type_refusal,
@@ -81,7 +84,7 @@ HTTP_STATUS: Mapping[Outcome, int] = {
     Outcome.UNAVAILABLE: 503,
     Outcome.TIMEOUT: 504,
 }
-RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5}
+RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5, "too_many_running": 30}
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,11 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", r"/api/status/events", "_status_events_route"),
         ("POST", r"/api/status/rendered", "_rendered_route"),
         ("POST", rf"/api/goals/{_ID}/gates/{_ID}/decision", "_decide_route"),
+        ("POST", rf"/api/goals/{_ID}/run", "_run_route"),
+        ("POST", rf"/api/goals/{_ID}/pause", "_pause_route"),
+        ("GET", rf"/api/goals/{_ID}/run", "_run_state_route"),
+        ("POST", rf"/api/goals/{_ID}/accept", "_accept_route"),
+        ("POST", rf"/api/goals/{_ID}/reopen", "_reopen_route"),
         ("GET", r"/api/chat/capabilities", "_capabilities"),
         ("GET", r"/api/chat/sessions", "_list_sessions"),
         ("POST", r"/api/chat/sessions", "_open_route"),
@@ -269,6 +277,7 @@ class ServiceApp:
         work_dir: Path,
         secret: str,
         max_streams: int = MAX_STREAMS,
+        max_running: int = DEFAULT_MAX_RUNNING,
     ) -> None:
         if len(secret) < 43:
             raise ValueError("the owner secret must carry at least 32 random bytes")
@@ -276,6 +285,8 @@ class ServiceApp:
         self._streams = threading.BoundedSemaphore(max_streams)
         self.controller = controller
         self.goals = goals
+        # Goal runs this service follows: each keeps its thread loaded while the goal runs.
+        self.runs = RunPool(controller, goals, max_running=max_running)
         self.port = port
         self.work_dir = work_dir
         self.hub = EventHub()
@@ -467,6 +478,72 @@ class ServiceApp:
             goal_id, gate_id, self._json(request.body), actor=decision.actor or "owner-api"
         )
 
+    def _run_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Run: let Codex work on the goal on its own loop, under the owner's authority."""
+        doc = self._json(request.body)
+        budget = doc.get("token_budget")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0
+        ):
+            raise UsageError("token_budget must be a positive integer", error_code="usage_error")
+        session_id = doc.get("session_id")
+        if session_id is not None:
+            session_id = validate_session_id(session_id)
+        gid = validate_goal_id(goal_id)
+        if not goal_exists(self.controller.store, self.goals, gid):
+            raise StateError(f"no goal {gid}", error_code="goal_not_found")
+        run = self.runs.start(
+            gid,
+            session_id=session_id,
+            token_budget=budget,
+            actor=decision.actor or "owner-api",
+            surface="page" if decision.surface == "page" else "api",
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _accept_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Accept the run Codex says is done: a human_reward on its last turn; run closed."""
+        reason = self._json(request.body).get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError("reason must be a string", error_code="usage_error")
+        run = self.runs.runner.accept(validate_goal_id(goal_id), reason or None, actor="owner")
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _reopen_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Reopen it: active again, with the owner's note as the next objective."""
+        note = self._json(request.body).get("note")
+        if not isinstance(note, str) or not note.strip():
+            raise UsageError("note (what is still missing) is required", error_code="usage_error")
+        run = self.runs.start(
+            validate_goal_id(goal_id),
+            actor=decision.actor or "owner-api",
+            surface="page" if decision.surface == "page" else "api",
+            reopen_note=note,
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _pause_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Pause: the host goal is set paused; its running turn finishes and is recorded."""
+        run = self.runs.pause(validate_goal_id(goal_id))
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _run_state_route(
+        self, request: Request, decision: AccessDecision, goal_id: str
+    ) -> Response:
+        run = GoalRuns(self.goals).latest(validate_goal_id(goal_id))
+        if run is None:
+            raise StateError(f"goal {goal_id} has no run", error_code="run_not_found")
+        running = self.runs.running().get(goal_id) == run.run_id
+        return json_response(200, {"ok": True, "run": run.to_dict(), "running_here": running})
+
     def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
         return self._status_events()
 
@@ -475,6 +552,7 @@ class ServiceApp:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
         records = GoalLedger(self.goals)
         actions: dict[str, GoalActions] = {}
+        running = self.runs.running()
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
             blockers = tuple(str(r) for r in row.get("shown_blocker_refs", ()))
@@ -504,11 +582,30 @@ class ServiceApp:
             except LoopxChatError:
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue
+            runs = GoalRuns(self.goals)
+            run = runs.latest(goal_id)
+            seen = runs.host_loop_seen(goal_id)
+            turns = (
+                [
+                    t
+                    for t in self.controller.store.list_turns(run.session_id)
+                    if t.run_id == run.run_id
+                ]
+                if run is not None and goal_id in running
+                else []
+            )
             actions[goal_id] = GoalActions(
                 gates=gates,
                 next_action=handoffs[-1].next_action if handoffs else None,
                 proposals=proposals,
                 blockers=blockers,
+                run=run_view(
+                    run,
+                    goal_id in running,
+                    len(turns),
+                    sum(t.tokens.total_tokens for t in turns),
+                    host_loop_seen_at=str(seen["at"]) if seen else None,
+                ),
             )
         return actions
 

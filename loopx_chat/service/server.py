@@ -320,6 +320,7 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
     finally:
         log("stopping: interrupting active turns and closing app-servers")
         server.shutdown()
+        server.app.runs.close()  # goal runs: paused, their running turns recorded
         server.app.controller.close()
         server.server_close()
         log("stopped")

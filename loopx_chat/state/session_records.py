@@ -240,6 +240,11 @@ class TurnRecord:
     # sha256 of the message text (never the text), kept only while the turn runs: a busy
     # refusal of the same text is the same work (a metric), whatever its client_turn_id.
     text_digest: str | None = None
+    # Who started the turn: None for a message sent through loopx-chat, `goal_loop` for a
+    # continuation turn codex's own goal loop started (`run_id` names the owner's run, or is
+    # None for a loop loopx-chat did not start).
+    origin: str | None = None
+    run_id: str | None = None
     schema_version: str = TURN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -270,6 +275,8 @@ class TurnRecord:
             "total_tokens": self.tokens.total_tokens,
             "created_at": self.created_at,
             "completed_at": self.completed_at,
+            "origin": self.origin or "chat",
+            "run_id": self.run_id,
         }
 
     @classmethod

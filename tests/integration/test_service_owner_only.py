@@ -215,7 +215,12 @@ def _route_paths(goal: str, gate: str, session: str) -> list[tuple[str, str]]:
     out = []
     for route in ROUTES:
         pattern = route.pattern.pattern
-        groups = f"{goal},{gate}" if "/gates/" in pattern else session
+        if "/gates/" in pattern:
+            groups = f"{goal},{gate}"
+        elif pattern.startswith("/api/goals/"):
+            groups = goal  # Run, Pause and the run's state
+        else:
+            groups = session
         out.append((route.method, _concrete(pattern, {"groups": groups})))
     return out
 
@@ -356,6 +361,16 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
             assert (status, json.loads(raw)["error_code"]) == (403, "forbidden_request")
         elif path.endswith("/interrupt"):
             assert status in (200, 409), raw  # the turn may already be over
+        elif path.startswith("/api/goals/") and "/gates/" not in path:
+            # This goal has no budget to run with and no run: the owner gets the refusal's
+            # code, never a 401 (Reopen without a note is a usage error).
+            code = json.loads(raw)["error_code"]
+            assert (status, code) in (
+                (400, "budget_required"),
+                (404, "run_not_found"),
+                (409, "run_not_complete"),
+                (400, "usage_error"),
+            ), raw
         else:
             assert status < 300, (method, path, status, raw)
     decided = GateStore(served.state).gate("g-own", gate.gate_id)
