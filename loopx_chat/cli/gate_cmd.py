@@ -14,6 +14,7 @@ from loopx_chat.cli.context import (
     json_option,
     nothing_found,
 )
+from loopx_chat.cli.delegation import service_for
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import DECISIONS, validate_goal_id
@@ -51,7 +52,11 @@ def gate_request(
 def gate_resolve(
     cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
 ) -> None:
-    """Approve or reject GATE_ID."""
+    """Approve or reject GATE_ID (through the running service when one of ours is up)."""
+    service = service_for(cli)
+    if service is not None:
+        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json)
+        return
     resolved = cli.gate_store().resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
     _emit_gate(resolved.to_dict(), as_json)
 

@@ -116,9 +116,7 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-    threading.Thread(
-        target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
-    ).start()
+    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()

@@ -32,6 +32,7 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequestPolicy,
 )
+from loopx_chat.codex.turn_defaults import HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
@@ -50,15 +51,15 @@ ABANDON_RETRY_SEC = 2.0
 class Timeouts:
     startup: float = 30.0
     request: float = 30.0
-    idle: float = 180.0  # no notification at all for this long during a turn
-    hard: float = 900.0  # whole turn
+    idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
+    hard: float = HARD_TIMEOUT_SEC  # whole turn
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
 
 @dataclass(frozen=True)
 class ThreadOptions:
-    sandbox: str = "read-only"
+    sandbox: str = SANDBOX
     approval_policy: str = "never"
     config_args: tuple[str, ...] = ()
     server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)

@@ -30,7 +30,7 @@ from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
 from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
-from loopx_chat.goals.goal_facts import goal_exists
+from loopx_chat.goals.goal_facts import goal_exists, require_goal
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
@@ -169,12 +169,23 @@ def without_paths(text: str) -> str:
     return _LOCAL_PATH.sub("<path>", text)
 
 
-def from_error(exc: LoopxChatError) -> Response:
-    remedy = exc.to_dict()["gate"]
-    if isinstance(remedy, dict):
-        remedy = {k: without_paths(v) if isinstance(v, str) else v for k, v in remedy.items()}
+def error_doc(exc: LoopxChatError, *, redact: bool = True) -> dict[str, Any]:
+    """An error as the API shows it: local paths cut, except for the owner's own CLI, which
+    prints the message the direct path would print in the same terminal."""
+    doc = exc.to_dict()
+    if redact:
+        doc["error"] = without_paths(exc.message)
+        if isinstance(doc["gate"], dict):
+            doc["gate"] = {
+                k: without_paths(v) if isinstance(v, str) else v for k, v in doc["gate"].items()
+            }
+    return doc
+
+
+def from_error(exc: LoopxChatError, *, redact: bool = True) -> Response:
+    doc = error_doc(exc, redact=redact)
     response = error_response(
-        http_status(exc.error_code), exc.error_code, without_paths(exc.message), remedy
+        http_status(exc.error_code), exc.error_code, doc["error"], doc["gate"]
     )
     retry = RETRY_AFTER_SEC.get(exc.error_code)
     if retry is not None:
@@ -231,6 +242,8 @@ class _Worker:
     """What a turn's worker (the OS thread that runs it) reports back to the request."""
 
     accepted: threading.Event = field(default_factory=threading.Event)
+    # Set when the worker is done with the turn: its result or error is final.
+    finished: threading.Event = field(default_factory=threading.Event)
     result: TurnResult | None = None
     error: LoopxChatError | None = None
     turn: TurnRecord | None = None
@@ -331,9 +344,12 @@ class ServiceApp:
             request = Request("GET" if method == "HEAD" else method, path, query, headers, body)
             return self._route(request, decision)
         except LoopxChatError as exc:
-            return from_error(exc)
+            return from_error(exc, redact=decision.surface != "cli")
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
-            return from_error(state_os_error(exc, exc.filename or "the state dir", writing=False))
+            return from_error(
+                state_os_error(exc, exc.filename or "the state dir", writing=False),
+                redact=decision.surface != "cli",
+            )
         finally:
             if writes:
                 # A client reads its own writes: the next status read looks at the disk again.
@@ -431,7 +447,11 @@ class ServiceApp:
         )
 
     def _turns(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
-        return self._submit(validate_session_id(session_id), self._json(request.body))
+        session_id = validate_session_id(session_id)
+        redact = decision.surface != "cli"
+        if "text/event-stream" in (request.headers.get("accept") or ""):
+            return self._submit_streaming(session_id, self._json(request.body), redact=redact)
+        return self._submit(session_id, self._json(request.body), redact=redact)
 
     def _session_events(
         self, request: Request, decision: AccessDecision, session_id: str
@@ -654,8 +674,9 @@ class ServiceApp:
             raise UsageError("decision must be approve or reject", error_code="usage_error")
         if reason is not None and not isinstance(reason, str):
             raise UsageError("reason must be a string", error_code="usage_error")
+        gid = require_goal(self.controller.store, self.goals, goal_id)
         gate = self.goals.resolve_gate(
-            validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
+            gid, gate_id, str(decision), reason or None, decided_by=actor
         )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
@@ -686,6 +707,13 @@ class ServiceApp:
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
         return doc
+
+    def warm_up(self) -> None:
+        """At start, before anyone asks: the codex version `capabilities` reports (a CLI
+        checking whose service this is gives it 1 s, less than a cold `codex --version`
+        may take), then the rollout index."""
+        self.capabilities()
+        self.warm_host_facts()
 
     def warm_host_facts(self) -> None:
         """Bring the rollout index up to date before anyone asks, so the first status read
@@ -762,7 +790,10 @@ class ServiceApp:
         record = self.controller.open_session(gid, work, mode=str(mode))
         return json_response(201, {"ok": True, "session": record.public_dict()})
 
-    def _submit(self, session_id: str, doc: dict[str, Any]) -> Response:
+    def _start_turn(self, session_id: str, doc: dict[str, Any]) -> _Worker:
+        """Check the request, start its turn on a worker thread, and wait until codex has
+        accepted it (or refused, or replayed a finished one). 504 when it never did: the
+        turn then never runs."""
         text = doc.get("text")
         if not isinstance(text, str) or not text.strip():
             raise LoopxChatError("text (a non-empty string) is required", error_code="usage_error")
@@ -818,18 +849,23 @@ class ServiceApp:
                 # listeners of a turn that is still running.
                 if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
+                worker.finished.set()
 
         threading.Thread(target=run, name=f"turn-{session_id}", daemon=True).start()
         if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
-            return error_response(
-                504,
-                "turn_not_accepted",
+            raise LoopxChatError(
                 f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s; it will not run, so "
                 "it is safe to send it again",
+                error_code="turn_not_accepted",
             )
         worker.accepted.wait()  # started: its acceptance (or failure) is a request away
+        return worker
+
+    def _submit(self, session_id: str, doc: dict[str, Any], *, redact: bool = True) -> Response:
+        """`POST .../turns`: answer once the turn is accepted; `GET .../events` streams it."""
+        worker = self._start_turn(session_id, doc)
         if worker.error is not None:
-            return from_error(worker.error)
+            return from_error(worker.error, redact=redact)
         if worker.result is not None:  # finished (or replayed) before we looked
             code = 201 if worker.result.created else 200
             return json_response(
@@ -849,6 +885,77 @@ class ServiceApp:
         return json_response(
             202, {"ok": True, "session_id": session_id, "created": True, "turn": turn.public_dict()}
         )
+
+    def _submit_streaming(
+        self, session_id: str, doc: dict[str, Any], *, redact: bool = True
+    ) -> Response:
+        """`POST .../turns` with `Accept: text/event-stream`: the turn's own events from its
+        first one (`status` running, every `delta`, the final `status`), then one `result`
+        (the document the plain POST answers with, plus `thread_id`) or one `error`. The
+        requester is subscribed before the turn starts, so no delta is lost, and its queue
+        is unbounded: it asked for this reply. A refusal before the turn starts (bad input,
+        busy, another home, not accepted) is the plain JSON error, with its status."""
+        if not self._streams.acquire(blocking=False):
+            raise LoopxChatError(
+                "too many event streams are open on this service; close a page and retry",
+                error_code="too_many_streams",
+            )
+        listener = self.hub.subscribe(session_id, limit=0)
+        handed_over = False
+
+        def unsubscribe() -> None:
+            self.hub.unsubscribe(session_id, listener)
+
+        try:
+            worker = self._start_turn(session_id, doc)
+            if worker.error is not None:
+                return from_error(worker.error, redact=redact)
+
+            def stream() -> Iterator[bytes]:
+                replay = worker.result is not None and not worker.result.created
+                while not replay:
+                    try:
+                        event = listener.get(timeout=15)
+                    except queue.Empty:
+                        if worker.finished.is_set() and listener.empty():
+                            break
+                        yield b": keepalive\n\n"
+                        continue
+                    if event is None:
+                        break
+                    yield _sse(event)
+                worker.finished.wait()
+                unsubscribe()
+                if worker.error is not None or worker.result is None:
+                    error = worker.error or LoopxChatError(
+                        "the turn failed unexpectedly", error_code="internal_error"
+                    )
+                    yield _sse({"type": "error", **error_doc(error, redact=redact)})
+                    return
+                result = worker.result
+                yield _sse(
+                    {
+                        "type": "result",
+                        "ok": True,
+                        "session_id": session_id,
+                        "thread_id": result.session.upstream_thread_id,
+                        "created": result.created,
+                        "turn": result.turn.public_dict(),
+                    }
+                )
+
+            response = Response(
+                200,
+                content_type="text/event-stream",
+                stream=HeldStream(stream(), self._streams.release, unsubscribe),
+                headers=(("Cache-Control", "no-store"),),
+            )
+            handed_over = True
+            return response
+        finally:
+            if not handed_over:
+                unsubscribe()
+                self._streams.release()
 
     def _events(self, session_id: str) -> Response:
         record = self.controller.store.load(session_id)
