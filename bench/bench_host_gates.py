@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.codex.offline_config import write_offline_codex_config
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.service_runtime import read_secret
 
@@ -150,7 +150,7 @@ def main() -> None:
             cards = Cards(port, secret)
             webhook_ms: list[float] = []
             card_ms: list[float] = []
-            goals = GoalStore(state)
+            goals = GateStore(state)
             for n in range(args.rounds):
                 round_started = time.monotonic()
                 goal = f"bench-{n:03d}"

@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
@@ -29,7 +29,7 @@ CLIENTS = 16
 
 
 def seed(state: Path, home: str, goals: int) -> None:
-    store, goal_store = SessionStore(state), GoalStore(state)
+    store, gate_store = SessionStore(state), GateStore(state)
     for i in range(goals):
         sid = f"s{i:04d}"
         store.create(
@@ -58,7 +58,7 @@ def seed(state: Path, home: str, goals: int) -> None:
                     )
                 )
         if i % 4 == 0:
-            goal_store.request_gate(f"goal-{i:03d}", "Approve the next step?")
+            gate_store.request_gate(f"goal-{i:03d}", "Approve the next step?")
 
 
 # The service asks every request for the owner's secret; the bare baseline ignores it.
@@ -117,7 +117,7 @@ def main() -> None:
             "127.0.0.1",
             0,
             lambda port: ServiceApp(
-                controller, GoalStore(root / "state"), port=port, work_dir=root, secret=SECRET
+                controller, GateStore(root / "state"), port=port, work_dir=root, secret=SECRET
             ),
         )
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -1,4 +1,5 @@
-"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex.
+"""Shared fixtures: the pinned real codex, the loopback model mock, the fake codex, the
+in-process scripted host.
 
 Fixtures only; the functions and classes tests share live in `tests/helpers/`. The tests under
 `tests/integration/` get the `codex` marker from its conftest; a test elsewhere that needs the
@@ -10,16 +11,18 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.model_mock.responses import MockResponsesServer
-from tests.helpers.fakes import FAKE_CODEX, FakeCodex
+from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
 from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import PINNED_CODEX
+from tests.helpers.serve_process import RunningService
+from tests.helpers.serve_process import start_service as start_serve_process
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -68,3 +71,34 @@ def fake_codex(tmp_path: Path) -> FakeCodex:
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "$@"\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return FakeCodex(bin=exe, log=tmp_path / "fake-codex.log")
+
+
+@pytest.fixture
+def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
+    """Start `loopx-chat serve` for (state dir, home, env, codex bin, *serve options); every
+    one started is stopped at the end."""
+    started: list[RunningService] = []
+
+    def start(
+        state: Path, home: Path, env: dict[str, str], codex_bin: str, *serve_args: str
+    ) -> RunningService:
+        log = tmp_path / f"serve-{len(started)}.log"
+        service = start_serve_process(state, home, env, codex_bin, log, *serve_args)
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Scripted:
+    """The in-process scripted host, and a `codex` to name that only records that it ran."""
+    bindir = tmp_path / "scriptedbin"
+    bindir.mkdir()
+    ran = tmp_path / "scripted-codex-ran.log"
+    exe = bindir / "codex"
+    exe.write_text(f'#!/bin/sh\necho "$*" >> "{ran}"\nexit 99\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    return Scripted(bin=exe, ran=ran)

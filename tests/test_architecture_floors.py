@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "loopx_chat"
 ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
-TOP_LEVEL_MODULES = frozenset({"__init__", "__main__", "home", "errors"})
+TOP_LEVEL_MODULES = frozenset({"__init__", "__main__", "home", "errors", "visible_text"})
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,12 @@ class Floor:
 
 # Ground floor first. "top" is the top-level modules (the binding, the errors, the version).
 FLOORS: tuple[Floor, ...] = (
-    Floor(0, ("top",), "the Codex-home binding (`home`), the error hierarchy, the version"),
+    Floor(
+        0,
+        ("top",),
+        "the Codex-home binding (`home`), the error hierarchy, the control-character filter "
+        "(`visible_text`), the version",
+    ),
     Floor(1, ("session_runtime",), "the pure projection core and its public contracts"),
     Floor(2, ("state",), "owner-local storage: paths, atomic/append-only writes, records"),
     Floor(
@@ -55,7 +60,7 @@ LEVEL = {room: floor.level for floor in FLOORS for room in floor.rooms}
 def room_of(module: str) -> str:
     parts = module.split(".")
     assert parts[0] == "loopx_chat", module
-    if len(parts) == 1 or parts[1] in {"__init__", "home", "errors"}:
+    if len(parts) == 1 or parts[1] in TOP_LEVEL_MODULES - {"__main__"}:
         return "top"
     if parts[1] == "__main__":
         return "cli"  # the entry point sits with the command line
@@ -132,7 +137,8 @@ def render_floor_table() -> str:
     ]
     for floor in reversed(FLOORS):
         rooms = ", ".join(
-            "top level (`home`, `errors`)" if r == "top" else f"`{r}/`" for r in floor.rooms
+            "top level (`home`, `errors`, `visible_text`)" if r == "top" else f"`{r}/`"
+            for r in floor.rooms
         )
         below = [r for f in FLOORS if f.level < floor.level for r in f.rooms]
         may = ", ".join("top level" if r == "top" else f"`{r}`" for r in reversed(below))

@@ -1,6 +1,10 @@
-"""The codex adapter and controller against the fake app-server: faults on demand.
+"""The codex adapter and controller against faults on demand.
 
-The fake (tests/helpers/fakes/fake_codex.py) logs every invocation (argv, CODEX_HOME, cwd), so these
+Faults that need no real process run on the in-process scripted host
+(tests/helpers/fakes/scripted_host.py, through the adapter's `connect` seam): it replays the
+recorded transcripts, and records every host started and every message it received. Faults of
+a real process (its argv and environment, pipes, exits, a catalog run) use the subprocess fake
+(tests/helpers/fakes/fake_codex.py), which logs every invocation (argv, CODEX_HOME, cwd), so those
 tests assert exactly how processes were spawned, retried or not spawned at all.
 """
 
@@ -9,7 +13,6 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -27,8 +30,9 @@ from loopx_chat.controller.warm_threads import WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
-from tests.helpers.fakes import FakeCodex
-from tests.helpers.fakes.replay import recorded_reply
+from tests.helpers.fakes import FakeCodex, Scripted
+from tests.helpers.fakes.replay import Answer, recorded_reply
+from tests.helpers.fakes.scripted_host import Script
 from tests.helpers.waiting import run_in_thread, wait_for
 
 
@@ -70,6 +74,25 @@ def controller(
         codex_bin=str(fake.bin),
         config=config,
     )
+
+
+def scripted_controller(
+    tmp_path: Path,
+    home: Path,
+    scripted: Scripted,
+    script: Script | None = None,
+    *,
+    idle_close_sec: float = 180.0,
+    timeouts: Timeouts | None = None,
+) -> ChatController:
+    """A controller whose app-servers are scripted hosts; what it names as codex never runs."""
+    config = ControllerConfig(
+        timeouts=timeouts or TEST_TIMEOUTS, warm_idle_close_sec=idle_close_sec
+    )
+    return scripted.controller(tmp_path, home, script, config)
+
+
+HANG = Script(answers={"turn/start": Answer("steer", "turn/start")})  # active until interrupted
 
 
 def test_argv_env_and_cwd_of_the_spawned_app_server(
@@ -120,8 +143,8 @@ def test_catalog_retry_failure_gives_a_gate(
             c.open_session("g", tmp_path)
     err = info.value
     assert err.error_code == "catalog_incompatible"
-    assert err.gate is not None and "compatible model catalog" in err.gate.summary
-    assert "legacy override" in err.gate.next_action
+    assert err.remedy is not None and "compatible model catalog" in err.remedy.summary
+    assert "legacy override" in err.remedy.next_action
     assert len(fake_codex.app_servers()) == (2 if scenario == "catalog_legacy_always" else 1)
     assert SessionStore(tmp_path / "state").list().sessions == ()
 
@@ -136,24 +159,27 @@ def test_catalog_debug_models_bad_json_is_refused(
 
 
 def test_unrelated_thread_start_error_never_retries(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex, "thread_start_error") as c:
+    refusal = Script(answers={"thread/start": Answer("errors", "thread/start", 1)})
+    with scripted_controller(tmp_path, home, scripted, refusal) as c:
         with pytest.raises(CodexError) as info:
             c.open_session("g", tmp_path)
     assert info.value.error_code == "app_server_rejected"
     assert "rejected thread/start" in info.value.message
-    assert "exploded" not in info.value.message  # upstream text is not echoed
-    assert len(fake_codex.app_servers()) == 1
-    assert fake_codex.debug_model_runs() == []
+    assert "experimentalApi" not in info.value.message  # upstream text is not echoed
+    assert [h.closed_by_client for h in scripted.codex.hosts] == [True]
+    assert scripted.spawned() == []  # no `debug models` for a catalog retry
 
 
-def test_config_error_is_classified(tmp_path: Path, home: Path, fake_codex: FakeCodex) -> None:
-    with controller(tmp_path, home, fake_codex, "config_invalid") as c:
+def test_config_error_is_classified(tmp_path: Path, home: Path, scripted: Scripted) -> None:
+    config_invalid = Script.replaying("config_invalid", "initialize", "thread/start")
+    with scripted_controller(tmp_path, home, scripted, config_invalid) as c:
         with pytest.raises(CodexError) as info:
             c.open_session("g", tmp_path)
     assert info.value.error_code == "codex_config_invalid"
-    assert fake_codex.debug_model_runs() == []
+    assert scripted.spawned() == [] and len(scripted.codex.hosts) == 1
+    assert SessionStore(tmp_path / "state").list().sessions == ()
 
 
 def test_garbage_stdout_lines_are_skipped(
@@ -177,9 +203,9 @@ def test_garbage_stdout_lines_are_skipped(
 
 
 def test_hang_hits_the_idle_timeout_and_interrupts(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex, "hang_turn") as c:
+    with scripted_controller(tmp_path, home, scripted, HANG) as c:
         record = c.open_session("g", tmp_path)
         result = c.submit_turn(record.session_id, "hi")
     assert (result.turn.status, result.turn.error_code) == ("interrupted", "idle_timeout")
@@ -188,29 +214,28 @@ def test_hang_hits_the_idle_timeout_and_interrupts(
 
 
 def test_a_history_read_that_never_answers_times_out_and_leaves_nothing_running(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex, "hang_read") as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", tmp_path)
         c.submit_turn(record.session_id, "hi")
     state = SessionStore(tmp_path / "state")
     before = {p: p.read_bytes() for p in state.root.rglob("*.json")}
-    reader = controller(
+    reader = scripted_controller(
         tmp_path,
         home,
-        fake_codex,
-        "hang_read",
+        scripted,
+        Script(silent=frozenset({"thread/read"})),
         timeouts=replace(TEST_TIMEOUTS, request=0.5, idle=180),
     )
     with reader, pytest.raises(CodexError) as timed_out:
         reader.history(record.session_id)
     assert timed_out.value.error_code == "request_timeout"
     assert "thread/read" in str(timed_out.value)
-    # The reader app-server was closed and unregistered; no state changed.
-    spawned = fake_codex.app_servers()[-1]
-    assert not psutil.pid_exists(spawned["pid"]) or (
-        psutil.Process(spawned["pid"]).status() == psutil.STATUS_ZOMBIE
-    )
+    # The reader app-server loaded no thread, was closed and unregistered; no state changed.
+    spawned = scripted.codex.hosts[-1]
+    assert [m["method"] for m in spawned.received] == ["initialize", "initialized", "thread/read"]
+    assert spawned.closed_by_client
     assert list((state.root / "registry" / "app-servers").glob("*.json")) == []
     assert {p: p.read_bytes() for p in state.root.rglob("*.json")} == before
 
@@ -242,19 +267,21 @@ def test_missing_binary_is_a_gate(tmp_path: Path, home: Path) -> None:
     with c, pytest.raises(CodexError) as info:
         c.open_session("g", tmp_path)
     assert info.value.error_code == "host_tool_unavailable"
-    assert info.value.gate is not None and "Codex" in info.value.gate.summary
+    assert info.value.remedy is not None and "Codex" in info.value.remedy.summary
     # Refused before any real work: not even a controller_started metrics event.
     assert not (tmp_path / "state" / "events" / "control.jsonl").exists()
 
 
 def test_host_reporting_another_home_is_refused(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex, "home_mismatch") as c:
+    # What codex answers when a wrapper changed its CODEX_HOME on the way.
+    with scripted_controller(tmp_path, home, scripted, Script(reported_home="/else")) as c:
         with pytest.raises(CodexError) as info:
             c.open_session("g", tmp_path)
     assert info.value.error_code == "codex_home_host_mismatch"
     assert SessionStore(tmp_path / "state").list().sessions == ()
+    assert [h.closed_by_client for h in scripted.codex.hosts] == [True]
 
 
 def test_server_requests_are_declined_so_turns_finish(
@@ -276,15 +303,16 @@ def test_early_exit_is_reported(tmp_path: Path, home: Path, fake_codex: FakeCode
 
 
 def test_upstream_active_writer_maps_to_thread_busy(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", tmp_path)
-    with controller(tmp_path, home, fake_codex, "active_writer") as c:
+    busy = Script.replaying("busy_thread", "initialize", "thread/resume")
+    with scripted_controller(tmp_path, home, scripted, busy) as c:
         with pytest.raises(CodexError) as info:
             c.submit_turn(record.session_id, "hi")
     assert info.value.error_code == "thread_busy"
-    assert info.value.gate is not None
+    assert info.value.remedy is not None
     assert SessionStore(tmp_path / "state").list_turns(record.session_id) == []
 
 
@@ -316,31 +344,31 @@ def test_wrapper_resolves_to_the_native_binary(tmp_path: Path) -> None:
 
 
 def test_warm_app_server_closes_after_idle_period(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    import psutil
-
-    c = controller(tmp_path, home, fake_codex, idle_close_sec=0.3)
+    c = scripted_controller(tmp_path, home, scripted, idle_close_sec=0.3)
     with c:
         record = c.open_session("g", tmp_path)
         c.submit_turn(record.session_id, "hi")
-        pid = c.warm_pids()[record.session_id]
-        assert psutil.pid_exists(pid)
-        psutil.Process(pid).wait(timeout=10)  # closed by the idle timer, not by us
-        assert c.warm_pids() == {}
+        (first,) = scripted.codex.hosts
+        assert c.warm_pids() == {record.session_id: first.pid}
+        wait_for(lambda: first.closed_by_client, 10)  # closed by the idle timer, not by us
+        wait_for(lambda: c.warm_pids() == {}, 10)
         # The next turn resumes the same thread in a new process.
         again = c.submit_turn(record.session_id, "again")
     assert again.turn.status == "completed"
-    assert [e["argv"][0] for e in fake_codex.app_servers()] == ["app-server", "app-server"]
+    (resumed,) = scripted.codex.requests("thread/resume")
+    assert resumed["params"]["threadId"] == record.upstream_thread_id
+    assert len(scripted.codex.hosts) == 2
 
 
 def test_open_resume_latest_reuses_the_goal_session(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         first = c.open_session("goal-x", tmp_path)
         c.submit_turn(first.session_id, "hi")
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         again = c.open_session("goal-x", tmp_path, mode="resume_latest")
         other = c.open_session("goal-y", tmp_path, mode="resume_latest")
     assert again.session_id == first.session_id
@@ -355,13 +383,13 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_turn_start_that_never_answers_is_request_timeout(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(
+    with scripted_controller(
         tmp_path,
         home,
-        fake_codex,
-        "hang_turn_start",
+        scripted,
+        Script(silent=frozenset({"turn/start"})),
         timeouts=replace(TEST_TIMEOUTS, request=0.5, idle=5),
     ) as c:
         record = c.open_session("g", tmp_path)
@@ -373,23 +401,22 @@ def test_a_turn_start_that_never_answers_is_request_timeout(
 
 
 def test_an_opened_or_errored_thread_is_still_closed_when_idle(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex, idle_close_sec=0.3) as c:
+    with scripted_controller(tmp_path, home, scripted, idle_close_sec=0.3) as c:
         record = c.open_session("g", tmp_path)  # no turn: it must not be kept forever
-        pid = c.warm_pids()[record.session_id]
-        psutil.Process(pid).wait(timeout=10)
-        assert c.warm_pids() == {}
+        wait_for(lambda: c.warm_pids() == {}, 10)
+        assert scripted.codex.hosts[0].closed_by_client
         # An RPC error on a loaded thread does not keep it either.
         with pytest.raises(CodexError):
             c.thread_request(record.session_id, "no/such/method", {})
-        pid = c.warm_pids()[record.session_id]
-        psutil.Process(pid).wait(timeout=10)
-        assert c.warm_pids() == {}
+        assert c.warm_pids() == {record.session_id: scripted.codex.hosts[1].pid}
+        wait_for(lambda: c.warm_pids() == {}, 10)
+        assert scripted.codex.hosts[1].closed_by_client
 
 
 def test_a_session_of_another_agent_is_never_driven(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
     store = SessionStore(tmp_path / "state")
     now = store.now()
@@ -403,7 +430,7 @@ def test_a_session_of_another_agent_is_never_driven(
             upstream_thread_id="01a22654-8805-7283-882f-6664d5224a44",
         )
     )
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         for action in (
             lambda: c.submit_turn("a" * 32, "hi"),
             lambda: c.resume_session("a" * 32),
@@ -412,19 +439,20 @@ def test_a_session_of_another_agent_is_never_driven(
             with pytest.raises(LoopxChatError) as refused:
                 action()
             assert refused.value.error_code == "agent_unsupported"
-    assert fake_codex.app_servers() == []
+    assert scripted.codex.hosts == [] and scripted.spawned() == []
 
 
 def test_an_app_server_that_cannot_be_registered_is_closed(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
     (tmp_path / "state" / "registry").mkdir(parents=True)
     (tmp_path / "state" / "registry" / "app-servers").write_text("not a folder")
-    with controller(tmp_path, home, fake_codex) as c, pytest.raises(LoopxChatError) as failed:
+    c = scripted_controller(tmp_path, home, scripted)
+    with c, pytest.raises(LoopxChatError) as failed:
         c.open_session("g", tmp_path)
     assert failed.value.error_code == "state_unwritable"  # one line in the CLI, no traceback
-    (spawned,) = fake_codex.app_servers()
-    wait_for(lambda: not _alive(spawned["pid"]))
+    (spawned,) = scripted.codex.hosts
+    assert spawned.closed_by_client
 
 
 def test_a_thread_loaded_after_shutdown_began_is_let_go(tmp_path: Path) -> None:
@@ -469,14 +497,15 @@ def test_codex_version_and_child_environment_use_the_pinned_home(
 
 
 def test_a_turn_the_caller_gave_up_on_never_runs(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", tmp_path)
         with pytest.raises(CodexError) as gave_up:
             c.submit_turn(record.session_id, "too late", may_start=lambda: False)
         assert gave_up.value.error_code == "turn_not_accepted"
         assert SessionStore(tmp_path / "state").list_turns(record.session_id) == []
+        assert scripted.codex.requests("turn/start") == []  # nothing was sent upstream
         ran = c.submit_turn(record.session_id, "in time", may_start=lambda: True)
     assert ran.turn.status == "completed"
 
@@ -484,10 +513,10 @@ def test_a_turn_the_caller_gave_up_on_never_runs(
 def test_the_service_worker_either_starts_the_turn_or_gives_it_up() -> None:
     from loopx_chat.service.app import _Worker
 
-    late = _Worker(thread=threading.Thread())
+    late = _Worker()
     assert late.give_up() is True
     assert late.may_start() is False  # the 504 was sent: the turn must not run
-    started = _Worker(thread=threading.Thread())
+    started = _Worker()
     assert started.may_start() is True
     assert started.give_up() is False  # it runs: the request waits for its acceptance
 
@@ -512,14 +541,14 @@ def test_an_app_server_that_stops_reading_never_blocks_a_turn_or_shutdown(
 
 
 def test_a_slow_start_elsewhere_is_waited_for_not_taken_for_an_exclusive_hold(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted, fake_codex: FakeCodex
 ) -> None:
-    slow = controller(tmp_path, home, fake_codex, "slow_initialize")  # 3 s to initialize
+    slow = scripted_controller(tmp_path, home, scripted, Script(delays={"initialize": 3.0}))
     quick = controller(tmp_path, home, fake_codex)
     with slow, quick:
         thread, box = run_in_thread(lambda: slow.open_session("g-slow", tmp_path))
         # Its app-server is started under the spawn guard and now sits in initialize.
-        wait_for(lambda: len(fake_codex.app_servers()) == 1)
+        wait_for(lambda: len(scripted.codex.requests("initialize")) == 1)
         opened = quick.open_session("g-quick", tmp_path)
         thread.join(timeout=30)
     assert opened.goal_id == "g-quick"
@@ -527,20 +556,20 @@ def test_a_slow_start_elsewhere_is_waited_for_not_taken_for_an_exclusive_hold(
 
 
 def test_steering_a_running_turn_and_retrying_the_steer(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(
+    with scripted_controller(
         tmp_path,
         home,
-        fake_codex,
-        "hang_turn",
+        scripted,
+        HANG,
         timeouts=replace(TEST_TIMEOUTS, idle=30, hard=60),
     ) as c:
         record = c.open_session("g", tmp_path)
         thread, box = run_in_thread(lambda: c.submit_turn(record.session_id, "first"))
         store = SessionStore(tmp_path / "state")
         wait_for(lambda: store.load(record.session_id).active_turn_id is not None)
-        wait_for(lambda: any(e.get("turn_start") for e in fake_codex.entries()))
+        wait_for(lambda: len(scripted.codex.requests("turn/start")) == 1)
         running = store.load(record.session_id).active_turn_id
         steered = c.submit_turn(record.session_id, "and also", client_turn_id="steer-1")
         again = c.submit_turn(record.session_id, "and also", client_turn_id="steer-1")
@@ -548,16 +577,16 @@ def test_steering_a_running_turn_and_retrying_the_steer(
         thread.join(timeout=30)
     assert (steered.created, steered.turn.turn_id, steered.turn.steered) == (False, running, True)
     assert (again.created, again.turn.turn_id) == (False, running)
-    starts = [e["steer"] for e in fake_codex.entries() if e.get("turn_start")]
-    assert starts == [False, True]  # the retry of the steer sent nothing again
+    starts = [m["params"]["input"][0]["text"] for m in scripted.codex.requests("turn/start")]
+    assert starts == ["first", "and also"]  # the retry of the steer sent nothing again
     assert isinstance(box.get("result"), TurnResult), box
 
 
 def test_a_steer_that_arrives_as_the_turn_ends_never_leaves_a_turn_unwatched(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
     # Codex has finished the turn, our loop has not yet noticed: codex starts a new turn.
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", tmp_path)
         c.submit_turn(record.session_id, "first")
         warm = c._warm.get(record.session_id)
@@ -573,13 +602,14 @@ def test_a_steer_that_arrives_as_the_turn_ends_never_leaves_a_turn_unwatched(
 
 
 def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the_thread(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", tmp_path)  # we hold the thread's writer lock
         orphan = c.turns.begin(c.turns.draft(record.session_id, None))  # a crashed one left it
         settled = c.interrupt_turn(record.session_id)
     assert (settled.turn_id, settled.status) == (orphan.turn_id, "interrupted")
+    assert scripted.codex.requests("turn/interrupt") == []  # nothing upstream to interrupt
     assert not (tmp_path / "state" / "sessions" / record.session_id / "interrupt.request").exists()
 
 
@@ -595,7 +625,7 @@ def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
         with pytest.raises(CodexError) as at_start:
             c.open_session("g", tmp_path)
     assert at_start.value.error_code == "app_server_protocol"
-    assert at_start.value.gate is not None
+    assert at_start.value.remedy is not None
     (first,) = fake_codex.app_servers()
     wait_for(lambda: not _alive(first["pid"]))
     with controller(tmp_path, home, fake_codex, "endless_line_mid_turn") as c:
@@ -614,18 +644,18 @@ def test_a_stdout_line_past_the_limit_ends_the_app_server_with_a_protocol_error(
 
 
 def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
-    tmp_path: Path, home: Path, fake_codex: FakeCodex
+    tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
     work = tmp_path / "work"
     work.mkdir()
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         record = c.open_session("g", work)
         c.submit_turn(record.session_id, "hi")
     work.rmdir()
     state = SessionStore(tmp_path / "state")
-    spawned = len(fake_codex.app_servers())
+    spawned = len(scripted.codex.hosts)
     before = {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()}
-    with controller(tmp_path, home, fake_codex) as c:
+    with scripted_controller(tmp_path, home, scripted) as c:
         for action in (
             lambda: c.submit_turn(record.session_id, "again"),
             lambda: c.resume_session(record.session_id),
@@ -634,9 +664,9 @@ def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
             with pytest.raises(CodexError) as missing:
                 action()
             assert missing.value.error_code == "work_dir_missing"
-            assert missing.value.gate is not None
-            assert "chat new --cwd" in missing.value.gate.next_action
-    assert len(fake_codex.app_servers()) == spawned
+            assert missing.value.remedy is not None
+            assert "chat new --cwd" in missing.value.remedy.next_action
+    assert len(scripted.codex.hosts) == spawned
     assert {p: p.read_bytes() for p in state.root.rglob("*") if p.is_file()} == before
 
 
@@ -644,7 +674,7 @@ def test_a_session_whose_work_dir_was_deleted_says_so_and_spawns_nothing(
 def test_a_stop_while_the_turn_is_being_recorded_never_leaves_it_running(
     tmp_path: Path,
     home: Path,
-    fake_codex: FakeCodex,
+    scripted: Scripted,
     monkeypatch: pytest.MonkeyPatch,
     stop_after: str,
 ) -> None:
@@ -683,7 +713,7 @@ def test_a_stop_while_the_turn_is_being_recorded_never_leaves_it_running(
             stop_once()
         return turn
 
-    with controller(tmp_path, home, fake_codex, "hang_turn") as c:
+    with scripted_controller(tmp_path, home, scripted, HANG) as c:
         record = c.open_session("g", tmp_path)
         monkeypatch.setattr(SessionStore, "save_turn", saving)
         monkeypatch.setattr(SessionStore, "mutate", mutating)

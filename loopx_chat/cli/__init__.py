@@ -35,9 +35,14 @@ from loopx_chat.cli.lazy import LazyGroup
     default=None,
     help="codex executable to drive (default: $LOOPX_CHAT_CODEX_BIN, else codex on PATH).",
 )
+@click.option(
+    "--direct",
+    is_flag=True,
+    help="Run chat and gate commands in this process, not through a running `serve`.",
+)
 @click.version_option(__version__, prog_name="loopx-chat")
 @click.pass_context
-def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
+def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None, direct: bool) -> None:
     """Local control plane beside the Codex agent host."""
     from loopx_chat.cli.context import CliContext
     from loopx_chat.state.location import default_state_dir
@@ -53,6 +58,7 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
         state_dir=(state_dir.expanduser().resolve() if state_dir else default_state_dir(environ)),
         codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
         state_dir_explicit=bool(state_dir or environ.get("LOOPX_CHAT_STATE_DIR")),
+        direct=direct,
     )
 
 
@@ -74,7 +80,9 @@ def run() -> NoReturn:
     except OSError as exc:
         # Only writing the output gets here (every other OSError is a command's error code):
         # `--help > /dev/full`, say. click itself already ends a closed pipe quietly.
-        code = 1
+        from loopx_chat.errors import ERRORS
+
+        code = ERRORS["output_unwritable"].exit_code
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(
                 f"error [output_unwritable]: could not write the output "
@@ -83,9 +91,9 @@ def run() -> NoReturn:
             )
     try:
         me = threading.current_thread()
-        for thread in threading.enumerate():
-            if thread is not me and not thread.daemon:
-                thread.join()
+        for worker in threading.enumerate():
+            if worker is not me and not worker.daemon:
+                worker.join()
         atexit._run_exitfuncs()
     except KeyboardInterrupt:
         code = 130  # Ctrl-C while ending: stop now, as a shell expects, with no traceback

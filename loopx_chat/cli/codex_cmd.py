@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from loopx_chat.cli.context import CliContext, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, json_option
 from loopx_chat.codex.rollouts.host_facts import scanner_for
 from loopx_chat.codex.rollouts.render import facts_document
 
@@ -17,7 +17,6 @@ def codex() -> None:
 @codex.command("facts")
 @json_option
 @click.pass_obj
-@renders_errors
 def facts(cli: CliContext, as_json: bool) -> None:
     """Per thread: turn counts, last outcome and error code, tokens, models, history mode.
 

@@ -5,7 +5,6 @@ It never re-reads `os.environ`; commands get the snapshot taken at startup.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
@@ -16,17 +15,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from loopx_chat.errors import LoopxChatError, StateError, UsageError
+from loopx_chat.errors import LoopxChatError, StateError, UsageError, spec_for
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.state.private_files import (
-    ensure_private_dir,
-    open_private_append,
-    state_os_error,
-    write_all,
-)
-from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ControllerConfig
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.state.session_store import SessionStore
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +35,10 @@ class CliContext:
     state_dir: Path
     codex_bin: str | None
     state_dir_explicit: bool = False
+    # Set by the `chat` group from its options; None: the controller's own defaults.
+    controller_config: ControllerConfig | None = None
+    # `--direct`: run every command in this process, never through a running service.
+    direct: bool = False
 
     def binding(self) -> CodexHomeBinding:
         return resolve_codex_home(self.environ, self.cwd)
@@ -49,6 +49,17 @@ class CliContext:
         from loopx_chat.state.session_store import SessionStore
 
         return SessionStore(self.state_dir)
+
+    def gate_store(self) -> GateStore:
+        # Loaded, like the session store, only by the commands that read goals.
+        from loopx_chat.goals.gate_store import GateStore
+
+        return GateStore(self.state_dir)
+
+    def goal_ledger(self) -> GoalLedger:
+        from loopx_chat.goals.goal_ledger import GoalLedger
+
+        return GoalLedger(self.gate_store())
 
 
 def emit_json(data: Any) -> None:
@@ -65,23 +76,20 @@ def emit_ok(
         return
     printed = False
     for line in lines:
-        click.echo(escape_controls(line))
+        click.echo(visible_text(line, ControlMode.ESCAPES))
         printed = True
     if not printed and empty:
         click.echo(empty)
 
 
-def escape_controls(text: str) -> str:
-    """Control characters in a record (an older version's, or a host's) print escaped, so
-    no record can move the cursor or recolour a terminal."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode() for ch in text)
-
-
-def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:
+def read_json_input(source: str, what: str, *, limit: int | None = None) -> object:
     """A JSON document from a file (`-`: stdin) through the one safe reader: regular files
     only, bounded, depth-capped. Every refusal is `input_invalid` saying why."""
+    # The state layer loads with the commands that read or write state, not with every
+    # command (a chat turn delegated to the running service touches none of it).
+    from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+
+    limit = DOCUMENT_LIMIT if limit is None else limit
     try:
         if source == "-":
             raw = sys.stdin.buffer.read(limit + 1)
@@ -101,9 +109,23 @@ def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> o
         ) from None
 
 
+# Where `--json`, once parsed, is noted for the error boundary (`LazyGroup.invoke`): the
+# contexts of one command line share `meta`.
+JSON_REQUESTED = "loopx_chat.json_requested"
+
+
+def _note_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    ctx.meta[JSON_REQUESTED] = value
+    return value
+
+
 def json_option(func: F) -> F:
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print one JSON document instead of text."
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_note_json,
+        help="Print one JSON document instead of text.",
     )(func)
 
 
@@ -118,6 +140,8 @@ def as_known_error(exc: BaseException) -> LoopxChatError | None:
         return exc
     if isinstance(exc, OSError):
         # An OS error nobody below mapped: a read unless it says the disk refused a write.
+        from loopx_chat.state.private_files import state_os_error
+
         return state_os_error(exc, exc.filename or "the state dir", writing=False)
     if isinstance(exc, RecursionError):
         return StateError(
@@ -131,6 +155,8 @@ def _internal_log(exc: BaseException) -> str:
     """Write the traceback for the owner; where it went, or why it could not be written."""
     import tempfile  # only a failure that needs the internal log pays for these
     import traceback
+
+    from loopx_chat.state.private_files import ensure_private_dir, open_private_append, write_all
 
     text = "".join(traceback.format_exception(exc))
     cli = click.get_current_context(silent=True)
@@ -155,8 +181,9 @@ def _internal_log(exc: BaseException) -> str:
 
 
 def render_failure(exc: BaseException, as_json: bool) -> int:
-    """Print one failure (one JSON document with --json); the exit code. A refused output
-    is not a command's failure: it goes on to `cli.run`, which says `output_unwritable`."""
+    """Print one failure (one JSON document with --json); its exit code (`errors.ERRORS`).
+    A refused output is not a command's failure: it goes on to `cli.run`, which says
+    `output_unwritable`."""
     if isinstance(exc, OSError) and raised_writing_output(exc):
         raise exc
     known = as_known_error(exc)
@@ -170,27 +197,10 @@ def render_failure(exc: BaseException, as_json: bool) -> int:
         emit_json(known.to_dict())
     else:
         click.echo(f"error [{known.error_code}]: {known.message}", err=True)
-        if known.gate:
-            click.echo(f"  {known.gate.summary}", err=True)
-            click.echo(f"  next: {known.gate.next_action}", err=True)
-    return 1
-
-
-def renders_errors(func: F) -> F:
-    """Turn any failure into a message (or one JSON document) and exit 1; never a traceback:
-    a `LoopxChatError` as it is, an `OSError` as its state code, anything else as
-    `internal_error` with its traceback in a log file."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
-            raise
-        except Exception as exc:
-            sys.exit(render_failure(exc, bool(kwargs.get("as_json"))))
-
-    return wrapper  # type: ignore[return-value]
+        if known.remedy:
+            click.echo(f"  {known.remedy.summary}", err=True)
+            click.echo(f"  next: {known.remedy.next_action}", err=True)
+    return spec_for(known.error_code).exit_code
 
 
 def raised_writing_output(exc: OSError) -> bool:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.cli.context import CliContext
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.model_mock.responses import MockResponsesServer
@@ -50,7 +50,6 @@ def _digest(folder: Path) -> str:
 
 @click.command()
 @click.pass_obj
-@renders_errors
 def demo(cli: CliContext) -> None:
     """Open a session, stream a reply, resume from a new process, refuse another home."""
     with (

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.controller.home_ownership import (
     AppServerRegistry,
     find_home_users,
@@ -18,7 +18,6 @@ from loopx_chat.controller.home_ownership import (
 @click.group(invoke_without_command=True)
 @json_option
 @click.pass_context
-@renders_errors
 def home(ctx: click.Context, as_json: bool) -> None:
     """Show the Codex home binding (path, source, sqlite home) and whether it exists."""
     if ctx.invoked_subcommand is not None:
@@ -46,7 +45,6 @@ def home(ctx: click.Context, as_json: bool) -> None:
 @home.command("check")
 @json_option
 @click.pass_obj
-@renders_errors
 def home_check_cmd(cli: CliContext, as_json: bool) -> None:
     """Ordinary open: read-only identity and configuration checks (safe while others use it)."""
     report = home_check(cli.binding())
@@ -75,7 +73,6 @@ def home_check_cmd(cli: CliContext, as_json: bool) -> None:
 @home.command("users")
 @json_option
 @click.pass_obj
-@renders_errors
 def home_users_cmd(cli: CliContext, as_json: bool) -> None:
     """Who uses this home: our app-servers, holders of its files, processes naming it."""
     users = find_home_users(cli.binding(), AppServerRegistry(cli.state_dir))
@@ -100,7 +97,6 @@ def home_users_cmd(cli: CliContext, as_json: bool) -> None:
 )
 @click.argument("command", nargs=-1, type=click.UNPROCESSED, required=True)
 @click.pass_obj
-@renders_errors
 def home_exclusive_cmd(cli: CliContext, wait: float, command: tuple[str, ...]) -> None:
     """Run COMMAND (after --) with the home to itself: e.g. `codex login`, a migration.
 

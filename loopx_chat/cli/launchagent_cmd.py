@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from loopx_chat.cli.context import CliContext, emit_json, json_option, renders_errors
+from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.launchagent.installer import (
     InstallerContext,
     LaunchAgentInstaller,
@@ -42,7 +42,6 @@ def _simple(name: str, doc: str, call: Callable[[LaunchAgentInstaller], Report])
     @click.command(name, help=doc)
     @json_option
     @click.pass_obj
-    @renders_errors
     def command(cli: CliContext, as_json: bool) -> None:
         _render(call(_installer(cli)), as_json)
 
@@ -82,7 +81,6 @@ def launchagent() -> None:
 )
 @json_option
 @click.pass_obj
-@renders_errors
 def install(
     cli: CliContext,
     codex_home: Path | None,
@@ -123,7 +121,6 @@ launchagent.add_command(
 @launchagent.command("status")
 @json_option
 @click.pass_obj
-@renders_errors
 def status(cli: CliContext, as_json: bool) -> None:
     """Installed? loaded? running and answering? bound to which home?
 

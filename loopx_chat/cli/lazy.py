@@ -3,8 +3,9 @@
 Owns `COMMANDS` (name -> module, attribute, one-line help) and the group that loads a
 command's module only when that command runs, so `loopx-chat --version` or `--help` pays for
 click alone and never imports the service, the LaunchAgent installer, the projection core,
-psutil or the demo's mock server. It is also the last boundary for a failure outside any
-command's own (no Python traceback, ever). It must never import a command module eagerly.
+psutil or the demo's mock server. It is also the one error boundary of the command line:
+any failure, in a command or around it, becomes a message or one JSON document and an exit
+code (`render_failure`), never a Python traceback. It must never import a command module eagerly.
 """
 
 from __future__ import annotations
@@ -30,22 +31,22 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Open a session, stream a reply, resume from a new process, refuse another home.",
     ),
     "dream": (
-        "records_cmds",
+        "dream_cmd",
         "dream",
         "dreaming_proposal: advisory exploration ideas; nothing happens until promoted.",
     ),
     "gate": (
-        "goal_cmds",
+        "gate_cmd",
         "gate",
         "Owner gates: questions a person must decide before the agent continues.",
     ),
     "goal": (
-        "records_cmds",
+        "goal_cmd",
         "goal",
         "goal_state: objective, non-goals, authority sources, current boundary.",
     ),
     "handoff": (
-        "goal_cmds",
+        "handoff_cmd",
         "handoff",
         "Handoff packets: the approved next action for the agent, with a stop condition.",
     ),
@@ -60,7 +61,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Manage the macOS LaunchAgent that keeps `loopx-chat serve` running.",
     ),
     "metrics": (
-        "goal_cmds",
+        "metrics_cmd",
         "metrics",
         "The six goal-control metrics, each with its numerator and denominator.",
     ),
@@ -70,17 +71,17 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Open the running service's page in your browser, logged in as its owner.",
     ),
     "project": (
-        "goal_cmds",
+        "project_cmd",
         "project",
         "Project compact session facts (JSON in) into the first screen (JSON out).",
     ),
     "quota": (
-        "records_cmds",
+        "quota_cmd",
         "quota",
         "Should each goal spend its next automatic turn? A scheduler hint; it starts nothing.",
     ),
     "reward": (
-        "records_cmds",
+        "reward_cmd",
         "reward",
         "human_reward: a person's judgment on a run, separate from any automated score.",
     ),
@@ -92,7 +93,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
-        "goal_cmds",
+        "status_cmd",
         "status",
         "For each goal: who it waits on, can the agent continue, what gate, what last ran.",
     ),
@@ -125,12 +126,14 @@ class LazyGroup(click.Group):
             formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
-        as_json = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
+        # Before a command has parsed its options (a failure in a group's own callback), the
+        # words on the command line are all there is to go by.
+        in_args = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except Exception as exc:
-            from loopx_chat.cli.context import render_failure
+            from loopx_chat.cli.context import JSON_REQUESTED, render_failure
 
-            sys.exit(render_failure(exc, as_json))
+            sys.exit(render_failure(exc, bool(ctx.meta.get(JSON_REQUESTED, in_args))))

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import click
 
-from loopx_chat.cli.context import CliContext, renders_errors
-from loopx_chat.errors import Gate, UsageError
+from loopx_chat.cli.context import CliContext
+from loopx_chat.errors import Remedy, UsageError
 
 
 @click.command("open")
 @click.option("--print", "print_only", is_flag=True, help="Print the login URL; open nothing.")
 @click.pass_obj
-@renders_errors
 def open_page(cli: CliContext, print_only: bool) -> None:
     """Open the running service's page in your browser, logged in as its owner."""
     from loopx_chat.state.service_runtime import login_url, read_runtime, read_secret
@@ -31,7 +30,7 @@ def open_page(cli: CliContext, print_only: bool) -> None:
         raise UsageError(
             "no loopx-chat service is running for this state dir",
             error_code="service_not_running",
-            gate=Gate(
+            remedy=Remedy(
                 summary="`open` opens the page of a running service.",
                 next_action="Start it with `loopx-chat serve` (or `loopx-chat launchagent "
                 "start` on macOS), then run `loopx-chat open` again.",
@@ -45,7 +44,7 @@ def open_page(cli: CliContext, print_only: bool) -> None:
         raise UsageError(
             "could not start a browser (no `open` or `xdg-open` that worked)",
             error_code="browser_unavailable",
-            gate=Gate(
+            remedy=Remedy(
                 summary="The page is running; only the browser could not be started.",
                 next_action="Run `loopx-chat open --print` and open that URL yourself.",
             ),

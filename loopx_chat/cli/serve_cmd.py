@@ -14,11 +14,11 @@ import click
 
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
-from loopx_chat.cli.context import CliContext, renders_errors
+from loopx_chat.cli.context import CliContext
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
@@ -53,7 +53,14 @@ from loopx_chat.state.service_runtime import (
     default=4,
     show_default=True,
     help="Codex app-servers kept loaded at once (the least recently used idle one closes "
-    "first; beyond it with all busy: 503 busy).",
+    "first; beyond it with all busy: refused as busy).",
+)
+@click.option(
+    "--max-running",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Goals running on Codex's own loop at once (Run beyond it: too_many_running).",
 )
 @click.option(
     "--max-streams",
@@ -93,12 +100,12 @@ from loopx_chat.state.service_runtime import (
 )
 @policy_options
 @click.pass_obj
-@renders_errors
 def serve(
     cli: CliContext,
     host: str,
     port: int,
     max_warm: int,
+    max_running: int,
     max_streams: int,
     max_connections: int,
     notify_mode: str,
@@ -127,7 +134,7 @@ def serve(
             decision_timeout=decision_timeout,
         ),
     )
-    goals = GoalStore(cli.state_dir)
+    goals = GateStore(cli.state_dir)
     try:
         server = LoopbackServer(
             host,
@@ -139,6 +146,7 @@ def serve(
                 work_dir=cli.cwd,
                 secret=secret,
                 max_streams=max_streams,
+                max_running=max_running,
             ),
             max_connections=max_connections,
         )
@@ -150,9 +158,10 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-    threading.Thread(
-        target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
-    ).start()
+    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
+    # A run whose service died while its goal ran goes on here (codex continues it once the
+    # thread is loaded again); one the owner paused or stopped is never restarted.
+    threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()
     try:
         write_runtime(
             cli.state_dir,

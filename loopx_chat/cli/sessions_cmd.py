@@ -9,7 +9,6 @@ from loopx_chat.cli.context import (
     emit_json,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.state.session_records import validate_session_id
 
@@ -22,7 +21,6 @@ def sessions() -> None:
 @sessions.command("list")
 @json_option
 @click.pass_obj
-@renders_errors
 def list_sessions(cli: CliContext, as_json: bool) -> None:
     """List every session; unreadable ones are reported, never fatal."""
     listing = cli.store().list()
@@ -52,7 +50,6 @@ def list_sessions(cli: CliContext, as_json: bool) -> None:
 @click.argument("session_id")
 @json_option
 @click.pass_obj
-@renders_errors
 def show_session(cli: CliContext, session_id: str, as_json: bool) -> None:
     """Show one session and its compact turns."""
     store = cli.store()

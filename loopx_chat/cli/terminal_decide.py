@@ -17,12 +17,16 @@ import sys
 import threading
 from typing import TextIO
 
-from loopx_chat.cli.terminal_text import printable
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_requests import Choice, Live
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.visible_text import ControlMode, visible_text
 
 _APPROVAL_WORDS = {"y": Choice("approve"), "s": Choice("approve", for_session=True)}
+
+
+def printable(text: str) -> str:
+    return visible_text(text, ControlMode.PICTURES)
 
 
 def _show(live: Live, out: TextIO) -> None:

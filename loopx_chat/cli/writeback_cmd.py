@@ -18,12 +18,11 @@ from loopx_chat.cli.context import (
     emit_json,
     json_option,
     nothing_found,
-    renders_errors,
 )
 from loopx_chat.cli.controller_scope import command_controller
 from loopx_chat.cli.options import known_goal
 from loopx_chat.controller.host_writeback import WritebackService
-from loopx_chat.goals.goal_store import GoalStore, validate_goal_id
+from loopx_chat.goals.gate_store import GateStore, validate_goal_id
 from loopx_chat.state.jsonl import read_records
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -73,7 +72,6 @@ def writeback() -> None:
 @_source_options
 @json_option
 @click.pass_context
-@renders_errors
 def preview(
     ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
 ) -> None:
@@ -82,7 +80,7 @@ def preview(
     SOURCE_ID: gate-…, handoff-…, reward-…, quota-… or a turn id of the goal."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        service = WritebackService(controller, GoalStore(cli.state_dir))
+        service = WritebackService(controller, GateStore(cli.state_dir))
         doc = service.preview(validate_goal_id(goal_id), source_id, session_id)
     plan = doc.pop("plan", {})
     doc["idempotency_key"] = plan.get("writeback", {}).get("idempotency_key")
@@ -96,14 +94,13 @@ def preview(
 @_source_options
 @json_option
 @click.pass_context
-@renders_errors
 def apply(
     ctx: click.Context, source_id: str, goal_id: str, session_id: str | None, as_json: bool
 ) -> None:
     """Apply SOURCE_ID to the host; idempotent, reversible, result appended to the goal's log."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        doc = WritebackService(controller, GoalStore(cli.state_dir)).apply(
+        doc = WritebackService(controller, GateStore(cli.state_dir)).apply(
             validate_goal_id(goal_id), source_id, session_id
         )
     _show(doc, as_json)
@@ -116,12 +113,11 @@ def apply(
 @click.option("--goal", "goal_id", required=True, help="Goal the write belongs to.")
 @json_option
 @click.pass_context
-@renders_errors
 def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool) -> None:
     """Restore the host goal exactly as it was before the write IDEMPOTENCY_KEY."""
     cli: CliContext = ctx.obj
     with command_controller(ctx) as controller:
-        doc = WritebackService(controller, GoalStore(cli.state_dir)).revert(
+        doc = WritebackService(controller, GateStore(cli.state_dir)).revert(
             validate_goal_id(goal_id), idempotency_key
         )
     _show(doc, as_json)
@@ -133,12 +129,11 @@ def revert(ctx: click.Context, idempotency_key: str, goal_id: str, as_json: bool
 @click.option("--goal", "goal_id", required=True, help="Goal whose writebacks to list.")
 @json_option
 @click.pass_context
-@renders_errors
 def list_cmd(ctx: click.Context, goal_id: str, as_json: bool) -> None:
     """The goal's writeback results, oldest first."""
     cli: CliContext = ctx.obj
     entries = read_records(
-        GoalStore(cli.state_dir).goal_dir(known_goal(cli, goal_id)) / "writebacks.jsonl"
+        GateStore(cli.state_dir).goal_dir(known_goal(cli, goal_id)) / "writebacks.jsonl"
     )
     if as_json:
         emit_json({"ok": True, "writebacks": entries})

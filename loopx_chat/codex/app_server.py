@@ -9,6 +9,10 @@ It never mutates the parent environment, never interprets turn content, and neve
 stdout payloads anywhere: a line that is not JSON is counted and noted in the log by size
 only, then skipped. It never holds more than `MAX_LINE_BYTES` of one stdout line: a longer
 line is a protocol violation that ends the app-server (`protocol_fault`).
+
+`AppServerProcess` is the real `host_connection.HostConnection` and `AppServerProcess.spawn`
+the default `ConnectionFactory`; the seam's shared names (`RpcError`, `ProcessGone`,
+`Notification`, `ServerRequestPolicy`) are defined there and importable from here too.
 """
 
 from __future__ import annotations
@@ -27,7 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.codex.host_connection import (
+    Notification,
+    ProcessGone,
+    RpcError,
+    ServerRequest,
+    ServerRequestPolicy,
+)
+from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
 
 STDERR_LOG_CAP_BYTES = 1 << 20
@@ -36,60 +47,10 @@ STDERR_LOG_CAP_BYTES = 1 << 20
 # rather than allowed to grow this process until MemoryError.
 MAX_LINE_BYTES = 64 << 20
 
-START_GATE = Gate(
+START_REMEDY = Remedy(
     summary="Codex app-server could not start for loopx-chat.",
     next_action="Verify the Codex CLI installation and app-server support, then retry.",
 )
-
-
-class RpcError(Exception):
-    """A JSON-RPC error response; `message` is upstream text, used only for classification."""
-
-    def __init__(self, method: str, message: str) -> None:
-        super().__init__(f"{method}: {message}")
-        self.method = method
-        self.message = message
-
-
-class ProcessGone(Exception):
-    """The app-server's stdout closed (it exited or was killed)."""
-
-
-@dataclass(frozen=True)
-class Notification:
-    method: str
-    params: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ServerRequest:
-    """A request codex sent us (an approval, a question). `params` stay in memory only."""
-
-    request_id: Any
-    method: str
-    params: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ServerRequestPolicy:
-    """How server-initiated requests are answered. Default: decline everything.
-
-    `holder`, when set, is offered each request first (on the reader thread; it must not
-    block): True means it took the request and will answer it later through
-    `AppServerProcess.reply`. Otherwise approvals get `decision` (`decline` by default);
-    any other request (user input, elicitation, unknown future methods) gets a JSON-RPC
-    error so the server moves on.
-    """
-
-    approval_decision: str = "decline"
-    holder: Callable[[AppServerProcess, ServerRequest], bool] | None = None
-
-    def answer(self, method: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
-        if method.endswith("/requestApproval"):
-            return {"decision": self.approval_decision}, None
-        if method in {"execCommandApproval", "applyPatchApproval"}:
-            return {"decision": "denied"}, None
-        return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
 
 
 @dataclass
@@ -105,7 +66,7 @@ class _CappedLog:
         # Never through a symlink (nor into a FIFO), 0600: it sits in the state dir.
         with state_write(path):
             fd = open_private_append(path)
-        self._file: BinaryIO = os.fdopen(fd, "ab")  # closed by the pump thread
+        self._file: BinaryIO = os.fdopen(fd, "ab")  # closed by the stderr pump worker
         self._remaining = max(0, cap - self._file.tell())
         self._dropped = 0
         self._lock = threading.Lock()
@@ -148,7 +109,8 @@ def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str,
 
 
 class AppServerProcess:
-    """A running app-server; construct with `spawn`."""
+    """A running app-server, the real `HostConnection`; construct with `spawn` (the default
+    `ConnectionFactory`)."""
 
     def __init__(
         self,
@@ -212,13 +174,17 @@ class AppServerProcess:
             raise CodexError(
                 f"Codex app-server could not start ({exc.strerror or type(exc).__name__})",
                 error_code="app_server_start_failed",
-                gate=START_GATE,
+                remedy=START_REMEDY,
             ) from None
         return cls(proc, log, policy or ServerRequestPolicy())
 
     @property
     def pid(self) -> int:
         return self.proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None and not self.closed.is_set()
 
     # -- JSON-RPC -----------------------------------------------------------------------
     def _send(self, message: Mapping[str, Any], timeout: float = WRITE_TIMEOUT_SEC) -> None:
@@ -311,7 +277,7 @@ class AppServerProcess:
             raise ProcessGone("app-server exited")
         return item
 
-    # -- reader threads -----------------------------------------------------------------
+    # -- reader workers -----------------------------------------------------------------
     def _read_stdout(self) -> None:
         stream = self.proc.stdout
         assert stream is not None
@@ -353,7 +319,7 @@ class AppServerProcess:
             response_id = message["id"]
             if not isinstance(response_id, int) or isinstance(response_id, bool):
                 # Our ids are integers; anything else (a list, an object) answers nothing of
-                # ours and must not take the reader thread down.
+                # ours and must not take the reader worker down.
                 self.stats.skipped_lines += 1
                 self._log.note("skipped a response whose id is not one of our integer ids")
                 return
@@ -447,7 +413,7 @@ class AppServerProcess:
     def _exited_within(self, grace: float) -> bool:
         """Whether the process exits within `grace` seconds.
 
-        Its stdout reaches end of file as it exits, which the reader thread signals at once;
+        Its stdout reaches end of file as it exits, which the reader worker signals at once;
         `Popen.wait(timeout)` alone polls with sleeps that double up to 50 ms, and was found
         to notice an exit 25 ms late, on every chat command."""
         deadline = time.monotonic() + grace

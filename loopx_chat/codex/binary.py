@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loopx_chat.codex.app_server import child_environment
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 
 # (sys.platform, machine) -> (platform package, target triple), as the wrapper maps them.
 _PLATFORM_PACKAGES: dict[tuple[str, str], tuple[str, str]] = {
@@ -31,7 +31,7 @@ _PLATFORM_PACKAGES: dict[tuple[str, str], tuple[str, str]] = {
     ("darwin", "arm64"): ("codex-darwin-arm64", "aarch64-apple-darwin"),
 }
 
-INSTALL_GATE = Gate(
+INSTALL_REMEDY = Remedy(
     summary="Codex host tool is unavailable for loopx-chat.",
     next_action=(
         "Install the Codex CLI (npm install -g @openai/codex) or pass --codex-bin / set "
@@ -56,7 +56,7 @@ def find_codex(codex_bin: str | None, environ: Mapping[str, str]) -> CodexBinary
         raise CodexError(
             f"Codex executable {requested!r} is unavailable",
             error_code="host_tool_unavailable",
-            gate=INSTALL_GATE,
+            remedy=INSTALL_REMEDY,
         )
     resolved = Path(found).resolve()
     native = native_binary_for_wrapper(resolved)

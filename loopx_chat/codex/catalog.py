@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from loopx_chat.codex.app_server import child_environment
-from loopx_chat.codex.errors_map import CATALOG_GATE
+from loopx_chat.codex.errors_map import CATALOG_REMEDY
 from loopx_chat.errors import CodexError
 
 DEBUG_MODELS_TIMEOUT_SEC = 15.0
@@ -25,7 +25,7 @@ def catalog_incompatible(detail: str) -> CodexError:
     return CodexError(
         f"Codex app-server model catalog compatibility retry failed ({detail})",
         error_code="catalog_incompatible",
-        gate=CATALOG_GATE,
+        remedy=CATALOG_REMEDY,
     )
 
 

@@ -11,28 +11,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 
-HOST_GATE = Gate(
+HOST_REMEDY = Remedy(
     summary="The Codex app-server refused a request from loopx-chat.",
     next_action="Check the Codex app-server host capability, then retry the session.",
 )
-CONFIG_GATE = Gate(
+CONFIG_REMEDY = Remedy(
     summary="Codex could not load its configuration for this home.",
     next_action="Fix config.toml in the bound Codex home (run `codex` there to see the error), "
     "then retry.",
 )
-BUSY_GATE = Gate(
+BUSY_REMEDY = Remedy(
     summary="Another client is driving this Codex thread right now.",
     next_action="Wait for the other client to finish or close it; two clients never drive one "
     "thread at once.",
 )
-RESUME_GATE = Gate(
+RESUME_REMEDY = Remedy(
     summary="Codex has no conversation with this thread id in the bound home.",
     next_action="Start loopx-chat with the Codex home this session was created in, or open a "
     "new session.",
 )
-CATALOG_GATE = Gate(
+CATALOG_REMEDY = Remedy(
     summary="Codex app-server could not load a compatible model catalog for loopx-chat.",
     next_action="Update the Codex CLI model catalog or remove its legacy override, then retry "
     "the session.",
@@ -134,21 +134,21 @@ def classify_rpc_error(method: str, message: str) -> CodexError:
         return CodexError(
             f"Codex could not restore the thread ({method})",
             error_code="resume_failed",
-            gate=RESUME_GATE,
+            remedy=RESUME_REMEDY,
         )
     if meaning == "thread_busy":
         return CodexError(
             "This Codex thread already has an active writer",
             error_code="thread_busy",
-            gate=BUSY_GATE,
+            remedy=BUSY_REMEDY,
         )
     if meaning in ("codex_config_invalid", "legacy_catalog"):
         # A legacy catalog reaches here only where no retry applies (it is a config error).
         return CodexError(
             f"Codex rejected its configuration on {method}",
             error_code="codex_config_invalid",
-            gate=CONFIG_GATE,
+            remedy=CONFIG_REMEDY,
         )
     return CodexError(
-        f"Codex app-server rejected {method}.", error_code="app_server_rejected", gate=HOST_GATE
+        f"Codex app-server rejected {method}.", error_code="app_server_rejected", remedy=HOST_REMEDY
     )

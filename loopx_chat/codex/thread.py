@@ -5,6 +5,9 @@ Owns the handshake (`initialize` with `experimentalApi`, the `codexHome` check,
 time, the catalog-compatibility retry (once, same pinned home), and the turn loop with its
 idle and hard timeouts. It reports turns as compact outcomes (ids, status, error code,
 token counts); agent text goes only to the caller's `on_delta` callback, never into state.
+
+It speaks to an app-server only through `host_connection.HostConnection`, started by the
+launch's `connect` factory (the real subprocess, `AppServerProcess.spawn`, by default).
 """
 
 from __future__ import annotations
@@ -19,18 +22,21 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat import __version__
-from loopx_chat.codex.app_server import (
-    AppServerProcess,
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
+from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.codex.host_connection import (
+    ConnectionFactory,
+    HostConnection,
     ProcessGone,
     RpcError,
     ServerRequestPolicy,
 )
-from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
-from loopx_chat.codex.errors_map import HOST_GATE, classify_rpc_error, is_legacy_catalog_error
-from loopx_chat.errors import CodexError, Gate
-from loopx_chat.state.session_records import TokenCounts
+from loopx_chat.codex.turn_defaults import APPROVAL, HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
+from loopx_chat.errors import CodexError, Remedy
+from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
-HOME_HOST_GATE = Gate(
+HOME_HOST_REMEDY = Remedy(
     summary="The Codex app-server runs on a different home than loopx-chat pinned.",
     next_action="Check for a wrapper that rewrites CODEX_HOME, then restart loopx-chat.",
 )
@@ -45,22 +51,16 @@ ABANDON_RETRY_SEC = 2.0
 class Timeouts:
     startup: float = 30.0
     request: float = 30.0
-    idle: float = 180.0  # no notification at all for this long during a turn
-    hard: float = 900.0  # whole turn
+    idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
+    hard: float = HARD_TIMEOUT_SEC  # whole turn
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
 
-# What codex may ask the owner before it acts (`approvalPolicy`): never asks (the default);
-# asks only when the model requests more than the sandbox allows; asks before every
-# command that is not known to be safe.
-APPROVAL_POLICIES = ("never", "on-request", "untrusted")
-
-
 @dataclass(frozen=True)
 class ThreadOptions:
-    sandbox: str = "read-only"
-    approval_policy: str = "never"
+    sandbox: str = SANDBOX
+    approval_policy: str = APPROVAL
     config_args: tuple[str, ...] = ()
     server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)
     # Turns in codex's Plan collaboration mode: the only mode in which the model may ask the
@@ -71,7 +71,7 @@ class ThreadOptions:
 @dataclass(frozen=True)
 class TurnOutcome:
     upstream_turn_id: str
-    status: str  # completed | failed | interrupted
+    status: TurnStatus  # completed | failed | interrupted
     error_code: str | None
     tokens: TokenCounts
 
@@ -95,11 +95,13 @@ class HostLaunch:
     # sent, before its answer); it runs for each process a launch starts, so it must be
     # idempotent. What it raises ends the process it ran for.
     while_starting: Callable[[], None] | None = None
+    # How the app-server is started: the real subprocess unless a test passes its own host.
+    connect: ConnectionFactory = AppServerProcess.spawn
 
 
-def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerProcess:
+def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> HostConnection:
     """A started app-server that answered `initialize` for the pinned home, or an error."""
-    proc = AppServerProcess.spawn(
+    proc = launch.connect(
         executable=launch.executable,
         codex_home=launch.codex_home,
         work_dir=launch.work_dir,
@@ -118,25 +120,25 @@ def _spawn_handshaked(launch: HostLaunch, config_args: list[str]) -> AppServerPr
     return proc
 
 
-PROTOCOL_GATE = Gate(
+PROTOCOL_REMEDY = Remedy(
     summary="The Codex app-server broke the JSON-RPC protocol and was stopped.",
     next_action="Check that --codex-bin / LOOPX_CHAT_CODEX_BIN is a real codex (not a wrapper "
     "that prints to stdout), then retry; the session resumes in a fresh app-server.",
 )
 
 
-def _exited_error(proc: AppServerProcess, log_path: Path, when: str) -> CodexError:
+def _exited_error(proc: HostConnection, log_path: Path, when: str) -> CodexError:
     if proc.protocol_fault is not None:
         return CodexError(
             f"Codex app-server sent {proc.protocol_fault} {when} and was stopped",
             error_code="app_server_protocol",
-            gate=PROTOCOL_GATE,
+            remedy=PROTOCOL_REMEDY,
         )
     code = proc.wait_exit(2.0)
     return CodexError(
         f"Codex app-server exited (code {code}) {when}; its stderr is in {log_path}",
         error_code="app_server_exited",
-        gate=Gate(
+        remedy=Remedy(
             summary="Codex app-server stopped unexpectedly.",
             next_action="Read the stderr log named above, fix the cause, then retry.",
         ),
@@ -148,7 +150,7 @@ class CodexThread:
 
     def __init__(
         self,
-        proc: AppServerProcess,
+        proc: HostConnection,
         thread_id: str,
         timeouts: Timeouts,
         log_path: Path,
@@ -227,7 +229,7 @@ class CodexThread:
 
     @staticmethod
     def _handshake(
-        proc: AppServerProcess,
+        proc: HostConnection,
         codex_home: Path,
         timeouts: Timeouts,
         log_path: Path,
@@ -253,13 +255,13 @@ class CodexThread:
             raise CodexError(
                 f"Codex app-server did not answer initialize within {timeouts.startup:g}s",
                 error_code="startup_timeout",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         except RpcError:
             raise CodexError(
                 "Codex app-server rejected initialize.",
                 error_code="app_server_rejected",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             ) from None
         reported = result.get("codexHome")
         if not isinstance(reported, str) or Path(reported).resolve() != codex_home:
@@ -267,7 +269,7 @@ class CodexThread:
                 f"Codex app-server reports home {reported!r}, "
                 f"but loopx-chat pinned {str(codex_home)!r}",
                 error_code="codex_home_host_mismatch",
-                gate=HOME_HOST_GATE,
+                remedy=HOME_HOST_REMEDY,
             )
         try:
             proc.notify("initialized")
@@ -276,7 +278,7 @@ class CodexThread:
 
     @staticmethod
     def _load_thread(
-        proc: AppServerProcess,
+        proc: HostConnection,
         *,
         resume_thread_id: str | None,
         work_dir: Path,
@@ -323,13 +325,13 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a thread id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         if resume_thread_id is not None and thread_id != resume_thread_id:
             raise CodexError(
                 "Codex app-server resumed an unexpected thread.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         model = result.get("model")
         return thread_id, model if isinstance(model, str) else None
@@ -360,7 +362,7 @@ class CodexThread:
             raise CodexError(
                 "Codex app-server did not return a turn id.",
                 error_code="app_server_protocol",
-                gate=HOST_GATE,
+                remedy=HOST_REMEDY,
             )
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
@@ -415,7 +417,7 @@ class CodexThread:
             except ProcessGone:
                 self.active_turn_id = None
                 code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
-                return TurnOutcome(turn_id, "interrupted", code, usage.charged())
+                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, usage.charged())
             if note is None:
                 continue
             last_event = time.monotonic()
@@ -450,14 +452,14 @@ class CodexThread:
                     continue
                 status = turn.get("status")
                 if status == "completed":
-                    return self._finish(turn_id, "completed", None, usage)
+                    return self._finish(turn_id, TurnStatus.COMPLETED, None, usage)
                 if status == "interrupted":
                     code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, "interrupted", code, usage)
-                return self._finish(turn_id, "failed", "turn_failed", usage)
+                    return self._finish(turn_id, TurnStatus.INTERRUPTED, code, usage)
+                return self._finish(turn_id, TurnStatus.FAILED, "turn_failed", usage)
 
     def _finish(
-        self, turn_id: str, status: str, code: str | None, usage: _TurnUsage
+        self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
         if self.active_turn_id == turn_id:
             self.active_turn_id = None
@@ -503,7 +505,7 @@ class CodexThread:
 
     @property
     def alive(self) -> bool:
-        return self.proc.proc.poll() is None and not self.proc.closed.is_set()
+        return self.proc.alive
 
 
 class ThreadReader:
@@ -514,7 +516,7 @@ class ThreadReader:
     `interrupted`; the caller decides whether it knows better.
     """
 
-    def __init__(self, proc: AppServerProcess, timeouts: Timeouts, log_path: Path) -> None:
+    def __init__(self, proc: HostConnection, timeouts: Timeouts, log_path: Path) -> None:
         self.proc = proc
         self.timeouts = timeouts
         self.log_path = log_path
@@ -544,7 +546,7 @@ class ThreadReader:
 
 
 def _read_history(
-    proc: AppServerProcess, thread_id: str, timeouts: Timeouts, log_path: Path
+    proc: HostConnection, thread_id: str, timeouts: Timeouts, log_path: Path
 ) -> list[dict[str, Any]]:
     params = {"threadId": thread_id, "includeTurns": True}
     result = _rpc(proc, "thread/read", params, timeouts.request, log_path)
@@ -553,7 +555,7 @@ def _read_history(
 
 
 def _rpc(
-    proc: AppServerProcess,
+    proc: HostConnection,
     method: str,
     params: Mapping[str, Any],
     timeout: float,
@@ -576,7 +578,7 @@ def _rpc(
         raise CodexError(
             f"Codex app-server did not answer {method} within {timeout:g}s",
             error_code=timeout_code,
-            gate=HOST_GATE,
+            remedy=HOST_REMEDY,
         ) from None
 
 

@@ -10,7 +10,9 @@ Owns the orchestration rules of the spec's "Managed Codex home ownership":
 - turn records are compact; agent text only streams to the caller.
 
 It never mutates the process environment and never spawns anything itself: the codex
-adapter does. Interrupts from another process arrive as a marker file in the session folder.
+adapter does, through the `connect` factory it is given (`AppServerProcess.spawn` unless a
+test passes an in-process host; see `codex/host_connection.py`). Interrupts from another
+process arrive as a marker file in the session folder.
 Which threads stay loaded between turns, and when they are let go, is `warm_threads`.
 """
 
@@ -26,9 +28,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from loopx_chat.codex.app_server import AppServerProcess, ProcessGone, RpcError, ServerRequest
+from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
 from loopx_chat.codex.errors_map import classify_rpc_error
+from loopx_chat.codex.host_connection import (
+    ConnectionFactory,
+    HostConnection,
+    ProcessGone,
+    RpcError,
+    ServerRequest,
+)
 from loopx_chat.codex.thread import (
     CodexThread,
     HostLaunch,
@@ -37,6 +46,7 @@ from loopx_chat.codex.thread import (
     Timeouts,
     TurnOutcome,
 )
+from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.controller.home_ownership import (
     AppServerRegistry,
     HomeLock,
@@ -46,7 +56,7 @@ from loopx_chat.controller.home_ownership import (
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
-from loopx_chat.errors import CodexError, Gate, LoopxChatError, UsageError
+from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
@@ -57,8 +67,10 @@ from loopx_chat.state.private_files import (
 )
 from loopx_chat.state.session_records import (
     SessionRecord,
+    SessionStatus,
     TokenCounts,
     TurnRecord,
+    TurnStatus,
     validate_session_id,
 )
 from loopx_chat.state.session_store import SessionStore
@@ -96,13 +108,13 @@ MISMATCH_MESSAGE = (
     "This managed session belongs to a different Codex home. Restart loopx-chat with its "
     "original LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history."
 )
-MISSING_HOME_GATE = Gate(
+MISSING_HOME_REMEDY = Remedy(
     summary="The pinned Codex home does not exist.",
     next_action="Create the folder, or start loopx-chat with LOOPX_CHAT_CODEX_HOME pointing at "
     "an existing Codex home.",
 )
 
-WORK_DIR_GATE = Gate(
+WORK_DIR_REMEDY = Remedy(
     summary="This session's work folder no longer exists.",
     next_action="Restore the folder (or recreate it at the same path) and send again, or start "
     "a new session in another folder with `loopx-chat chat new --cwd DIR`.",
@@ -111,6 +123,10 @@ WORK_DIR_GATE = Gate(
 
 @dataclass(frozen=True)
 class ControllerConfig:
+    """How a controller drives codex. Its defaults are the chat defaults (idle 180 s, turn
+    900 s, sandbox read-only: `Timeouts` and `ThreadOptions`); the CLI shows and overrides
+    them from `DEFAULT_CONFIG`, never from numbers of its own."""
+
     timeouts: Timeouts = field(default_factory=Timeouts)
     options: ThreadOptions = field(default_factory=ThreadOptions)
     warm_idle_close_sec: float = DEFAULT_HOLD_AFTER_TURN_SEC
@@ -118,14 +134,17 @@ class ControllerConfig:
     # clients open sessions; one CLI command loads one thread.
     max_warm: int | None = None
     # How long an approval or question codex asks waits for the owner (host_requests).
-    decision_timeout: float = 15 * 60.0
+    decision_timeout: float = DECISION_TIMEOUT_SEC
+
+
+DEFAULT_CONFIG = ControllerConfig()
 
 
 class _Host(Protocol):
     """What `_spawn` registers: a started app-server and the thread it loaded, if any."""
 
     @property
-    def proc(self) -> AppServerProcess: ...
+    def proc(self) -> HostConnection: ...
 
     @property
     def thread_id(self) -> str | None: ...
@@ -145,13 +164,17 @@ class ChatController:
         cwd: Path,
         codex_bin: str | None = None,
         config: ControllerConfig | None = None,
+        connect: ConnectionFactory = AppServerProcess.spawn,
     ) -> None:
+        """`connect` starts each app-server: the real subprocess unless a test passes an
+        in-process host (the seam of `codex/host_connection.py`)."""
         # Capture once; the service's startup environment is not session identity.
         self._environ: dict[str, str] = dict(environ)
         self.binding: CodexHomeBinding = resolve_codex_home(self._environ, cwd)
         self.store = store
         self.config = config or ControllerConfig()
         self._codex_bin = codex_bin
+        self._connect = connect
         self._binary: CodexBinary | None = None
         self._home_lock = HomeLock(store.root, self.binding.path)
         self._registry = AppServerRegistry(store.root)
@@ -164,6 +187,11 @@ class ChatController:
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
         self._start_recorded = False
+        # Sessions whose thread this controller loaded while codex ran a goal loop that no
+        # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
+        self.host_loop_notices: list[str] = []
+        # Sessions whose goal loop a run in this process follows (or is about to recover).
+        self.following_goal_loops: set[str] = set()
         # What codex asks (approvals, questions) is offered to the host-request desk first,
         # when the owner let codex ask at all; under `never` (and no Plan mode) anything codex
         # sends anyway is answered at once by the policy, as before.
@@ -180,14 +208,14 @@ class ChatController:
         with self._host_desk_lock:
             if self._host_desk is None:
                 from loopx_chat.controller.host_requests import HostRequestDesk
-                from loopx_chat.goals.goal_store import GoalStore
+                from loopx_chat.goals.gate_store import GateStore
 
                 self._host_desk = HostRequestDesk(
-                    GoalStore(self.store.root), decision_timeout=self.config.decision_timeout
+                    GateStore(self.store.root), decision_timeout=self.config.decision_timeout
                 )
             return self._host_desk
 
-    def _hold_host_request(self, proc: AppServerProcess, request: ServerRequest) -> bool:
+    def _hold_host_request(self, proc: Any, request: ServerRequest) -> bool:
         return self.host_requests.take(proc, request)
 
     def record_start(self) -> None:
@@ -199,9 +227,9 @@ class ChatController:
         if self._start_recorded:
             return
         self._start_recorded = True
-        from loopx_chat.goals.goal_store import GoalStore  # only once a controller works
+        from loopx_chat.goals.gate_store import GateStore  # only once a controller works
 
-        goals = GoalStore(self.store.root)
+        goals = GateStore(self.store.root)
         try:
             pending = [
                 g for gid in goals.goal_ids() for g in goals.gates(gid) if g.status == "pending"
@@ -264,7 +292,7 @@ class ChatController:
         raise CodexError(
             f"Codex home {home} does not exist or is not a folder",
             error_code="codex_home_missing",
-            gate=MISSING_HOME_GATE,
+            remedy=MISSING_HOME_REMEDY,
         )
 
     def _load_checked(self, session_id: str) -> SessionRecord:
@@ -298,7 +326,7 @@ class ChatController:
             raise CodexError(
                 f"the session's work folder {work_dir} does not exist any more",
                 error_code="work_dir_missing",
-                gate=WORK_DIR_GATE,
+                remedy=WORK_DIR_REMEDY,
             )
         executable = self._binary_path()
         folder = self.store.session_dir(session_id)
@@ -313,6 +341,7 @@ class ChatController:
             options=self.config.options,
             timeouts=self.config.timeouts,
             while_starting=self._while_codex_starts,
+            connect=self._connect,
         )
         # A place under the warm cap first: refused as `busy` before anything is spawned.
         # The caller's `add` (or its failure path's `unreserve`) ends the reservation.
@@ -356,7 +385,7 @@ class ChatController:
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
             raise UsageError(f"unknown open mode {mode!r}", error_code="usage_error")
-        from loopx_chat.goals.goal_store import validate_goal_id  # a turn never needs it
+        from loopx_chat.goals.gate_store import validate_goal_id  # a turn never needs it
 
         validate_goal_id(goal_id)  # it names folders and shows on every status screen
         if mode == "resume_latest":
@@ -403,12 +432,12 @@ class ChatController:
         screen showed (the gates-preserved metric's denominator and numerator)."""
         # The status reader (projection, quota, reconcile, rollouts) loads only when a session
         # opens: a turn on an existing session never needs it.
-        from loopx_chat.goals.goal_store import GoalStore
+        from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.status import session_start_gates
 
         try:
             open_ids, shown_ids = session_start_gates(
-                self.store, GoalStore(self.store.root), str(self.binding.path), record.goal_id
+                self.store, GateStore(self.store.root), str(self.binding.path), record.goal_id
             )
         except LoopxChatError:
             return  # an unreadable goal is reported by status, not by a metrics event
@@ -438,6 +467,80 @@ class ChatController:
             record = self._load_checked(session_id)
             self._ensure_warm(record)
             return self.store.load(session_id)
+
+    @contextlib.contextmanager
+    def held_thread(self, session_id: str) -> Iterator[Warm]:
+        """The session's thread, loaded (resumed if needed) and kept from the idle close for
+        as long as the caller holds it: a goal run follows codex's own loop on it."""
+        record = self._load_checked(session_id)
+        if record.session_mode == "attached_host":
+            raise CodexError(
+                "attached-host sessions have no managed app-server",
+                error_code="app_server_rejected",
+            )
+        with self._using(session_id):
+            warm = self._ensure_warm(self._load_checked(session_id))
+            self._warm.cancel_idle_close(warm)
+            warm.pinned = True
+            try:
+                yield warm
+            finally:
+                warm.pinned = False
+
+    def record_host_loop_turns(
+        self, session_id: str, quiet_sec: float = 0.1, most_sec: float = 0.5
+    ) -> int:
+        """Before this process lets a thread go that runs a loop nobody here started, record
+        the continuation turns codex ran on it meanwhile (`origin: goal_loop`, no run), like
+        any other turn; one still running is recorded interrupted, since closing the thread
+        ends it. Reads until codex has been quiet for `quiet_sec`, or `most_sec` in all: the
+        loop spends while the thread is held, and a loop without a budget never goes quiet.
+        The host goal is never touched. Returns how many turns were recorded."""
+        from loopx_chat.codex.goal_loop import GoalLoopWatch
+
+        warm = self._warm.get(session_id)
+        if warm is None or session_id not in self.host_loop_notices:
+            return 0
+        watch = GoalLoopWatch(warm.thread)
+        open_turns: dict[str, TurnRecord] = {}
+        recorded = 0
+        deadline = time.monotonic() + most_sec
+        last_seen = time.monotonic()
+        with self._session_lock(session_id):
+            while time.monotonic() < deadline:
+                try:
+                    event = watch.next_event(timeout=0.05)
+                except CodexError:
+                    break
+                if event is None:
+                    # Nothing of the loop (or a notification it does not need) came.
+                    if not open_turns and time.monotonic() - last_seen > quiet_sec:
+                        break
+                    continue
+                last_seen = time.monotonic()
+                if event.kind == "turn_started" and event.turn_id:
+                    turn = self.turns.draft(
+                        session_id, None, origin="goal_loop", upstream_turn_id=event.turn_id
+                    )
+                    self.turns.begin(turn)
+                    open_turns[event.turn_id] = turn
+                elif event.kind == "turn_ended" and event.outcome is not None:
+                    turn = open_turns.pop(str(event.turn_id), None)
+                    if turn is not None:
+                        self.turns.finish(turn, event.outcome)
+                        recorded += 1
+            for upstream, turn in open_turns.items():
+                self.turns.finish(turn, TurnOutcome(upstream, "interrupted", None, TokenCounts()))
+                recorded += 1
+        return recorded
+
+    def holds(self, session_id: str) -> bool:
+        """Whether this controller has the session's thread loaded (its writer lock is ours)."""
+        return self._warm.get(session_id) is not None
+
+    def drop_thread(self, session_id: str) -> None:
+        """Let the session's loaded thread go (its app-server died or broke the protocol)."""
+        self._warm.drop(session_id)
 
     def _ensure_warm(
         self,
@@ -478,15 +581,48 @@ class ChatController:
             lock.release()
             raise
         warm = self._warm.add(record.session_id, thread, lock)
+        self._notice_host_loop(record, thread)
         changes: dict[str, Any] = {}
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
             changes["codex_home"] = str(self.binding.path)
-        if record.status in ("resume_failed", "stale", "resuming"):
-            changes.update(status="ready", last_error_code=None)
+        if record.status == SessionStatus.RESUME_FAILED:
+            changes.update(status=SessionStatus.READY, last_error_code=None)
         if changes:
             self.store.update(record.session_id, **changes)
         return warm
+
+    def _notice_host_loop(self, record: SessionRecord, thread: CodexThread) -> None:
+        """Resuming a thread whose goal is `active` restarts codex's own loop at once. When
+        no run of ours authorized it (it was set in Codex's own UI, or by a run that is
+        gone), say so: a sighting in the goal's records and `host_loop_notices` for the
+        caller to show. The host goal is never changed here."""
+        try:
+            result = thread.proc.request(
+                "thread/goal/get", {"threadId": thread.thread_id}, self.config.timeouts.request
+            )
+        except (RpcError, ProcessGone, TimeoutError):
+            return
+        goal = result.get("goal")
+        if not isinstance(goal, dict) or goal.get("status") != "active":
+            return
+        if record.session_id in self.following_goal_loops:
+            return  # a run of this process is taking it up
+        from loopx_chat.goals.gate_store import GateStore
+        from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal
+
+        runs = GoalRuns(GateStore(self.store.root))
+        with contextlib.suppress(LoopxChatError):
+            latest = runs.latest(record.goal_id)
+            if (
+                latest is not None
+                and latest.live
+                and latest.pid == os.getpid()
+                and latest.session_id == record.session_id
+            ):
+                return  # the run this process follows
+            runs.record_host_loop(record.goal_id, record.session_id, record.upstream_thread_id)
+        self.host_loop_notices.append(record.session_id)
 
     def _record_busy(
         self,
@@ -501,7 +637,7 @@ class ChatController:
         if record.active_turn_id:
             with contextlib.suppress(LoopxChatError):
                 running = self.store.load_turn(record.session_id, record.active_turn_id)
-                if running.status == "running":
+                if running.status == TurnStatus.RUNNING:
                     if client_turn_id is not None and running.client_turn_id == client_turn_id:
                         same_by = "client_turn_id"
                     elif text is not None and running.text_digest == message_digest(text):
@@ -526,7 +662,7 @@ class ChatController:
         if exc.error_code == "resume_failed":
             self.store.update(
                 record.session_id,
-                status="resume_failed",
+                status=SessionStatus.RESUME_FAILED,
                 active_turn_id=None,
                 last_error_code="resume_failed",
             )
@@ -643,7 +779,7 @@ class ChatController:
             try:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
-                outcome = TurnOutcome("", "failed", exc.error_code, TokenCounts())
+                outcome = TurnOutcome("", TurnStatus.FAILED, exc.error_code, TokenCounts())
                 self.turns.finish(turn, outcome)
                 if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
                     self._warm.drop(session_id)

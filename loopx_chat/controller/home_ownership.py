@@ -33,7 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from loopx_chat.errors import Gate, LoopxChatError, StateError
+from loopx_chat.errors import LoopxChatError, Remedy, StateError
 from loopx_chat.home import CodexHomeBinding, home_key
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -184,7 +184,7 @@ def process_create_time(pid: int) -> float:
 # -- the per-home lock and the quiesce request ----------------------------------------------
 
 
-EXCLUSIVE_GATE = Gate(
+EXCLUSIVE_REMEDY = Remedy(
     summary="An exclusive operation (account switch, migration, rollback) holds this Codex home.",
     next_action="Wait for `loopx-chat home exclusive` to finish, then retry.",
 )
@@ -215,7 +215,7 @@ class HomeLock:
                     raise LoopxChatError(
                         "an exclusive operation holds this Codex home; no app-server may start now",
                         error_code="home_exclusive_hold",
-                        gate=EXCLUSIVE_GATE,
+                        remedy=EXCLUSIVE_REMEDY,
                     ) from None
         try:
             yield
@@ -231,7 +231,7 @@ class HomeLock:
             raise LoopxChatError(
                 "another loopx-chat exclusive operation or app-server start holds this home",
                 error_code="home_exclusive_hold",
-                gate=EXCLUSIVE_GATE,
+                remedy=EXCLUSIVE_REMEDY,
             ) from None
         try:
             atomic_write_bytes(
@@ -362,7 +362,7 @@ def run_exclusive(
                 raise LoopxChatError(
                     f"the Codex home is in use by {len(users)} process(es): {listing}",
                     error_code="home_in_use",
-                    gate=Gate(
+                    remedy=Remedy(
                         summary="Every user of this Codex home must be quiet first.",
                         next_action="Quit those processes yourself (loopx-chat never signals "
                         "other programs), then run the exclusive operation again.",

@@ -28,9 +28,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx_chat.codex.app_server import AppServerProcess, ServerRequest
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.host_connection import ServerRequest
+from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
-from loopx_chat.goals.goal_store import HOST_GATE_PREFIX, Gate, GoalStore, public_text
+from loopx_chat.goals.gate_store import HOST_GATE_PREFIX, Gate, GateStore, public_text
 
 KINDS = {
     "item/commandExecution/requestApproval": "command",
@@ -38,7 +40,6 @@ KINDS = {
     "item/permissions/requestApproval": "permissions",
     "item/tool/requestUserInput": "question",
 }
-DECISION_TIMEOUT_SEC = 15 * 60.0
 POLL_SEC = 0.5
 # What the owner may choose. `amend` (acceptWithExecpolicyAmendment) writes a rule into the
 # user's Codex home that allows the command's prefix in every thread from then on.
@@ -256,7 +257,7 @@ class HostRequestDesk:
 
     def __init__(
         self,
-        goals: GoalStore,
+        goals: GateStore,
         *,
         decision_timeout: float = DECISION_TIMEOUT_SEC,
         alive: Callable[[int], bool] | None = None,

@@ -30,9 +30,9 @@ from typing import Any
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_target import CodexGoalTarget, HostGoal
 from loopx_chat.errors import LoopxChatError, UsageError
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import goal_turns
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.quota import contract_hint, quota_decisions
 from loopx_chat.session_runtime.writeback import (
     EntryFacts,
@@ -57,7 +57,7 @@ class Source:
 
 
 class WritebackService:
-    def __init__(self, controller: ChatController, goals: GoalStore) -> None:
+    def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
         self.goals = goals
         self.target = CodexGoalTarget(controller)
@@ -119,7 +119,7 @@ class WritebackService:
         return Source("handoff_packet_pointer", packet.handoff_id, payload, "handoff_packet")
 
     def _reward_source(self, goal_id: str, ref: str) -> Source:
-        records = GoalRecords(self.goals)
+        records = GoalLedger(self.goals)
         entry = next((r for r in records.rewards(goal_id) if r.get("reward_id") == ref), None)
         if entry is None:
             raise _no_source("reward", ref, goal_id)
@@ -132,7 +132,7 @@ class WritebackService:
         return Source("human_reward_overlay", ref, payload, "human_reward")
 
     def _quota_source(self, goal_id: str, ref: str) -> Source:
-        decisions = quota_decisions(goal_id, GoalRecords(self.goals))
+        decisions = quota_decisions(goal_id, GoalLedger(self.goals))
         entry = next((d for d in decisions if d.get("decision_id") == ref), None)
         if entry is None:
             raise _no_source("quota decision", ref, goal_id)

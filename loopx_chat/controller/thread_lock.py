@@ -12,7 +12,7 @@ from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.home import home_key
 from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
 from loopx_chat.state.session_records import validate_session_id
@@ -23,7 +23,7 @@ from loopx_chat.state.session_records import validate_session_id
 # How long a controller keeps a thread loaded (and this lock held) after its last turn,
 # unless configured otherwise (`ControllerConfig.warm_idle_close_sec`).
 DEFAULT_HOLD_AFTER_TURN_SEC = 180.0
-LOCK_BUSY_GATE = Gate(
+LOCK_BUSY_REMEDY = Remedy(
     summary="Another loopx-chat process holds this Codex thread.",
     next_action="A turn may be running there, or it is the local service (`loopx-chat serve`), "
     f"which keeps a thread loaded for {DEFAULT_HOLD_AFTER_TURN_SEC / 60:g} minutes after its "
@@ -52,7 +52,7 @@ class ThreadWriterLock:
             raise CodexError(
                 "Another loopx-chat controller is driving this Codex thread",
                 error_code="thread_busy",
-                gate=LOCK_BUSY_GATE,
+                remedy=LOCK_BUSY_REMEDY,
             ) from None
 
     def release(self) -> None:

@@ -12,12 +12,18 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.control_events import ControlLog
-from loopx_chat.state.session_records import TERMINAL_TURN_STATUSES, SessionRecord, TurnRecord
+from loopx_chat.state.session_records import (
+    TERMINAL_TURN_STATUSES,
+    SessionRecord,
+    SessionStatus,
+    TurnRecord,
+    TurnStatus,
+)
 from loopx_chat.state.session_store import SessionStore
 
 
@@ -60,7 +66,7 @@ class TurnLedger:
                 TurnRecord(
                     turn_id=uuid.uuid4().hex,
                     session_id=record.session_id,
-                    status="queued",
+                    status=TurnStatus.QUEUED,
                     created_at=now,
                     updated_at=now,
                     client_turn_id=client_turn_id,
@@ -71,10 +77,19 @@ class TurnLedger:
     def mark_steered(self, session_id: str, turn_id: str) -> TurnRecord:
         turn = self.store.load_turn(session_id, turn_id)
         with self.store.lock(session_id):
-            return self.store.save_turn(replace(turn, steered=True, updated_at=self.store.now()))
+            return self.store.save_turn(
+                turn.with_changes(steered=True, updated_at=self.store.now())
+            )
 
     def draft(
-        self, session_id: str, client_turn_id: str | None, text_digest: str | None = None
+        self,
+        session_id: str,
+        client_turn_id: str | None,
+        text_digest: str | None = None,
+        *,
+        origin: str | None = None,
+        run_id: str | None = None,
+        upstream_turn_id: str | None = None,
     ) -> TurnRecord:
         """The turn about to run, not yet recorded: the caller holds it before any write, so a
         stop that lands inside `begin` still knows which turn to settle (`stopped`)."""
@@ -82,11 +97,14 @@ class TurnLedger:
         return TurnRecord(
             turn_id=uuid.uuid4().hex,
             session_id=session_id,
-            status="running",
+            status=TurnStatus.RUNNING,
             created_at=now,
             updated_at=now,
             client_turn_id=client_turn_id,
             text_digest=text_digest,
+            origin=origin,
+            run_id=run_id,
+            upstream_turn_id=upstream_turn_id,
         )
 
     def begin(self, turn: TurnRecord) -> TurnRecord:
@@ -102,7 +120,9 @@ class TurnLedger:
             self.store.save_turn(turn, durable=False)
             self.store.mutate(
                 turn.session_id,
-                lambda r: r.with_changes({"status": "busy", "active_turn_id": turn.turn_id}),
+                lambda r: r.with_changes(
+                    {"status": SessionStatus.BUSY, "active_turn_id": turn.turn_id}
+                ),
                 durable=False,
                 current=record,
             )
@@ -122,8 +142,7 @@ class TurnLedger:
         """Record the outcome; the session as it was written comes back with it, so the
         caller needs no read of its own."""
         now = self.store.now()
-        final = replace(
-            turn,
+        final = turn.with_changes(
             upstream_turn_id=outcome.upstream_turn_id or turn.upstream_turn_id,
             status=outcome.status,
             error_code=outcome.error_code,
@@ -141,7 +160,7 @@ class TurnLedger:
                 turn.session_id,
                 lambda r: r.with_changes(
                     {
-                        "status": "ready",
+                        "status": SessionStatus.READY,
                         "active_turn_id": None,
                         "turn_count": r.turn_count + 1,
                         "last_error_code": outcome.error_code,
@@ -160,6 +179,7 @@ class TurnLedger:
             code=final.error_code,
             session_created_at=session.created_at,
             started_at=final.created_at,
+            origin=final.origin or "chat",
         )
         return TurnResult(session, final, created=True)
 
@@ -174,14 +194,16 @@ class TurnLedger:
         try:
             turn = self.store.load_turn(record.session_id, record.active_turn_id)
         except LoopxChatError:
-            self.store.update(record.session_id, active_turn_id=None, status="ready")
+            self.store.update(record.session_id, active_turn_id=None, status=SessionStatus.READY)
             return
         if turn.status not in TERMINAL_TURN_STATUSES:
             self._interrupted(turn, "app_server_exited")
         else:
-            self.store.update(record.session_id, active_turn_id=None, status="ready")
+            self.store.update(record.session_id, active_turn_id=None, status=SessionStatus.READY)
 
     def _interrupted(self, turn: TurnRecord, code: str) -> None:
         """Record a turn that never got its outcome as interrupted, with the tokens it had."""
-        outcome = TurnOutcome(turn.upstream_turn_id or "", "interrupted", code, turn.tokens)
+        outcome = TurnOutcome(
+            turn.upstream_turn_id or "", TurnStatus.INTERRUPTED, code, turn.tokens
+        )
         self.finish(turn, outcome)

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.home_ownership import AppServerRegistry
 from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.errors import CodexError, Gate
+from loopx_chat.errors import CodexError, Remedy
 
-BUSY_REMEDY = Gate(
+BUSY_REMEDY = Remedy(
     summary="Every Codex thread this service may keep loaded is running a turn.",
     next_action="Wait for a turn to finish (or interrupt one), then try again; "
     "`loopx-chat serve --max-warm N` allows more.",
@@ -49,6 +49,7 @@ class Warm:
     steer_lock: threading.Lock = field(default_factory=threading.Lock)
     steered_client_ids: set[str] = field(default_factory=set)  # of the running turn
     last_used: float = field(default_factory=time.monotonic)  # for least-recently-used
+    pinned: bool = False  # held by a goal run: never idle-closed, evicted or counted in the cap
 
 
 class WarmThreads:
@@ -123,7 +124,10 @@ class WarmThreads:
             with self._guard:
                 if session_id in self._reserved or session_id in self._warm:
                     return
-                if len(self._warm) + len(self._reserved) < self._max_warm:
+                # A thread a goal run holds is outside the cap: it stays loaded while codex
+                # runs its loop, and must not make every chat session `busy`.
+                counted = sum(1 for w in self._warm.values() if not w.pinned)
+                if counted + len(self._reserved) < self._max_warm:
                     self._reserved.add(session_id)
                     return
                 idle = sorted(
@@ -136,7 +140,7 @@ class WarmThreads:
                     f"all {self._max_warm} Codex threads this service may keep loaded are "
                     "running turns; try again when one finishes",
                     error_code="busy",
-                    gate=BUSY_REMEDY,
+                    remedy=BUSY_REMEDY,
                 )
 
     def unreserve(self, session_id: str) -> None:

@@ -1,8 +1,9 @@
 """Goal-level control records and the pure decisions over them.
 
-`goal_store` keeps owner gates and handoff packets, `goal_state` the goal_state, human
-rewards and dreaming proposals, `quota` decides (and records) whether the goal may spend its
-next automatic turn, `reconcile` and `metrics` are pure rules over compact facts,
-`goal_facts` turns owner-local state into the projection's inputs and `status` builds the
-status document. Nothing here spawns a process or talks to Codex.
+`gate_store` keeps owner gates and handoff packets (and each goal's folder and lock),
+`goal_ledger` the goal_state, stop/resume, human rewards and dreaming proposals, `quota`
+decides (and records) whether the goal may spend its next automatic turn, `reconcile` and
+`metrics` are pure rules over compact facts, `goal_facts` turns owner-local state into the
+projection's inputs and `status` builds the status document. Nothing here spawns a process
+or talks to Codex.
 """

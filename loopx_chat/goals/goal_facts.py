@@ -19,9 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopx_chat import errors
 from loopx_chat.errors import StateError
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import Gate, GoalStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.gate_store import Gate, GateStore, Handoff, is_valid_goal_id
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_blocker
 from loopx_chat.state.session_store import SessionStore
 
@@ -182,6 +183,7 @@ def facts_from_records(
     codex_home: str,
     stopped: Mapping[str, Any] | None = None,
     token_budget: int | None = None,
+    run_gate: dict[str, Any] | None = None,
 ) -> GoalFacts:
     ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
     last_handoff = max((h.created_at for h in handoffs), default="")
@@ -237,7 +239,10 @@ def facts_from_records(
         throttle=throttle,
         pending_handoffs=tuple(h.handoff_id for h in pending),
         turn_running=any(r.active_turn_id for r in sessions),
-        control_gate_ids=frozenset({f"stopped-{goal_id}", f"throttled-{goal_id}"}),
+        control_gate_ids=frozenset(
+            {f"stopped-{goal_id}", f"throttled-{goal_id}"}
+            | ({str(run_gate["gate_id"])} if run_gate else set())
+        ),
         thread_ids=tuple(sorted(set(thread_of.values()))),
         recorded_turns=recorded,
         last_recorded_at=max((t.completed_at or t.updated_at for t in turns), default=None),
@@ -261,6 +266,8 @@ def facts_from_records(
     open_first = sorted(gates, key=lambda g: (g.status != "pending", g.created_at))
     facts.gates.extend(_gate_item(g, last_done) for g in open_first)
     facts.gates.extend(home_gates)
+    if run_gate is not None:
+        facts.gates.append(dict(run_gate))  # a finished run waits on the owner's answer
     if throttle is not None:
         what = (
             f"{throttle['count']} failed turns in a row"
@@ -282,7 +289,7 @@ def facts_from_state(
     goal_id: str,
     *,
     store: SessionStore,
-    goals: GoalStore,
+    goals: GateStore,
     codex_home: str,
     all_sessions: Sequence[SessionRecord] | None = None,
 ) -> GoalFacts:
@@ -290,8 +297,13 @@ def facts_from_state(
     listed = store.list().sessions if all_sessions is None else all_sessions
     sessions = [s for s in listed if s.goal_id == goal_id]
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]
-    records = GoalRecords(goals)
+    records = GoalLedger(goals)
     state = records.goal_state(goal_id)
+    from loopx_chat.goals.goal_runs import GoalRuns, run_answer_gate
+
+    run_gate = run_answer_gate(
+        GoalRuns(goals).latest(goal_id), list(state.acceptance) if state else []
+    )
     return facts_from_records(
         goal_id,
         sessions=sessions,
@@ -301,6 +313,7 @@ def facts_from_state(
         codex_home=codex_home,
         stopped=records.stopped(goal_id),
         token_budget=state.token_budget if state else None,
+        run_gate=run_gate,
     )
 
 
@@ -316,12 +329,35 @@ def goal_turns(store: SessionStore, goal_id: str) -> list[TurnRecord]:
     ]
 
 
-def goal_exists(store: SessionStore, goals: GoalStore, goal_id: str) -> bool:
+def goal_exists(store: SessionStore, goals: GateStore, goal_id: str) -> bool:
     """Whether some session or goal record names `goal_id` (a folder left empty by a write
     that failed names no goal: records do)."""
     return goals.has_records(goal_id) or any(s.goal_id == goal_id for s in store.list().sessions)
 
 
-def known_goal_ids(sessions: Sequence[SessionRecord], goals: GoalStore) -> list[str]:
+def known_goal_ids(sessions: Sequence[SessionRecord], goals: GateStore) -> list[str]:
     named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
     return sorted(named | set(goals.goal_ids()))
+
+
+def require_goal(store: SessionStore, goals: GateStore, goal_id: str) -> str:
+    """GOAL_ID (checked) when some session or goal record names it; else `goal_not_found`
+    listing the goals that exist. The CLI and the service refuse a typo the same way."""
+    from loopx_chat.goals.gate_store import validate_goal_id
+
+    gid = validate_goal_id(goal_id)
+    sessions = store.list().sessions
+    # A folder left empty by a write that failed names no goal: records do.
+    if any(s.goal_id == gid for s in sessions) or goals.has_records(gid):
+        return gid
+    known = known_goal_ids(sessions, goals)
+    shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+    raise StateError(
+        f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
+        error_code="goal_not_found",
+        remedy=errors.Remedy(
+            summary="No session or goal record names this goal.",
+            next_action="Check the spelling with `loopx-chat status`, or start the goal with "
+            f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",
+        ),
+    )

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_state import GoalRecords, refuse_raw_keys
+from loopx_chat.goals.goal_ledger import GoalLedger, refuse_raw_keys
 from loopx_chat.session_runtime.openviking import (
     OPENVIKING_SESSION_MEMORY_ADAPTER_SCHEMA_VERSION,
     build_openviking_session_memory_adapter,
@@ -67,7 +67,7 @@ def _is_flag(key: str) -> bool:
 
 
 def set_memory_input(
-    records: GoalRecords, goal_id: str, doc: object, *, actor: str = "owner"
+    records: GoalLedger, goal_id: str, doc: object, *, actor: str = "owner"
 ) -> dict[str, Any]:
     """Store the adapter's reading of `{"issue": {...}, "memory": {...}}` for the goal."""
     if not isinstance(doc, Mapping) or sorted(doc) != sorted(INPUT_SECTIONS):
@@ -96,12 +96,12 @@ def set_memory_input(
 
 
 def clear_memory_input(
-    records: GoalRecords, goal_id: str, *, actor: str = "owner"
+    records: GoalLedger, goal_id: str, *, actor: str = "owner"
 ) -> dict[str, Any]:
     return _append(records, goal_id, actor, cleared=True)
 
 
-def _append(records: GoalRecords, goal_id: str, actor: str, **fields: Any) -> dict[str, Any]:
+def _append(records: GoalLedger, goal_id: str, actor: str, **fields: Any) -> dict[str, Any]:
     record = {
         "schema_version": MEMORY_INPUT_SCHEMA,
         "record_id": "memory-" + uuid.uuid4().hex[:12],
@@ -115,14 +115,14 @@ def _append(records: GoalRecords, goal_id: str, actor: str, **fields: Any) -> di
     return record
 
 
-def memory_input(records: GoalRecords, goal_id: str) -> dict[str, Any] | None:
+def memory_input(records: GoalLedger, goal_id: str) -> dict[str, Any] | None:
     """The record in force, or None (never set, or cleared)."""
     history = read_records(records.goals.goal_dir(goal_id) / MEMORY_INPUT_FILE, MEMORY_INPUT_SCHEMA)
     latest = history[-1] if history else None
     return latest if latest and not latest.get("cleared") else None
 
 
-def memory_field(records: GoalRecords, goal_id: str) -> dict[str, Any] | None:
+def memory_field(records: GoalLedger, goal_id: str) -> dict[str, Any] | None:
     """The status row's `memory`: the adapter's memory section for the goal, or None."""
     stored = memory_input(records, goal_id)
     if stored is None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.goals.goal_facts import FAILURE_THRESHOLD, GoalFacts
-from loopx_chat.goals.goal_state import GoalRecords
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.jsonl import append_record, read_records
 
 QUOTA_SCHEMA = "loopx_chat_quota_decision_v1"
@@ -145,7 +145,7 @@ def current_quota(facts: GoalFacts, projection: dict[str, Any]) -> dict[str, Any
     return decide_quota(quota_facts(facts, projection))
 
 
-def record_quota(goal_id: str, decision: dict[str, Any], records: GoalRecords) -> dict[str, Any]:
+def record_quota(goal_id: str, decision: dict[str, Any], records: GoalLedger) -> dict[str, Any]:
     entry = {
         **decision,
         "decision_id": "quota-" + uuid.uuid4().hex[:12],
@@ -158,7 +158,7 @@ def record_quota(goal_id: str, decision: dict[str, Any], records: GoalRecords) -
     return entry
 
 
-def quota_decisions(goal_id: str, records: GoalRecords) -> list[dict[str, Any]]:
+def quota_decisions(goal_id: str, records: GoalLedger) -> list[dict[str, Any]]:
     """Every recorded decision of the goal, oldest first."""
     return read_records(records.goals.goal_dir(goal_id) / "quota.jsonl")
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loopx_chat.errors import StateError
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
 from loopx_chat.state.session_store import SessionStore
@@ -139,7 +139,7 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def goal_record_summary(facts: GoalFacts, records: GoalRecords) -> dict[str, Any]:
+def goal_record_summary(facts: GoalFacts, records: GoalLedger) -> dict[str, Any]:
     """goal_state, human rewards and advisory proposals, as the first screen shows them, and
     the OpenViking adapter's `memory` section when the goal has a memory input."""
     state = records.goal_state(facts.goal_id)
@@ -188,7 +188,7 @@ def displayed_blocker_refs(facts: GoalFacts, first_screen: dict[str, Any]) -> li
 
 
 def session_start_gates(
-    store: SessionStore, goals: GoalStore, codex_home: str, goal_id: str
+    store: SessionStore, goals: GateStore, codex_home: str, goal_id: str
 ) -> tuple[list[str], list[str]]:
     """(a person's gates open for the goal, those its first screen shows as holding it)."""
     facts = facts_from_state(goal_id, store=store, goals=goals, codex_home=codex_home)
@@ -205,7 +205,7 @@ def session_start_gates(
 OWNER_SURFACES = ("cli_tty", "cli_owner", "page", "api_owner")
 
 
-def record_owner_view(goals: GoalStore, doc: dict[str, Any], surface: str) -> None:
+def record_owner_view(goals: GateStore, doc: dict[str, Any], surface: str) -> None:
     """An owner's view (the page in a browser, `status` on a terminal, an API call with
     `?viewer=owner`) saw these blockers: record the first sighting of each. Scripts and
     `--json` reads never call this, so they never stop the time-to-owner clock."""
@@ -233,7 +233,7 @@ def record_owner_view(goals: GoalStore, doc: dict[str, Any], surface: str) -> No
 
 def collect_status(
     store: SessionStore,
-    goals: GoalStore,
+    goals: GateStore,
     codex_home: str,
     goal_id: str | None = None,
     *,
@@ -257,7 +257,7 @@ def collect_status(
     reported: dict[str, set[str]] | None = None
     log_error: str | None = None
 
-    def _seen(store: GoalStore) -> dict[str, set[str]] | None:
+    def _seen(store: GateStore) -> dict[str, set[str]] | None:
         """What was already recorded as shown; None when the log cannot be read."""
         nonlocal reported, log_error
         if reported is None and log_error is None:
@@ -273,7 +273,7 @@ def collect_status(
                 g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
             )
             result = goal_status(facts)
-            result.update(goal_record_summary(facts, GoalRecords(goals)))
+            result.update(goal_record_summary(facts, GoalLedger(goals)))
         except StateError as exc:
             # One goal's unreadable record never hides the others.
             results.append(goal_problem(g, exc))
@@ -307,7 +307,7 @@ def collect_status(
     return doc
 
 
-def record_displayed(goals: GoalStore, shown: Mapping[str, Sequence[str]], surface: str) -> int:
+def record_displayed(goals: GateStore, shown: Mapping[str, Sequence[str]], surface: str) -> int:
     """Record `blocker_displayed` once per blocker a surface really showed (the page says
     which after the browser rendered them); returns how many were new."""
     try:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat import __version__
-from loopx_chat.errors import Gate
+from loopx_chat.errors import Remedy
 from loopx_chat.launchagent.binding import (
     InstallBinding,
     LaunchdUser,
@@ -197,7 +197,7 @@ class LaunchAgentInstaller:
             raise LaunchAgentError(
                 "LaunchAgents exist only on macOS",
                 error_code="platform_unsupported",
-                gate=Gate(
+                remedy=Remedy(
                     summary="This command manages a macOS LaunchAgent.",
                     next_action="Run `loopx-chat serve` directly on this system instead "
                     f"({TEST_SWITCH}=1 is only for tests with a fake launchctl).",
@@ -519,7 +519,7 @@ class LaunchAgentInstaller:
             raise LaunchAgentError(
                 "the LaunchAgent is not installed",
                 error_code="not_installed",
-                gate=Gate(
+                remedy=Remedy(
                     summary="Nothing to start.", next_action="Run `loopx-chat launchagent install`."
                 ),
             )
@@ -536,7 +536,7 @@ class LaunchAgentInstaller:
             raise LaunchAgentError(
                 "the LaunchAgent is not installed",
                 error_code="not_installed",
-                gate=Gate(
+                remedy=Remedy(
                     summary="Nothing to stop.", next_action="Run `loopx-chat launchagent install`."
                 ),
             )

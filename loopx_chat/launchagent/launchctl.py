@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from loopx_chat.errors import Gate
+from loopx_chat.errors import Remedy
 from loopx_chat.launchagent.plist import LaunchAgentError
 
 GONE_DEADLINE_SEC = 10.0
@@ -49,7 +49,7 @@ def subprocess_runner(environ: Mapping[str, str]) -> Runner:
         raise LaunchAgentError(
             "launchctl was not found on PATH",
             error_code="launchctl_unavailable",
-            gate=Gate(
+            remedy=Remedy(
                 summary="launchctl is needed to manage the LaunchAgent.",
                 next_action="Run this on macOS with /bin/launchctl on PATH, "
                 "or set LOOPX_LAUNCHCTL.",
@@ -140,7 +140,7 @@ class Launchctl:
                 f"launchctl bootstrap failed with exit {result.returncode}: "
                 f"{_first_line(result.stderr or result.stdout)}",
                 error_code="bootstrap_failed",
-                gate=Gate(
+                remedy=Remedy(
                     summary="launchd refused to load the LaunchAgent.",
                     next_action="Run `launchctl print gui/$(id -u)/"
                     f"{label}` and check the plist, then run install again.",

@@ -4,9 +4,11 @@ What this module owns:
   * `MockResponsesServer`: a tiny HTTP server that answers ``POST /v1/responses`` with the SSE
     event stream codex 0.171.0 expects from a custom model provider (``wire_api = "responses"``).
     The reply is chosen by directives in the last real user message (``mock:text=``,
-    ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``, and
-    ``mock:call=NAME {json}``, which makes the model call any tool once), so a test or
-    the offline demo can provoke each provider behaviour on demand.
+    ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``,
+    ``mock:call=NAME {json}``), so a test or the offline demo can provoke each provider
+    behaviour on demand. A goal-continuation turn has no user message of its own, so
+    `script` queues directives that requests take in order instead (and a default for when
+    the queue is empty): that is how a test makes codex's own loop call `update_goal`.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
 
@@ -52,9 +54,9 @@ _DIRECTIVE_TEXT = re.compile(r"mock:text=([^\r\n]*)")
 _DIRECTIVE_SLOW = re.compile(r"mock:slow=([0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _DIRECTIVE_ERROR = re.compile(r"mock:error=([0-9]{3})")
 _DIRECTIVE_SHELL = re.compile(r"mock:shell=([^\r\n]*)")
-_DIRECTIVE_CALL = re.compile(r"mock:call=([A-Za-z_][A-Za-z0-9_]*) (\{[^\r\n]*\})")
 _DIRECTIVE_HANG = re.compile(r"mock:hang\b")
 _DIRECTIVE_FAIL = re.compile(r"mock:fail\b")
+_DIRECTIVE_CALL = re.compile(r"mock:call=(\S+)\s+(\{[^\r\n]*\})")
 
 
 class _StreamAbandonedError(Exception):
@@ -138,6 +140,25 @@ def _tool_outputs(body: dict[str, Any]) -> list[str]:
             output = item.get("output")
             out.append(output if isinstance(output, str) else json.dumps(output))
     return out
+
+
+def _answers_call(body: dict[str, Any], issued: set[str]) -> str | None:
+    """The output text when the request's last input item answers a call this mock made.
+
+    Codex puts its own function outputs into a goal-continuation turn (`goal_objective`),
+    so "some tool output after the last user message" does not mean "a follow-up" there."""
+    items = body.get("input")
+    if not isinstance(items, list) or not items or not isinstance(items[-1], dict):
+        return None
+    last = items[-1]
+    if last.get("type") != "function_call_output" or last.get("call_id") not in issued:
+        return None
+    output = last.get("output")
+    if isinstance(output, list):
+        output = "".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+    elif isinstance(output, dict):
+        output = output.get("content") or json.dumps(output)
+    return "" if output is None else str(output)
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
@@ -286,7 +307,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _respond(self, body: dict[str, Any], number: int) -> None:
         user_texts = _message_texts(body, "user", "input_text")
         real_texts = [t for t in user_texts if not _is_injected(t)]
-        prompt = real_texts[-1] if real_texts else ""
+        owner = self.server.owner
+        follow_up = _answers_call(body, owner._issued_calls)
+        scripted = owner._next_scripted(follow_up is not None)
+        prompt = scripted if scripted is not None else (real_texts[-1] if real_texts else "")
 
         error = _DIRECTIVE_ERROR.search(prompt)
         if error:
@@ -310,8 +334,13 @@ class _Handler(BaseHTTPRequestHandler):
         text = _DIRECTIVE_TEXT.search(prompt)
         shell = _DIRECTIVE_SHELL.search(prompt)
         call = _DIRECTIVE_CALL.search(prompt)
-        tool_output = _tool_output_after_last_user(body) if shell or call else None
-        if (shell or call) and tool_output is not None:
+        tool_output = _tool_output_after_last_user(body) if shell else None
+        if follow_up is not None and scripted is None and not shell:
+            call = None  # the follow-up of a call of ours, nothing scripted: answer in words
+            reply = f"mock saw tool output: {follow_up.strip()[:80]}"
+        elif call:
+            reply = ""
+        elif shell and tool_output is not None:
             # codex prefixes exec output with "Chunk ID/Wall time/.../Output:"; quote the command's
             # own output so a test can assert on it.
             _, marker, command_output = tool_output.partition("Output:\n")
@@ -329,14 +358,13 @@ class _Handler(BaseHTTPRequestHandler):
             # reset it anyway).  Leave when stopped or when codex drops the connection.
             self._wait(float("inf"))
             return
-        if call and tool_output is None:
+        if call:
             try:
                 arguments = json.loads(call.group(2))
             except ValueError:
-                arguments = None
-            if isinstance(arguments, dict):
-                stream.function_call(call.group(1), arguments)
-                return
+                arguments = {}
+            owner._issued_calls.add(stream.function_call(call.group(1), arguments))
+            return
         if shell and tool_output is None:
             stream.function_call("exec_command", {"cmd": shell.group(1).strip()})
             return
@@ -394,7 +422,8 @@ class _SseStream:
         else:
             self._event({"type": "response.completed", "response": final})
 
-    def function_call(self, name: str, arguments: dict[str, Any]) -> None:
+    def function_call(self, name: str, arguments: dict[str, Any]) -> str:
+        """Stream one call of tool `name`; returns its call id."""
         self._event({"type": "response.in_progress", "response": dict(self._response)})
         call = {
             "id": f"fc_{uuid.uuid4().hex[:24]}",
@@ -416,6 +445,7 @@ class _SseStream:
         )
         self._event({"type": "response.output_item.done", "output_index": 0, "item": call})
         self._finish([call], output_tokens=20, failed=False)
+        return str(call["call_id"])
 
     def message(self, delay: float, failed: bool) -> None:
         self._event({"type": "response.in_progress", "response": dict(self._response)})
@@ -465,7 +495,32 @@ class MockResponsesServer:
         self._served = 0
         self._stopping = threading.Event()
         self._httpd: _Server | None = None
-        self._thread: threading.Thread | None = None
+        self._worker: threading.Thread | None = None
+        self._queue: list[str] = []
+        self._default: str | None = None
+        self._issued_calls: set[str] = set()
+
+    # ------------------------------------------------------------------ scripting
+
+    def script(self, *push: str, default: str | None = None, keep_default: bool = False) -> None:
+        """Directives for the next requests, taken in order instead of the user's message
+        (a goal-continuation turn has none), then `default` for every request that does not
+        answer a call of ours; `keep_default` leaves the current default as it is."""
+        with self._lock:
+            self._queue.extend(push)
+            if not keep_default:
+                self._default = default
+
+    def clear_script(self) -> None:
+        with self._lock:
+            self._queue.clear()
+            self._default = None
+
+    def _next_scripted(self, follow_up: bool) -> str | None:
+        with self._lock:
+            if self._queue:
+                return self._queue.pop(0)
+            return None if follow_up else self._default
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -474,13 +529,13 @@ class MockResponsesServer:
         if self._httpd is not None or self._stopping.is_set():
             raise RuntimeError("MockResponsesServer can only be started once")
         self._httpd = _Server((self._host, self._requested_port), self)
-        self._thread = threading.Thread(
+        self._worker = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": _POLL_S},
             name=f"mock-responses:{self.port}",
             daemon=True,
         )
-        self._thread.start()
+        self._worker.start()
         return self
 
     def stop(self) -> None:
@@ -491,8 +546,8 @@ class MockResponsesServer:
             return
         httpd.shutdown()
         httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+        if self._worker is not None:
+            self._worker.join(timeout=2)
 
     def __enter__(self) -> MockResponsesServer:
         return self.start()

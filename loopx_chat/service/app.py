@@ -27,16 +27,13 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
-from loopx_chat.errors import Gate, LoopxChatError, StateError, UsageError
-from loopx_chat.goals.goal_facts import goal_exists
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import (
-    DECISIONS,
-    HOST_GATE_PREFIX,
-    GoalStore,
-    validate_goal_id,
-)
-from loopx_chat.goals.goal_store import Gate as GoalGate
+from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
+from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
+from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, GateStore, validate_goal_id
+from loopx_chat.goals.gate_store import Gate as GoalGate
+from loopx_chat.goals.goal_facts import goal_exists, require_goal
+from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import Access, AccessDecision
@@ -49,6 +46,7 @@ from loopx_chat.service.page import (
     GoalActions,
     render_cards,
     render_first_screen,
+    run_view,
 )
 from loopx_chat.service.security import (
     content_type_refusal,
@@ -70,39 +68,24 @@ STATUS_POLL_SEC = 0.5
 CSRF_HEADER = "x-loopx-csrf"
 MAX_STREAMS = 64  # event streams open at once, across every client
 
-STATUS_BY_CODE = {
-    "codex_home_mismatch": 424,
-    "session_not_found": 404,
-    "gate_not_found": 404,
-    "gate_already_resolved": 409,
-    "forbidden_request": 403,
-    "thread_busy": 409,
-    "turn_not_active": 409,
-    "session_exists": 409,
-    "invalid_session_id": 400,
-    "invalid_goal_id": 400,
-    "usage_error": 400,
-    "input_invalid": 400,
-    "unsafe_text": 400,
-    "state_corrupt": 500,
-    "state_schema_unsupported": 500,
-    # The disk or the folder refuses: nothing the request did wrong, retry once it is fixed.
-    "state_unwritable": 503,
-    "state_unreadable": 503,
-    "state_unsafe": 503,
-    "bad_json": 400,
-    "internal_error": 500,
-    "agent_unsupported": 409,
-    "controller_stopped": 503,
-    "turn_not_accepted": 504,
-    "unsupported_session_fields": 500,
-    "unauthorized": 401,
-    "goal_not_found": 404,
-    # Full for now, not broken: the answer says when to try again.
-    "busy": 503,
-    "too_many_streams": 503,
+# Each outcome kind of `errors.ERRORS` as its HTTP status: the only place a status for an
+# error code is decided (a test keeps every kind here, and every literal status below equal).
+HTTP_STATUS: Mapping[Outcome, int] = {
+    Outcome.INVALID: 400,
+    Outcome.UNAUTHORIZED: 401,
+    Outcome.FORBIDDEN: 403,
+    Outcome.NOT_FOUND: 404,
+    Outcome.NOT_ALLOWED: 405,
+    Outcome.CONFLICT: 409,
+    Outcome.TOO_LARGE: 413,
+    Outcome.DEPENDENCY: 424,
+    Outcome.INTERNAL: 500,
+    # The disk, the folder or a bound is full: nothing the request did wrong; retry later
+    # (a full bound's answer says when: RETRY_AFTER_SEC).
+    Outcome.UNAVAILABLE: 503,
+    Outcome.TIMEOUT: 504,
 }
-RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5}
+RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5, "too_many_running": 30}
 
 
 @dataclass(frozen=True)
@@ -131,6 +114,11 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", r"/api/status/events", "_status_events_route"),
         ("POST", r"/api/status/rendered", "_rendered_route"),
         ("POST", rf"/api/goals/{_ID}/gates/{_ID}/decision", "_decide_route"),
+        ("POST", rf"/api/goals/{_ID}/run", "_run_route"),
+        ("POST", rf"/api/goals/{_ID}/pause", "_pause_route"),
+        ("GET", rf"/api/goals/{_ID}/run", "_run_state_route"),
+        ("POST", rf"/api/goals/{_ID}/accept", "_accept_route"),
+        ("POST", rf"/api/goals/{_ID}/reopen", "_reopen_route"),
         ("GET", r"/api/chat/capabilities", "_capabilities"),
         ("GET", r"/api/chat/sessions", "_list_sessions"),
         ("POST", r"/api/chat/sessions", "_open_route"),
@@ -149,6 +137,11 @@ UNAUTHORIZED_PAGE = b"""<!doctype html>
 use the login URL that <code>loopx-chat serve</code> and <code>loopx-chat launchagent
 status</code> print.</p></body></html>
 """
+
+
+def http_status(code: str) -> int:
+    """The HTTP status of an error code, from its outcome in `errors.ERRORS`."""
+    return HTTP_STATUS[spec_for(code).outcome]
 
 
 @dataclass(frozen=True)
@@ -177,12 +170,24 @@ def without_paths(text: str) -> str:
     return _LOCAL_PATH.sub("<path>", text)
 
 
-def from_error(exc: LoopxChatError) -> Response:
-    status = STATUS_BY_CODE.get(exc.error_code, 424 if exc.error_code != "state_error" else 500)
-    gate = exc.to_dict()["gate"]
-    if isinstance(gate, dict):
-        gate = {k: without_paths(v) if isinstance(v, str) else v for k, v in gate.items()}
-    response = error_response(status, exc.error_code, without_paths(exc.message), gate)
+def error_doc(exc: LoopxChatError, *, redact: bool = True) -> dict[str, Any]:
+    """An error as the API shows it: local paths cut, except for the owner's own CLI, which
+    prints the message the direct path would print in the same terminal."""
+    doc = exc.to_dict()
+    if redact:
+        doc["error"] = without_paths(exc.message)
+        if isinstance(doc["gate"], dict):
+            doc["gate"] = {
+                k: without_paths(v) if isinstance(v, str) else v for k, v in doc["gate"].items()
+            }
+    return doc
+
+
+def from_error(exc: LoopxChatError, *, redact: bool = True) -> Response:
+    doc = error_doc(exc, redact=redact)
+    response = error_response(
+        http_status(exc.error_code), exc.error_code, doc["error"], doc["gate"]
+    )
     retry = RETRY_AFTER_SEC.get(exc.error_code)
     if retry is not None:
         response = replace(response, headers=(*response.headers, ("Retry-After", str(retry))))
@@ -228,11 +233,6 @@ def checked_work_dir(value: object) -> Path:
     return path
 
 
-def printable(text: str) -> str:
-    """`text` for a log line: control characters escaped, so a request cannot forge lines."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def log(message: str) -> None:
     # stderr only: launchd sends it to the agent's log file. Never bodies, never text.
     print(f"loopx-chat serve: {message}", file=sys.stderr, flush=True)
@@ -240,8 +240,11 @@ def log(message: str) -> None:
 
 @dataclass
 class _Worker:
-    thread: threading.Thread
+    """What a turn's worker (the OS thread that runs it) reports back to the request."""
+
     accepted: threading.Event = field(default_factory=threading.Event)
+    # Set when the worker is done with the turn: its result or error is final.
+    finished: threading.Event = field(default_factory=threading.Event)
     result: TurnResult | None = None
     error: LoopxChatError | None = None
     turn: TurnRecord | None = None
@@ -269,12 +272,13 @@ class ServiceApp:
     def __init__(
         self,
         controller: ChatController,
-        goals: GoalStore,
+        goals: GateStore,
         *,
         port: int,
         work_dir: Path,
         secret: str,
         max_streams: int = MAX_STREAMS,
+        max_running: int = DEFAULT_MAX_RUNNING,
     ) -> None:
         if len(secret) < 43:
             raise ValueError("the owner secret must carry at least 32 random bytes")
@@ -282,6 +286,8 @@ class ServiceApp:
         self._streams = threading.BoundedSemaphore(max_streams)
         self.controller = controller
         self.goals = goals
+        # Goal runs this service follows: each keeps its thread loaded while the goal runs.
+        self.runs = RunPool(controller, goals, max_running=max_running)
         self.port = port
         self.work_dir = work_dir
         self.hub = EventHub()
@@ -341,9 +347,12 @@ class ServiceApp:
             request = Request("GET" if method == "HEAD" else method, path, query, headers, body)
             return self._route(request, decision)
         except LoopxChatError as exc:
-            return from_error(exc)
+            return from_error(exc, redact=decision.surface != "cli")
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
-            return from_error(state_os_error(exc, exc.filename or "the state dir", writing=False))
+            return from_error(
+                state_os_error(exc, exc.filename or "the state dir", writing=False),
+                redact=decision.surface != "cli",
+            )
         finally:
             if writes:
                 # A client reads its own writes: the next status read looks at the disk again.
@@ -441,7 +450,11 @@ class ServiceApp:
         )
 
     def _turns(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
-        return self._submit(validate_session_id(session_id), self._json(request.body))
+        session_id = validate_session_id(session_id)
+        redact = decision.surface != "cli"
+        if "text/event-stream" in (request.headers.get("accept") or ""):
+            return self._submit_streaming(session_id, self._json(request.body), redact=redact)
+        return self._submit(session_id, self._json(request.body), redact=redact)
 
     def _session_events(
         self, request: Request, decision: AccessDecision, session_id: str
@@ -468,6 +481,72 @@ class ServiceApp:
             goal_id, gate_id, self._json(request.body), actor=decision.actor or "owner-api"
         )
 
+    def _run_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Run: let Codex work on the goal on its own loop, under the owner's authority."""
+        doc = self._json(request.body)
+        budget = doc.get("token_budget")
+        if budget is not None and (
+            not isinstance(budget, int) or isinstance(budget, bool) or budget <= 0
+        ):
+            raise UsageError("token_budget must be a positive integer", error_code="usage_error")
+        session_id = doc.get("session_id")
+        if session_id is not None:
+            session_id = validate_session_id(session_id)
+        gid = validate_goal_id(goal_id)
+        if not goal_exists(self.controller.store, self.goals, gid):
+            raise StateError(f"no goal {gid}", error_code="goal_not_found")
+        run = self.runs.start(
+            gid,
+            session_id=session_id,
+            token_budget=budget,
+            actor=decision.actor or "owner-api",
+            surface="page" if decision.surface == "page" else "api",
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _accept_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Accept the run Codex says is done: a human_reward on its last turn; run closed."""
+        reason = self._json(request.body).get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise UsageError("reason must be a string", error_code="usage_error")
+        run = self.runs.runner.accept(validate_goal_id(goal_id), reason or None, actor="owner")
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _reopen_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Reopen it: active again, with the owner's note as the next objective."""
+        note = self._json(request.body).get("note")
+        if not isinstance(note, str) or not note.strip():
+            raise UsageError("note (what is still missing) is required", error_code="usage_error")
+        run = self.runs.start(
+            validate_goal_id(goal_id),
+            actor=decision.actor or "owner-api",
+            surface="page" if decision.surface == "page" else "api",
+            reopen_note=note,
+        )
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _pause_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """Pause: the host goal is set paused; its running turn finishes and is recorded."""
+        run = self.runs.pause(validate_goal_id(goal_id))
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+
+    def _run_state_route(
+        self, request: Request, decision: AccessDecision, goal_id: str
+    ) -> Response:
+        run = GoalRuns(self.goals).latest(validate_goal_id(goal_id))
+        if run is None:
+            raise StateError(f"goal {goal_id} has no run", error_code="run_not_found")
+        running = self.runs.running().get(goal_id) == run.run_id
+        return json_response(200, {"ok": True, "run": run.to_dict(), "running_here": running})
+
     def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
         return self._status_events()
 
@@ -478,9 +557,10 @@ class ServiceApp:
 
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
-        records = GoalRecords(self.goals)
+        records = GoalLedger(self.goals)
         actions: dict[str, GoalActions] = {}
         notes = self.card_notes()
+        running = self.runs.running()
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
             blockers = tuple(str(r) for r in row.get("shown_blocker_refs", ()))
@@ -511,12 +591,31 @@ class ServiceApp:
             except LoopxChatError:
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue
+            runs = GoalRuns(self.goals)
+            run = runs.latest(goal_id)
+            seen = runs.host_loop_seen(goal_id)
+            turns = (
+                [
+                    t
+                    for t in self.controller.store.list_turns(run.session_id)
+                    if t.run_id == run.run_id
+                ]
+                if run is not None and goal_id in running
+                else []
+            )
             actions[goal_id] = GoalActions(
                 gates=gates,
                 next_action=handoffs[-1].next_action if handoffs else None,
                 proposals=proposals,
                 blockers=blockers,
                 notes=notes.get(goal_id, ()),
+                run=run_view(
+                    run,
+                    goal_id in running,
+                    len(turns),
+                    sum(t.tokens.total_tokens for t in turns),
+                    host_loop_seen_at=str(seen["at"]) if seen else None,
+                ),
             )
         return actions
 
@@ -583,11 +682,10 @@ class ServiceApp:
     ) -> Response:
         """A gate decision from the page or a program, recorded as `gate resolve` records it,
         with who made it (`owner-page`, `owner-api`, `owner-cli`)."""
+        gid = require_goal(self.controller.store, self.goals, goal_id)
         if gate_id.startswith(HOST_GATE_PREFIX):
             # What codex asked: answered to the live request when this service holds it.
-            gate = host_gates.decide(
-                self.controller.host_requests, validate_goal_id(goal_id), gate_id, doc, actor=actor
-            )
+            gate = host_gates.decide(self.controller.host_requests, gid, gate_id, doc, actor=actor)
         else:
             decision = doc.get("decision")
             reason = doc.get("reason")
@@ -596,7 +694,7 @@ class ServiceApp:
             if reason is not None and not isinstance(reason, str):
                 raise UsageError("reason must be a string", error_code="usage_error")
             gate = self.goals.resolve_gate(
-                validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
+                gid, gate_id, str(decision), reason or None, decided_by=actor
             )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
@@ -627,6 +725,13 @@ class ServiceApp:
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
         return doc
+
+    def warm_up(self) -> None:
+        """At start, before anyone asks: the codex version `capabilities` reports (a CLI
+        checking whose service this is gives it 1 s, less than a cold `codex --version`
+        may take), then the rollout index."""
+        self.capabilities()
+        self.warm_host_facts()
 
     def warm_host_facts(self) -> None:
         """Bring the rollout index up to date before anyone asks, so the first status read
@@ -694,7 +799,7 @@ class ServiceApp:
             raise StateError(
                 f"no goal {gid}",
                 error_code="goal_not_found",
-                gate=Gate(
+                remedy=Remedy(
                     summary="Sessions open only for goals that exist.",
                     next_action="Start the goal first (`loopx-chat goal set GOAL --objective "
                     'TEXT`), or send "create_goal": true to open its first session.',
@@ -703,14 +808,17 @@ class ServiceApp:
         record = self.controller.open_session(gid, work, mode=str(mode))
         return json_response(201, {"ok": True, "session": record.public_dict()})
 
-    def _submit(self, session_id: str, doc: dict[str, Any]) -> Response:
+    def _start_turn(self, session_id: str, doc: dict[str, Any]) -> _Worker:
+        """Check the request, start its turn on a worker thread, and wait until codex has
+        accepted it (or refused, or replayed a finished one). 504 when it never did: the
+        turn then never runs."""
         text = doc.get("text")
         if not isinstance(text, str) or not text.strip():
             raise LoopxChatError("text (a non-empty string) is required", error_code="usage_error")
         client_turn_id = doc.get("client_turn_id")
         if client_turn_id is not None and not isinstance(client_turn_id, str):
             raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
-        worker = _Worker(thread=threading.Thread(daemon=True))
+        worker = _Worker()
 
         def on_started(turn: TurnRecord) -> None:
             worker.turn = turn
@@ -759,19 +867,23 @@ class ServiceApp:
                 # listeners of a turn that is still running.
                 if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
+                worker.finished.set()
 
-        worker.thread = threading.Thread(target=run, name=f"turn-{session_id}", daemon=True)
-        worker.thread.start()
+        threading.Thread(target=run, name=f"turn-{session_id}", daemon=True).start()
         if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
-            return error_response(
-                504,
-                "turn_not_accepted",
+            raise LoopxChatError(
                 f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s; it will not run, so "
                 "it is safe to send it again",
+                error_code="turn_not_accepted",
             )
         worker.accepted.wait()  # started: its acceptance (or failure) is a request away
+        return worker
+
+    def _submit(self, session_id: str, doc: dict[str, Any], *, redact: bool = True) -> Response:
+        """`POST .../turns`: answer once the turn is accepted; `GET .../events` streams it."""
+        worker = self._start_turn(session_id, doc)
         if worker.error is not None:
-            return from_error(worker.error)
+            return from_error(worker.error, redact=redact)
         if worker.result is not None:  # finished (or replayed) before we looked
             code = 201 if worker.result.created else 200
             return json_response(
@@ -791,6 +903,77 @@ class ServiceApp:
         return json_response(
             202, {"ok": True, "session_id": session_id, "created": True, "turn": turn.public_dict()}
         )
+
+    def _submit_streaming(
+        self, session_id: str, doc: dict[str, Any], *, redact: bool = True
+    ) -> Response:
+        """`POST .../turns` with `Accept: text/event-stream`: the turn's own events from its
+        first one (`status` running, every `delta`, the final `status`), then one `result`
+        (the document the plain POST answers with, plus `thread_id`) or one `error`. The
+        requester is subscribed before the turn starts, so no delta is lost, and its queue
+        is unbounded: it asked for this reply. A refusal before the turn starts (bad input,
+        busy, another home, not accepted) is the plain JSON error, with its status."""
+        if not self._streams.acquire(blocking=False):
+            raise LoopxChatError(
+                "too many event streams are open on this service; close a page and retry",
+                error_code="too_many_streams",
+            )
+        listener = self.hub.subscribe(session_id, limit=0)
+        handed_over = False
+
+        def unsubscribe() -> None:
+            self.hub.unsubscribe(session_id, listener)
+
+        try:
+            worker = self._start_turn(session_id, doc)
+            if worker.error is not None:
+                return from_error(worker.error, redact=redact)
+
+            def stream() -> Iterator[bytes]:
+                replay = worker.result is not None and not worker.result.created
+                while not replay:
+                    try:
+                        event = listener.get(timeout=15)
+                    except queue.Empty:
+                        if worker.finished.is_set() and listener.empty():
+                            break
+                        yield b": keepalive\n\n"
+                        continue
+                    if event is None:
+                        break
+                    yield _sse(event)
+                worker.finished.wait()
+                unsubscribe()
+                if worker.error is not None or worker.result is None:
+                    error = worker.error or LoopxChatError(
+                        "the turn failed unexpectedly", error_code="internal_error"
+                    )
+                    yield _sse({"type": "error", **error_doc(error, redact=redact)})
+                    return
+                result = worker.result
+                yield _sse(
+                    {
+                        "type": "result",
+                        "ok": True,
+                        "session_id": session_id,
+                        "thread_id": result.session.upstream_thread_id,
+                        "created": result.created,
+                        "turn": result.turn.public_dict(),
+                    }
+                )
+
+            response = Response(
+                200,
+                content_type="text/event-stream",
+                stream=HeldStream(stream(), self._streams.release, unsubscribe),
+                headers=(("Cache-Control", "no-store"),),
+            )
+            handed_over = True
+            return response
+        finally:
+            if not handed_over:
+                unsubscribe()
+                self._streams.release()
 
     def _events(self, session_id: str) -> Response:
         record = self.controller.store.load(session_id)

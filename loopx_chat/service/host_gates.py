@@ -17,7 +17,7 @@ from typing import Any
 
 from loopx_chat.controller.host_requests import CHOICES, Choice, HostRequestDesk
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_store import Gate
+from loopx_chat.goals.gate_store import Gate
 
 ANSWER_LIMIT = 4096
 

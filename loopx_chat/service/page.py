@@ -18,6 +18,7 @@ from html import escape
 from typing import Any
 
 from loopx_chat import __version__
+from loopx_chat.goals.gate_store import TYPED_TEXT_LIMIT
 from loopx_chat.goals.words import LONG_ID, humanize, quota_words, short_id
 
 CSP = (
@@ -67,11 +68,68 @@ class GoalActions:
     proposals: tuple[str, ...] = ()  # titles of advisory dreaming proposals
     blockers: tuple[str, ...] = field(default=())  # ids of the blockers this card shows
     notes: tuple[str, ...] = ()  # service notes, e.g. a notice that could not be sent
+    run: RunView | None = None  # the goal's latest run on Codex's own loop
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A goal run as the card shows it: Run or Pause, and one line."""
+
+    run_id: str
+    state: str
+    host_status: str | None
+    running_here: bool
+    words: str
+
+
+def run_view(
+    run: Any,
+    running_here: bool,
+    turns: int = 0,
+    tokens: int = 0,
+    *,
+    host_loop_seen_at: str | None = None,
+) -> RunView | None:
+    """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop); `turns`
+    and `tokens` are what the ledger recorded of the run so far. A loop loopx-chat saw and
+    did not start, newer than the run, is said as such (Run adopts it with a budget)."""
+    if host_loop_seen_at is not None and (run is None or host_loop_seen_at > run.authorized_at):
+        words = (
+            "Codex is running a goal loopx-chat did not start (no budget set here; seen "
+            f"{host_loop_seen_at}): Run adopts it with a budget"
+        )
+        return RunView("", "not_ours", "active", False, words)
+    if run is None:
+        return None
+    if running_here:
+        words = f"Codex is working on it (turn {turns}, {tokens:,} of {run.token_budget:,} tokens)"
+    elif run.live:
+        words = f"run {run.run_id} runs in another loopx-chat process"
+    elif run.state == "closed":
+        words = f"run {run.run_id} accepted by the owner: done"
+    elif run.state == "ended" and run.host_status == "complete":
+        words = f"Codex says run {run.run_id} is done: check it, then Accept or Reopen"
+    else:
+        words = f"run {run.run_id} {run.state}: Codex goal {run.host_status or 'unknown'}"
+        if run.ended_by:
+            words += f" ({run.ended_by})"
+    return RunView(run.run_id, run.state, run.host_status, running_here, words)
+
+
+def _run_waits_on_owner(run: RunView | None) -> bool:
+    """A finished run the owner must answer: done (Accept or Reopen), or its budget spent."""
+    return (
+        run is not None
+        and run.state == "ended"
+        and run.host_status in ("complete", "budgetLimited")
+    )
 
 
 def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
-    if goal.get("status") == "problem" or any(
-        g.blocking and g.status == "pending" for g in actions.gates
+    if (
+        goal.get("status") == "problem"
+        or any(g.blocking and g.status == "pending" for g in actions.gates)
+        or _run_waits_on_owner(actions.run)
     ):
         return "owner"
     answers = goal.get("answers") or {}
@@ -132,7 +190,8 @@ def _gate(goal_id: str, gate: GateView) -> str:
         f'<div class="gate" data-gate="{gid}"><p class="question">{_text(gate.question)}</p>'
         f'<p class="meta">{kind} gate <span class="id" title="{gid}">'
         f"{escape(short_id(gate.gate_id))}</span> · asked {escape(gate.created_at)}</p>"
-        f'<div class="decide"><input class="reason" type="text" maxlength="280" '
+        f'<div class="decide"><input class="reason" type="text" '
+        f'maxlength="{TYPED_TEXT_LIMIT}" '
         f'placeholder="reason (optional)" aria-label="reason for {gid}">'
         f'<button class="approve" data-decision="approve">Approve</button>'
         f'<button class="reject" data-decision="reject">Reject</button></div>'
@@ -151,6 +210,13 @@ def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
         return "Its records could not be read: repair or move the file named in the CLI."
     if pending:
         return "Your decision above lets the agent go on (or keeps it stopped)."
+    if _run_waits_on_owner(actions.run):
+        assert actions.run is not None
+        if actions.run.host_status == "complete":
+            return "Codex says it is done: check it, then Accept, or Reopen with what is missing."
+        return "Its budget is spent: Run again with more, or leave it."
+    if actions.run is not None and actions.run.running_here:
+        return "Codex is working on it on its own loop; Pause stops it after the current turn."
     if decided and decided[-1].status == "rejected":
         return (
             "Rejected: the goal stays stopped until a new gate is approved or a handoff "
@@ -208,6 +274,7 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
     extra += [f"<li>dreaming proposal (advisory): {_text(t)}</li>" for t in actions.proposals]
     extra += [f'<li class="note">{_text(n, words=False)}</li>' for n in actions.notes]
     aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
+    aside += _run_bar(actions.run)
     return (
         f'<section class="card actor-{actor}" data-goal="{escape(goal_id)}" '
         f'data-actor="{actor}" data-blockers="{escape(" ".join(actions.blockers))}">'
@@ -215,6 +282,24 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
         f"{_BADGE[actor]}</span></h2>{gates}<dl>{rows}</dl>{aside}"
         f'<p class="next" data-q="next">{next_step(goal, actions, actor)}</p></section>'
     )
+
+
+def _run_bar(run: RunView | None) -> str:
+    """Run (Codex works on the goal on its own loop, with the goal_state's budget) or Pause
+    (the run this service follows); the owner's page token goes with either."""
+    if run is not None and run.running_here:
+        button = '<button class="pause" data-run="pause">Pause</button>'
+    elif run is not None and run.state == "ended" and run.host_status == "complete":
+        # Codex says it is done: the owner accepts it, or reopens it with a note.
+        button = (
+            '<button class="approve" data-run="accept">Accept</button>'
+            '<input class="note" placeholder="what is still missing" maxlength="280">'
+            '<button class="reject" data-run="reopen">Reopen</button>'
+        )
+    else:
+        button = '<button class="run" data-run="run">Run</button>'
+    words = f'<span class="run-words">{_text(run.words)}</span>' if run else ""
+    return f'<div class="runbar" data-q="run">{button} {words}</div>'
 
 
 def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) -> str:
@@ -249,7 +334,9 @@ margin:0 0 10px}.gate .question{margin:0;font-weight:600}.meta,.cli{font-size:12
 color:#555;margin:4px 0}.decide{display:flex;gap:6px;margin-top:6px}.reason{flex:1;
 font:inherit;padding:3px 6px}button{font:inherit;padding:3px 12px;border-radius:6px;
 border:1px solid #999;background:#fff;cursor:pointer}.approve{border-color:#2e7d32}
-.reject{border-color:#c9302c}.id{font-family:ui-monospace,Menlo,monospace;font-size:12px}
+.reject{border-color:#c9302c}
+.runbar{margin:10px 0 0;font-size:13px;color:#444}
+.id{font-family:ui-monospace,Menlo,monospace;font-size:12px}
 dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
 .also{margin:10px 0 0;padding-left:18px;font-size:13px;color:#444}
 .next{margin:10px 0 0;padding-top:8px;border-top:1px solid #eee;font-size:14px}
@@ -311,6 +398,22 @@ PAGE_SCRIPT = r"""
     requestAnimationFrame(reportShown);
   }
   main.addEventListener("click", function (event) {
+    const run = event.target.closest("button[data-run]");
+    if (run) {
+      const card = run.closest("section.card");
+      const note = card.querySelector(".runbar .note");
+      const body = run.dataset.run === "reopen" ? {note: note ? note.value.trim() : ""} : {};
+      run.disabled = true;
+      fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run, {
+        method: "POST", headers: headers, body: JSON.stringify(body)
+      }).then(function (r) { return r.json(); }).then(function (doc) {
+        if (doc.ok) { show(doc); } else {
+          run.disabled = false;
+          card.querySelector(".runbar").textContent = "not started: " + doc.error;
+        }
+      }).catch(function () { run.disabled = false; });
+      return;
+    }
     const button = event.target.closest("button[data-decision]");
     if (!button) { return; }
     const gate = button.closest("[data-gate]");

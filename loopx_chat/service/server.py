@@ -28,9 +28,19 @@ from loopx_chat.service.app import (
     ServiceApp,
     error_response,
     log,
-    printable,
 )
 from loopx_chat.service.security import LOOPBACK_BIND_HOSTS
+from loopx_chat.visible_text import ControlMode, visible_text
+
+
+def _request_words(command: str, path: str) -> tuple[str, str]:
+    """A request's method and path (without its query) for a log line, control characters
+    escaped so that a request cannot forge lines."""
+    return (
+        visible_text(command, ControlMode.ESCAPES),
+        visible_text(path.split("?")[0], ControlMode.ESCAPES),
+    )
+
 
 MAX_CONNECTIONS = 128
 REQUEST_DEADLINE_SEC = 10.0
@@ -152,7 +162,8 @@ class LoopbackServer(ThreadingHTTPServer):
         import sys
 
         exc = sys.exc_info()[1]
-        log(f"connection failed: {printable(type(exc).__name__ if exc else 'unknown')}")
+        name = type(exc).__name__ if exc else "unknown"
+        log(f"connection failed: {visible_text(name, ControlMode.ESCAPES)}")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -176,7 +187,7 @@ class _Handler(BaseHTTPRequestHandler):
             super().handle_one_request()
         except (ConnectionError, TimeoutError, OSError) as exc:
             self.close_connection = True
-            log(f"connection failed: {printable(type(exc).__name__)}")
+            log(f"connection failed: {visible_text(type(exc).__name__, ControlMode.ESCAPES)}")
 
     def _handle(self) -> None:
         started = time.monotonic()
@@ -201,25 +212,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.reading_done(self.connection)
             if len(body) < length:  # the client went, or the deadline closed it
                 self.close_connection = True
-                path = printable(self.path.split("?")[0])
-                log(f"{printable(self.command)} {path} body cut short")
+                method, target = _request_words(self.command, self.path)
+                log(f"{method} {target} body cut short")
                 return
             try:
                 response = self.server.app.handle(self.command, self.path, headers, body)
             except Exception as exc:  # never a traceback to the client
-                log(
-                    f"internal error on {printable(self.command)} "
-                    f"{printable(self.path.split('?')[0])}: {type(exc).__name__}"
-                )
+                method, target = _request_words(self.command, self.path)
+                log(f"internal error on {method} {target}: {type(exc).__name__}")
                 response = error_response(500, "internal_error", "internal error")
         try:
             self._send(response)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client left: nobody to answer, nothing to report
-        log(
-            f"{printable(self.command)} {printable(self.path.split('?')[0])} {response.status} "
-            f"{(time.monotonic() - started) * 1000:.0f}ms"
-        )
+        method, target = _request_words(self.command, self.path)
+        log(f"{method} {target} {response.status} {(time.monotonic() - started) * 1000:.0f}ms")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
@@ -267,10 +274,8 @@ class _Handler(BaseHTTPRequestHandler):
         # previous request's on this connection, so it is shown only with a command.
         command = self.command or ""
         path = getattr(self, "path", "") if command else ""
-        log(
-            f"{printable(command) or '-'} {printable(path.split('?')[0])[:200] or '-'} {code} "
-            "refused before handling"
-        )
+        method, target = _request_words(command, path)
+        log(f"{method or '-'} {target[:200] or '-'} {code} refused before handling")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # our own log lines carry no query strings, bodies or raw request lines
@@ -299,10 +304,10 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
     if install_signals:
         signal.signal(signal.SIGTERM, on_signal)
         signal.signal(signal.SIGINT, on_signal)
-    thread = threading.Thread(
+    worker = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
     )
-    thread.start()
+    worker.start()
     host = server.server_address[0]
     shown = f"[{host}]" if ":" in host else host
     log(
@@ -315,6 +320,7 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
     finally:
         log("stopping: interrupting active turns and closing app-servers")
         server.shutdown()
+        server.app.runs.close()  # goal runs: paused, their running turns recorded
         server.app.controller.close()
         server.server_close()
         log("stopped")

@@ -97,6 +97,11 @@ def collapse(value: object) -> str | None:
     return collapsed or None
 
 
+# A free-text field a projection or adapter writes (a summary, a reason, a next action) is cut
+# to this many characters: the one length for that meaning across the projection core.
+PROJECTED_TEXT_LIMIT = 180
+
+
 def truncate(text: str, limit: int) -> str:
     # The contract's rule, kept exactly: limit-1 chars, right-stripped, then "...". A capped
     # text can therefore be up to limit+2 chars long (other tools already read that shape).
@@ -105,7 +110,7 @@ def truncate(text: str, limit: int) -> str:
     return text[: limit - 1].rstrip() + ELLIPSIS
 
 
-def text(value: object, limit: int = 180) -> str | None:
+def text(value: object, limit: int = PROJECTED_TEXT_LIMIT) -> str | None:
     # The plain-str branch is inlined because this runs for every id of every item.
     if type(value) is str:
         collapsed = " ".join(value.split())

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from loopx_chat.session_runtime._text import is_public_safe
+from loopx_chat.session_runtime._text import PROJECTED_TEXT_LIMIT, is_public_safe
 from loopx_chat.session_runtime.projection import (  # noqa: F401 - re-exported
     RECOMMEND_MONITOR,
     RECOMMEND_WITHOUT_RAW,
@@ -136,7 +136,8 @@ PRIVATE_VALUE_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("credential_value", re.compile(r"\bsk-[A-Za-z0-9_-]{12,}")),
 )
 
-TEXT_LIMIT = 180
+# The contract's public name for the projection core's one text length.
+TEXT_LIMIT = PROJECTED_TEXT_LIMIT
 # Longer than any text the builder writes (TEXT_LIMIT plus the "..." cap): a longer string
 # in a document is a copied body, not a summary.
 MAX_STRING_LENGTH = 280

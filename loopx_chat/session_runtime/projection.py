@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.session_runtime._text import collapse, scalar_str, text
+from loopx_chat.session_runtime._text import PROJECTED_TEXT_LIMIT, collapse, scalar_str, text
 from loopx_chat.session_runtime.keys import (
     SOURCE_ID_KEYS,
     TIMESTAMP_KEYS,
@@ -84,7 +84,6 @@ DATED_GROUPS = FACT_GROUPS | BLOCKER_GROUPS
 SCAN_ORDER = ("gates", "outcomes", "events", "sessions", "artifacts", "decision_results")
 DEFAULT_REF_KINDS = dict(SOURCE_GROUPS)
 
-TEXT_LIMIT = 180
 REF_KIND_LIMIT = 60
 REF_ID_LIMIT = 120
 TIMESTAMP_LIMIT = 80
@@ -120,7 +119,7 @@ def _items(group: object) -> list[Item]:
     return [item for item in group if type(item) is dict or isinstance(item, Mapping)]
 
 
-def _first_text(item: Item, keys: tuple[str, ...], limit: int = TEXT_LIMIT) -> str | None:
+def _first_text(item: Item, keys: tuple[str, ...], limit: int = PROJECTED_TEXT_LIMIT) -> str | None:
     for key in keys:
         value = item.get(key)
         if value is not None:

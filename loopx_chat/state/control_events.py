@@ -46,6 +46,7 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
             "code",
             "session_created_at",
             "started_at",
+            "origin",  # chat (a message sent through loopx-chat) or goal_loop
         }
     ),
     "submit_replayed": frozenset({"goal_id", "session_id", "turn_id"}),
@@ -62,6 +63,13 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     # `osascript`/`notify-send` exited 0, or the webhook answered 2xx.
     "blocker_notified": frozenset({"goal_id", "blocker_ref", "channel"}),
     "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds", "position"}),
+    # Goal runs: the owner's authority for Codex's own loop, and how each run ended.
+    "run_authorized": frozenset({"goal_id", "run_id", "session_id"}),
+    "run_ended": frozenset({"goal_id", "run_id"}),
+    "run_accepted": frozenset({"goal_id", "run_id"}),
+    "run_reopened": frozenset({"goal_id", "run_id"}),
+    # codex ran a goal loop on a thread loopx-chat loaded without a run of its own
+    "host_loop_detected": frozenset({"goal_id", "session_id", "thread_id"}),
 }
 
 

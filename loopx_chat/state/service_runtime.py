@@ -14,11 +14,9 @@ secret in an error: a refusal names the file, never its content.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,21 @@ _RUNTIME_LIMIT = 16 << 10
 def home_identity(codex_home: Path | str) -> str:
     """A short, stable name of a Codex home that does not show its path (the page and the
     CLI compare it; the path itself stays in the owner's state)."""
-    return hashlib.sha256(str(codex_home).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return _sha256_hex(str(codex_home).encode("utf-8", "surrogatepass"))[:24]
+
+
+def _sha256_hex(data: bytes) -> str:
+    """SHA-256 from the interpreter's builtin implementation when it has one: the CLI asks
+    for one short digest before it delegates, and `hashlib` would first load OpenSSL
+    (3-4 ms of every delegated command). The digest is the same either way."""
+    try:
+        from _sha2 import sha256  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # CPython 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -151,9 +163,15 @@ def parse_runtime(raw: bytes) -> ServiceRuntime | None:
     )
 
 
-def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRuntime | None:
+def read_runtime(
+    state_dir: Path, *, check_process: bool = True, start_time: bool = True
+) -> ServiceRuntime | None:
     """The running service of this state dir, or None: no file, not ours, or stale (its pid
-    is gone, or now belongs to a process that started after the file was written)."""
+    is gone, or now belongs to a process that started after the file was written).
+
+    `start_time=False` checks only that the pid is alive (no psutil): for a caller that
+    then authenticates the service with the owner's secret, which only a service of this
+    state dir can answer to, a reused pid shows as a service that does not answer."""
     try:
         raw = _read_private(state_dir / RUNTIME_FILE, _RUNTIME_LIMIT)
     except ValueError:
@@ -163,7 +181,7 @@ def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRunti
         return runtime
     if not _pid_alive(runtime.pid):
         return None
-    if runtime.process_started is not None:
+    if start_time and runtime.process_started is not None:
         now_started = _process_started(runtime.pid)
         if now_started is None or abs(now_started - runtime.process_started) > 1.0:
             return None
@@ -180,7 +198,7 @@ def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
     A file that is there but unusable (another owner, readable by others, not a secret) is
     refused as `state_unsafe` and left as it is: a secret others could read must be replaced
     by the owner on purpose, never quietly trusted or overwritten."""
-    from loopx_chat.errors import Gate, StateError
+    from loopx_chat.errors import Remedy, StateError
     from loopx_chat.state.private_files import (
         PRIVATE_FILE_MODE,
         ensure_private_dir,
@@ -194,7 +212,7 @@ def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
         raise StateError(
             f"the service's secret file is not safe to use: {exc}",
             error_code="state_unsafe",
-            gate=Gate(
+            remedy=Remedy(
                 summary="loopx-chat will not serve with a secret another user may have read.",
                 next_action=f"Delete {path} and start the service again: it makes a new one "
                 "(every open page then needs the new login URL).",
@@ -202,6 +220,8 @@ def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
         ) from None
     if current is not None:
         return current
+    import secrets  # only the service's start makes one; a reader never needs `random`
+
     secret = secrets.token_urlsafe(SECRET_BYTES)
     with state_write(state_dir):
         ensure_private_dir(state_dir)

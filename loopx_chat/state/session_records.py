@@ -13,7 +13,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any, Literal
+from enum import StrEnum
+from typing import Any, Literal, TypeVar, get_args
 
 from loopx_chat.errors import StateError
 
@@ -22,13 +23,67 @@ TURN_SCHEMA_VERSION = "loopx_chat_turn_state_v1"
 
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._-]{1,160}$")
 SessionMode = Literal["managed_runtime", "attached_host"]
-SESSION_MODES: frozenset[str] = frozenset({"managed_runtime", "attached_host"})
+SESSION_MODES: frozenset[str] = frozenset(get_args(SessionMode))
 
-# Session statuses. `resume_failed` is terminal until a successful resume.
-RESUMABLE_STATUSES: frozenset[str] = frozenset({"ready", "busy", "stale", "resuming"})
-TERMINAL_TURN_STATUSES: frozenset[str] = frozenset(
-    {"completed", "interrupted", "timed_out", "failed"}
+
+class SessionStatus(StrEnum):
+    """The statuses the code writes on a session (the same strings on disk)."""
+
+    READY = "ready"
+    BUSY = "busy"  # a turn is running (`active_turn_id` names it)
+    RESUME_FAILED = "resume_failed"  # stays until a resume succeeds
+
+
+class TurnStatus(StrEnum):
+    """The statuses the code writes on a turn (the same strings on disk)."""
+
+    QUEUED = "queued"  # an attached host's turn, waiting for that host
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+# Every status change a record may make; `with_changes` refuses any other
+# (`illegal_status_transition`). Writing the status a record already has is no change.
+SESSION_TRANSITIONS: Mapping[SessionStatus, frozenset[SessionStatus]] = {
+    SessionStatus.READY: frozenset({SessionStatus.BUSY, SessionStatus.RESUME_FAILED}),
+    SessionStatus.BUSY: frozenset({SessionStatus.READY, SessionStatus.RESUME_FAILED}),
+    # A resume that works clears it; a turn may also begin on a thread already warm in this
+    # process while another process recorded its failed resume.
+    SessionStatus.RESUME_FAILED: frozenset({SessionStatus.READY, SessionStatus.BUSY}),
+}
+TERMINAL_TURN_STATUSES: frozenset[TurnStatus] = frozenset(
+    {TurnStatus.COMPLETED, TurnStatus.INTERRUPTED, TurnStatus.FAILED}
 )
+TURN_TRANSITIONS: Mapping[TurnStatus, frozenset[TurnStatus]] = {
+    TurnStatus.QUEUED: frozenset(),  # nothing of ours moves an attached host's turn
+    TurnStatus.RUNNING: TERMINAL_TURN_STATUSES,
+    **{status: frozenset() for status in TERMINAL_TURN_STATUSES},
+}
+
+
+S = TypeVar("S", SessionStatus, TurnStatus)
+
+
+def checked_transition(
+    kind: type[S], transitions: Mapping[S, frozenset[S]], old: S, new: object
+) -> S:
+    """`new` as a `kind`, if the table lets a record go there from `old` (the same status is
+    no change); else `illegal_status_transition`, a bug in the writer."""
+    what = kind.__name__.removesuffix("Status").lower()
+    try:
+        status = kind(new)
+    except ValueError:
+        raise StateError(
+            f"a {what} has no status {new!r}", error_code="illegal_status_transition"
+        ) from None
+    if status != old and status not in transitions.get(old, frozenset()):
+        raise StateError(
+            f"a {what} cannot go from {old} to {status}", error_code="illegal_status_transition"
+        )
+    return status
+
 
 # Fields a caller may change after creation; identity fields never change.
 IMMUTABLE_SESSION_FIELDS: frozenset[str] = frozenset({"schema_version", "session_id", "created_at"})
@@ -61,9 +116,9 @@ class SessionRecord:
     adapter_kind: str = "codex_app_server"
     upstream_thread_id: str | None = None
     codex_home: str | None = None
-    session_mode: str = "managed_runtime"
+    session_mode: SessionMode = "managed_runtime"
     host_surface: str | None = None
-    status: str = "ready"
+    status: SessionStatus = SessionStatus.READY
     active_turn_id: str | None = None
     last_error_code: str | None = None
     last_activity_at: str | None = None
@@ -106,6 +161,11 @@ class SessionRecord:
                 f"{self.codex_home}; restart loopx-chat with that home instead",
                 error_code="codex_home_rebind_refused",
             )
+        if "status" in changes:
+            status = checked_transition(
+                SessionStatus, SESSION_TRANSITIONS, self.status, changes["status"]
+            )
+            changes = {**changes, "status": status}
         updated = replace(self, **dict(changes))
         updated.check_invariants()
         return updated
@@ -143,6 +203,8 @@ class SessionRecord:
                 raise ValueError(f"field {key} is not a string")
         if not isinstance(known.get("turn_count", 0), int):
             raise ValueError("field turn_count is not an integer")
+        if "status" in known:
+            known["status"] = SessionStatus(known["status"])  # ValueError: not ours
         record = cls(**known, extra=extra)
         record.check_invariants()
         return record
@@ -166,7 +228,7 @@ class TurnRecord:
 
     turn_id: str
     session_id: str
-    status: str
+    status: TurnStatus
     created_at: str
     updated_at: str
     client_turn_id: str | None = None
@@ -178,6 +240,11 @@ class TurnRecord:
     # sha256 of the message text (never the text), kept only while the turn runs: a busy
     # refusal of the same text is the same work (a metric), whatever its client_turn_id.
     text_digest: str | None = None
+    # Who started the turn: None for a message sent through loopx-chat, `goal_loop` for a
+    # continuation turn codex's own goal loop started (`run_id` names the owner's run, or is
+    # None for a loop loopx-chat did not start).
+    origin: str | None = None
+    run_id: str | None = None
     schema_version: str = TURN_SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,6 +252,14 @@ class TurnRecord:
         data = dict(self.__dict__)
         data["tokens"] = dict(self.tokens.__dict__)
         return data
+
+    def with_changes(self, **changes: Any) -> TurnRecord:
+        """The turn with `changes`; a status change must be one `TURN_TRANSITIONS` lists."""
+        if "status" in changes:
+            changes["status"] = checked_transition(
+                TurnStatus, TURN_TRANSITIONS, self.status, changes["status"]
+            )
+        return replace(self, **changes)
 
     def public_dict(self) -> dict[str, Any]:
         """The shape the CLI's --json and the HTTP API show for a turn."""
@@ -200,6 +275,8 @@ class TurnRecord:
             "total_tokens": self.tokens.total_tokens,
             "created_at": self.created_at,
             "completed_at": self.completed_at,
+            "origin": self.origin or "chat",
+            "run_id": self.run_id,
         }
 
     @classmethod
@@ -212,6 +289,8 @@ class TurnRecord:
         values["tokens"] = TokenCounts(
             **{k: int(v) for k, v in tokens.items() if k in TokenCounts.__dataclass_fields__}
         )
+        if "status" in values:
+            values["status"] = TurnStatus(values["status"])  # ValueError: not ours
         return cls(**values)
 
 

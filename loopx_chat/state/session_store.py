@@ -98,7 +98,7 @@ class SessionStore:
         self.sessions_dir = root / "sessions"
         self._clock = clock
         self._guard = threading.Lock()
-        self._thread_locks: dict[str, threading.RLock] = {}
+        self._worker_locks: dict[str, threading.RLock] = {}
         self._file_locks: dict[str, FileLock] = {}
         # Sessions whose file lock this store holds; only the holder of the session's
         # thread lock reads or changes its entry.
@@ -117,13 +117,13 @@ class SessionStore:
     # -- locking -----------------------------------------------------------------------
     @contextmanager
     def lock(self, session_id: str) -> Iterator[None]:
-        """Exclusive writer lock for one session, across threads and processes."""
+        """Exclusive writer lock for one session, across workers (OS threads) and processes."""
         folder = self.session_dir(session_id)
         with self._guard:
-            thread_lock = self._thread_locks.setdefault(session_id, threading.RLock())
-        with thread_lock:
+            worker_lock = self._worker_locks.setdefault(session_id, threading.RLock())
+        with worker_lock:
             if self._held.get(session_id):
-                # Re-entered by the thread that holds it (a mutate inside a ledger step):
+                # Re-entered by the worker that holds it (a mutate inside a ledger step):
                 # the file lock is ours already, and taking it again costs a turn's time.
                 yield
                 return
@@ -132,7 +132,7 @@ class SessionStore:
                 with state_write(folder):
                     ensure_private_dir(folder, within=self.root)
                 # One instance per session: FileLock counts re-entries on the same instance,
-                # so nested lock() calls in one thread do not deadlock.
+                # so nested lock() calls in one worker do not deadlock.
                 from filelock import FileLock  # on first write: 35 ms at start
 
                 file_lock = FileLock(

@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 import pytest
 
+import loopx_chat.cli as cli_package
 from loopx_chat.cli import main
 from loopx_chat.cli.lazy import COMMANDS
 
@@ -75,6 +76,12 @@ def test_the_table_says_what_each_command_says(name: str) -> None:
     command = main.get_command(click.Context(main), name)
     assert command is not None and command.name == name
     assert COMMANDS[name][2] == command.get_short_help_str(limit=1000)
+
+
+def test_each_top_level_command_has_its_own_module_named_after_it() -> None:
+    assert {name: COMMANDS[name][0] for name in COMMANDS} == {n: f"{n}_cmd" for n in COMMANDS}
+    modules = {p.stem for p in Path(cli_package.__file__).parent.glob("*_cmd.py")}
+    assert modules == {f"{name}_cmd" for name in COMMANDS}
 
 
 # What a chat turn must not load before it spawns codex: every import before the spawn is

@@ -124,7 +124,7 @@ def test_zsh_loads_the_completion_as_the_readme_says() -> None:
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from loopx_chat.cli.terminal_text import printable  # noqa: E402
+from loopx_chat.visible_text import ControlMode, visible_text  # noqa: E402
 
 
 def _is_control(ch: str) -> bool:
@@ -136,7 +136,7 @@ def _is_control(ch: str) -> bool:
 
 @given(st.text(alphabet=st.characters(codec="utf-8")))
 def test_printable_replaces_every_control_and_nothing_else(text: str) -> None:
-    shown = printable(text)
+    shown = visible_text(text, ControlMode.PICTURES)
     assert len(shown) == len(text)
     assert not any(_is_control(ch) for ch in shown)
     for before, after in zip(text, shown, strict=True):
@@ -144,7 +144,10 @@ def test_printable_replaces_every_control_and_nothing_else(text: str) -> None:
 
 
 def test_printable_shows_escape_sequences_as_pictures() -> None:
-    assert printable("\x1b]0;title\x07ok\r\n\tdone\x7f\x9b") == "␛]0;title␇ok␍\n\tdone␡\ufffd"
+    assert (
+        visible_text("\x1b]0;title\x07ok\r\n\tdone\x7f\x9b", ControlMode.PICTURES)
+        == "␛]0;title␇ok␍\n\tdone␡\ufffd"
+    )
 
 
 def test_an_agent_reply_with_escape_codes_reaches_the_terminal_inert(

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -204,15 +207,39 @@ def test_a_goal_known_only_from_a_session_is_found(tmp_path: Path) -> None:
     assert [g["goal_id"] for g in doc["attention_queue"]] == ["chat-only-goal"]
 
 
+def _settled(state: Path) -> dict[str, str]:
+    """The state tree once it has stopped changing (a service's start-up writes are done)."""
+    last, since = tree(state), time.monotonic()
+    while time.monotonic() - since < 1.0:
+        time.sleep(0.1)
+        now = tree(state)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+@pytest.mark.parametrize("mode", ["direct", "served"])
 def test_a_failed_gate_resolve_leaves_nothing_and_the_typo_never_becomes_a_goal(
-    tmp_path: Path,
+    tmp_path: Path, mode: str, start_service: Any
 ) -> None:
     state = populated(tmp_path)
-    before = tree(state)
+    if mode == "served":  # the same refusals through the running service, as its owner's CLI
+        service = start_service(state, state.parent / "codex-home", dict(os.environ), "codex")
+    before = _settled(state)
     typo = run(state, "gate", "resolve", "gate-nope", "--goal", "relase-1", "--decision", "reject")
     wrong_gate = run(state, "gate", "resolve", "gate-nope", "--goal", GOAL, "--decision", "reject")
     assert (typo.exit_code, wrong_gate.exit_code) == (1, 1)
+    assert typo.stderr.startswith("error [goal_not_found]: no goal relase-1 (goals: ")
     assert "[gate_not_found]" in wrong_gate.stderr
+    assert "not using the service" not in typo.stderr + wrong_gate.stderr
+    if mode == "served":  # each went there (the log line follows the answer: wait for it)
+        posts: list[str] = []
+        for _ in range(50):
+            posts = [line for line in service.served() if " POST " in line]
+            if len(posts) >= 2:
+                break
+            time.sleep(0.05)
+        assert [line.split()[4] for line in posts] == ["404", "404"], posts
     assert tree(state) == before
     assert not (state / "goals" / "relase-1").exists()
     listed = ok(state, "status")
@@ -222,9 +249,9 @@ def test_a_failed_gate_resolve_leaves_nothing_and_the_typo_never_becomes_a_goal(
 def test_the_store_itself_leaves_no_folder_for_an_unknown_gate(tmp_path: Path) -> None:
     """The HTTP API and the page call the store directly: the same guarantee there."""
     from loopx_chat.errors import StateError
-    from loopx_chat.goals.goal_store import GoalStore
+    from loopx_chat.goals.gate_store import GateStore
 
-    store = GoalStore(tmp_path / "state")
+    store = GateStore(tmp_path / "state")
     with pytest.raises(StateError) as info:
         store.resolve_gate("typo", "gate-0123456789ab", "approve", None)
     assert info.value.error_code == "gate_not_found"
@@ -358,3 +385,39 @@ def test_an_agent_cannot_decide_a_gate_and_is_told_why(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "a gate waits on a person" in result.stderr
     assert not (state / "goals").exists()
+
+
+def test_the_chat_defaults_are_the_controllers_and_its_options_become_its_config(
+    tmp_path: Path,
+) -> None:
+    from loopx_chat.cli.chat_cmd import chat
+    from loopx_chat.cli.context import CliContext
+    from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
+    defaults = {p.name: p.default for p in chat.params}
+    assert defaults == {
+        "sandbox": DEFAULT_CONFIG.options.sandbox,
+        "idle_timeout": DEFAULT_CONFIG.timeouts.idle,
+        "turn_timeout": DEFAULT_CONFIG.timeouts.hard,
+    }
+    cli = CliContext(environ={}, cwd=tmp_path, state_dir=tmp_path, codex_bin=None)
+    ctx = click.Context(chat, obj=cli)
+    with ctx:
+        ctx.invoke(chat.callback, sandbox="workspace-write", idle_timeout=5.0, turn_timeout=7.0)
+    config = ctx.obj.controller_config
+    assert (config.timeouts.idle, config.timeouts.hard) == (5.0, 7.0)
+    assert config.options.sandbox == "workspace-write"
+    assert config.timeouts.startup == DEFAULT_CONFIG.timeouts.startup  # the rest stays
+    assert cli.controller_config is None  # the top-level context is untouched
+
+
+def test_the_one_error_boundary_answers_in_the_form_the_command_parsed(tmp_path: Path) -> None:
+    """`--json` as a flag gets one JSON document; the same word as an option's value does not."""
+    base = ["--state-dir", str(tmp_path / "state"), "gate", "request", "--goal", "bad/id"]
+    as_value = CliRunner().invoke(main, [*base, "--question", "--json"])
+    assert as_value.exit_code == 1 and as_value.stdout == ""
+    assert as_value.stderr.startswith("error [invalid_goal_id]")
+    as_flag = CliRunner().invoke(main, [*base, "--question", "Ship it?", "--json"])
+    assert as_flag.exit_code == 1
+    assert json.loads(as_flag.stdout)["error_code"] == "invalid_goal_id"
+    assert "Traceback" not in as_value.output + as_flag.output

@@ -160,7 +160,7 @@ def test_exclusive_hold_refuses_new_app_servers(tmp_path: Path, fake_codex: Fake
             with pytest.raises(LoopxChatError) as info:
                 c.open_session("g", tmp_path)
         assert info.value.error_code == "home_exclusive_hold"
-        assert info.value.gate is not None and "exclusive" in info.value.gate.next_action
+        assert info.value.remedy is not None and "exclusive" in info.value.remedy.next_action
         assert fake_codex.app_servers() == []
     finally:
         holder.kill()

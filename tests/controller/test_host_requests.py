@@ -13,7 +13,7 @@ from loopx_chat.controller.host_requests import (
     reply_for,
     summary,
 )
-from loopx_chat.goals.goal_store import Gate
+from loopx_chat.goals.gate_store import Gate
 
 
 @pytest.mark.parametrize(

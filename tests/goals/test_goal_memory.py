@@ -12,8 +12,8 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from loopx_chat.cli import main
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from tests.helpers.real_codex import make_controller
@@ -48,7 +48,7 @@ def cli(state: Path, *args: str, stdin: str | None = None) -> Result:
 
 
 def known_goal(state: Path, goal_id: str) -> None:
-    GoalRecords(GoalStore(state)).set_goal_state(
+    GoalLedger(GateStore(state)).set_goal_state(
         goal_id, {"objective": "fix the crash", "acceptance": ["the smoke passes"]}
     )
 
@@ -154,7 +154,7 @@ def test_status_json_over_http_carries_the_memory(
         "127.0.0.1",
         0,
         lambda port: ServiceApp(
-            controller, GoalStore(state), port=port, work_dir=tmp_path, secret=SECRET
+            controller, GateStore(state), port=port, work_dir=tmp_path, secret=SECRET
         ),
     )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})

@@ -11,14 +11,14 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.quota import QuotaFacts, decide_quota
 from tests.helpers.goals import goal_with_turns
 
 
-def records(root: Path) -> GoalRecords:
-    return GoalRecords(GoalStore(root))
+def records(root: Path) -> GoalLedger:
+    return GoalLedger(GateStore(root))
 
 
 def cli(root: Path, *args: str, input: str | None = None) -> dict:  # type: ignore[type-arg]

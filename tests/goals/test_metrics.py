@@ -15,7 +15,7 @@ from loopx_chat.cli import main
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import CodexError, LoopxChatError
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.metrics import compute_metrics
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_store import SessionStore
@@ -187,7 +187,7 @@ def test_corrupt_control_log_is_reported(tmp_path: Path) -> None:
     assert info.value.error_code == "state_corrupt"
     with pytest.raises(ValueError):
         log.record("handoff_recorded", goal_id="g", text="never")  # the vocabulary is closed
-    assert GoalStore(tmp_path).control.path == log.path
+    assert GateStore(tmp_path).control.path == log.path
 
 
 def test_reported_reads_only_what_was_appended_and_refolds_a_replaced_log(tmp_path: Path) -> None:
@@ -314,3 +314,25 @@ def test_a_goal_folder_no_writer_accepts_breaks_no_listing(tmp_path: Path) -> No
     assert _cli(tmp_path, "metrics")["ok"] is True
     assert [g["goal_id"] for g in _cli(tmp_path, "status")["attention_queue"]] == ["g"]
     assert _cli(tmp_path, "quota")["ok"] is True
+
+
+def test_the_metrics_are_named_rules_in_one_table() -> None:
+    from loopx_chat.goals.metrics import METRICS, EventLog
+
+    assert list(METRICS) == [
+        "interrupted_task_recovery",
+        "duplicate_compute_avoided",
+        "owner_gates_preserved",
+        "cross_session_handoff_success",
+        "stale_projection_detection",
+        "time_to_owner_sees_blocker",
+        # the sixth metric, split by where its clock stops (issue 29)
+        "time_to_notice",
+        "time_to_decision",
+    ]
+    assert all(rule.__name__ == name for name, rule in METRICS.items())
+    empty = EventLog.of([], None)
+    assert compute_metrics([], None) == {
+        "goal_id": None,
+        **{n: r(empty) for n, r in METRICS.items()},
+    }

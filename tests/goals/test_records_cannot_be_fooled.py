@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.session_runtime._text import public_safe_text
 from tests.helpers.goals import goal_with_turns
 
@@ -77,7 +77,7 @@ def test_reward_needs_a_turn_of_that_goal_and_replaces_the_earlier_one(tmp_path:
 def _promote(args: tuple[str, str]) -> str:
     root, proposal_id = args
     try:
-        _, packet = GoalRecords(GoalStore(Path(root))).promote(
+        _, packet = GoalLedger(GateStore(Path(root))).promote(
             "g", proposal_id, stop_condition="done"
         )
     except LoopxChatError as exc:
@@ -86,7 +86,7 @@ def _promote(args: tuple[str, str]) -> str:
 
 
 def test_eight_parallel_promotes_write_exactly_one_handoff(tmp_path: Path) -> None:
-    records = GoalRecords(GoalStore(tmp_path))
+    records = GoalLedger(GateStore(tmp_path))
     proposal = records.record_proposal("g", title="t", rationale="r", next_action="do it")
     ctx = multiprocessing.get_context("fork")
     with ctx.Pool(8) as pool:
@@ -94,7 +94,7 @@ def test_eight_parallel_promotes_write_exactly_one_handoff(tmp_path: Path) -> No
     winners = [r for r in results if r.startswith("handoff-")]
     assert len(winners) == 1, results
     assert sorted(set(results) - set(winners)) == ["proposal_already_closed"]
-    assert [h.handoff_id for h in GoalStore(tmp_path).handoffs("g")] == winners
+    assert [h.handoff_id for h in GateStore(tmp_path).handoffs("g")] == winners
     history = records.proposal("g", proposal["proposal_id"])["history"]
     assert [e["event"] for e in history] == ["recorded", "promoted"]
 
@@ -148,7 +148,7 @@ def test_control_characters_refused_on_input_and_escaped_on_output(tmp_path: Pat
         doc = run(tmp_path, "gate", "request", "--goal", "g", "--question", bad, code=1)
         assert doc["error_code"] == "unsafe_text" and "(control_character)" in doc["error"]
     # A record written by an older version (or by hand) still prints escaped, never raw.
-    store = GoalStore(tmp_path)
+    store = GateStore(tmp_path)
     with store.locked("g") as folder, (folder / "gates.jsonl").open("a") as fh:
         fh.write(json.dumps({
             "schema_version": "loopx_chat_gate_event_v1", "event": "requested",

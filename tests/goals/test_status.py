@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import facts_from_records
-from loopx_chat.goals.goal_store import GoalStore
 from loopx_chat.goals.status import goal_status
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 
@@ -57,9 +57,9 @@ def status_for(**kw: object) -> dict:  # type: ignore[type-arg]
 
 
 def test_gates_persist_with_an_audit_trail(tmp_path: Path) -> None:
-    store = GoalStore(tmp_path)
+    store = GateStore(tmp_path)
     opened = store.request_gate("g", "Approve the import?", actor="owner")
-    again = GoalStore(tmp_path)  # a restarted controller sees the same records
+    again = GateStore(tmp_path)  # a restarted controller sees the same records
     assert [g.status for g in again.gates("g")] == ["pending"]
     resolved = again.resolve_gate("g", opened.gate_id, "reject", "not yet")
     assert (resolved.status, resolved.decision, resolved.reason) == (
@@ -86,13 +86,13 @@ def test_gates_persist_with_an_audit_trail(tmp_path: Path) -> None:
 )
 def test_unsafe_or_empty_gate_text_is_refused(tmp_path: Path, text: str) -> None:
     with pytest.raises(LoopxChatError) as info:
-        GoalStore(tmp_path).request_gate("g", text)
+        GateStore(tmp_path).request_gate("g", text)
     assert info.value.error_code in ("unsafe_text", "usage_error")
     assert not (tmp_path / "goals" / "g" / "gates.jsonl").exists()
 
 
 def test_corrupt_line_fails_and_partial_tail_is_ignored(tmp_path: Path) -> None:
-    store = GoalStore(tmp_path)
+    store = GateStore(tmp_path)
     store.request_gate("g", "Q1?")
     path = tmp_path / "goals" / "g" / "gates.jsonl"
     path.write_bytes(path.read_bytes() + b'{"schema_version": "loopx_chat_gate_ev')
@@ -106,7 +106,7 @@ def test_corrupt_line_fails_and_partial_tail_is_ignored(tmp_path: Path) -> None:
 
 
 def test_open_gate_blocks_the_agent() -> None:
-    from loopx_chat.goals.goal_store import Gate
+    from loopx_chat.goals.gate_store import Gate
 
     gate = Gate("gate-1", "g", "Ship it?", "owner", True, "pending", "t1", "t1")
     doc = status_for(gates=[gate])
@@ -146,7 +146,7 @@ def test_session_from_another_home_is_gated_without_paths() -> None:
 
 
 def test_handoff_is_pending_until_a_turn_completes_after_it() -> None:
-    from loopx_chat.goals.goal_store import Handoff
+    from loopx_chat.goals.gate_store import Handoff
 
     packet = Handoff("handoff-1", "g", "wire the adapter", "tests pass", (), "2026-01-01T01:30:00Z")
     before = status_for(handoffs=[packet], turns=[turn("t1", "completed", "2026-01-01T01:00:00Z")])

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.service.server import LoopbackServer
 from tests.helpers.markers import in_integration, mark_real_codex
@@ -33,7 +33,7 @@ def service(
 ) -> Iterator[Service]:
     state = tmp_path / "state"
     controller = make_controller(state, bound_home, base_env, codex_bin)
-    goals = GoalStore(state)
+    goals = GateStore(state)
     secret = secrets.token_urlsafe(32)
     server = LoopbackServer(
         "127.0.0.1",

@@ -172,8 +172,8 @@ def test_two_controllers_on_one_thread(
     assert theirs.value.error_code == "thread_busy"
     # Our lock knows the holder is one of ours (the service keeps threads warm); codex's
     # refusal comes from any client of the home.
-    assert ours.value.gate is not None and "loopx-chat serve" in ours.value.gate.next_action
-    assert theirs.value.gate is not None and "serve" not in theirs.value.gate.next_action
+    assert ours.value.remedy is not None and "loopx-chat serve" in ours.value.remedy.next_action
+    assert theirs.value.remedy is not None and "serve" not in theirs.value.remedy.next_action
     assert SessionStore(state).load(record.session_id).turn_count == 1
 
 

@@ -1,20 +1,29 @@
-"""The fake cannot drift: the recorded transcripts still match the pinned real codex.
+"""The fakes cannot drift: the recorded transcripts still match the pinned real codex.
 
 Reruns tools/record-codex-transcripts against the pinned binary and compares with the
-fixtures the fake replays. Needs the pinned codex; under CI it fails, never skips, without it.
+fixtures the subprocess fake and the in-process scripted host replay; and checks that every
+recorded exchange either of them, or a test, names is one of those fixtures. Needs the pinned
+codex; under CI it fails, never skips, without it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from loopx_chat.codex.errors_map import UPSTREAM_TEXTS
-from tests.helpers.fakes.replay import FIXTURES, load, pinned_version
+from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, ThreadReader, Timeouts
+from loopx_chat.errors import CodexError
+from tests.helpers.fakes import replay
+from tests.helpers.fakes.replay import FIXTURES, Answer, Replayer, load, pinned_version
+from tests.helpers.fakes.scripted_host import Script, ScriptedCodex
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDER = ROOT / "tools" / "record-codex-transcripts"
@@ -178,3 +187,107 @@ def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_sti
     assert older and all(is_legacy_catalog_error(t.example) for t in older)
     # Any other configuration error is not a catalog one (no retry).
     assert not is_legacy_catalog_error("failed to load configuration: x.toml:1:1: bad")
+
+
+def test_every_exchange_the_fakes_and_the_tests_replay_is_a_recording_this_test_checks() -> None:
+    """The scripted host and fake_codex.py read only `FIXTURES/<pinned>` (compared above with
+    a fresh recording); each answer they or a test name must be an exchange recorded there."""
+    assert FIXTURES == ROOT / "tests" / "fixtures" / "codex-transcripts"
+    named = {v for v in vars(replay).values() if isinstance(v, Answer)}
+    named |= set(replay.ANSWERS.values())
+    literal = re.compile(r"""Answer\(\s*"([^"]+)",\s*"([^"]+)"(?:,\s*(\d+))?\s*\)""")
+    replaying = re.compile(r"""Script\.replaying\(\s*"([^"]+)",((?:\s*"[^"]+",?)+)""")
+    sources = [*ROOT.joinpath("tests").rglob("*.py")]
+    for path in sources:
+        text = path.read_text()
+        for scenario, kind, nth in literal.findall(text):
+            named.add(Answer(scenario, kind, int(nth or 0)))
+        for scenario, kinds in replaying.findall(text):
+            named |= {Answer(scenario, k) for k in re.findall(r'"([^"]+)"', kinds)}
+    assert len(named) > len(replay.ANSWERS)  # the scan found the tests' answers too
+    replayer = Replayer()
+    unrecorded = []
+    for answer in sorted(named, key=repr):
+        try:
+            replayer.client_index(answer.scenario, answer.kind, answer.nth)
+        except (LookupError, OSError):
+            unrecorded.append(answer)
+    assert unrecorded == []
+    recorded = {p.stem for p in (FIXTURES / pinned_version()).glob("*.json")}
+    assert {a.scenario for a in named} <= recorded
+
+
+def _matches(recorded: Any, live: Any) -> bool:
+    """Whether `live` is `recorded` with only its placeholders filled (ids, home, cwd, time)."""
+    if recorded == "<time>":
+        return isinstance(live, int)
+    if isinstance(recorded, dict):
+        return (
+            isinstance(live, dict)
+            and recorded.keys() == live.keys()
+            and all(_matches(v, live[k]) for k, v in recorded.items())
+        )
+    if isinstance(recorded, list):
+        return (
+            isinstance(live, list)
+            and len(recorded) == len(live)
+            and all(_matches(a, b) for a, b in zip(recorded, live, strict=True))
+        )
+    if isinstance(recorded, str) and isinstance(live, str):
+        parts = re.split(r"(<(?:uuid|msg|call):\d+>|<home>|<cwd>|<user-agent>|<host>)", recorded)
+        pattern = "".join(".+?" if i % 2 else re.escape(p) for i, p in enumerate(parts))
+        return re.fullmatch(pattern, live, flags=re.S) is not None
+    return bool(recorded == live)
+
+
+def test_the_scripted_host_says_only_what_a_recording_says(tmp_path: Path) -> None:
+    """A whole conversation on the scripted host (open, a turn, a steer, an interrupt, an
+    approval, a history read, refusals): every message it sent is a recorded one with only
+    its placeholders filled."""
+    codex = ScriptedCodex()
+    home = tmp_path / "home"
+    home.mkdir()
+    launch = HostLaunch(
+        executable=tmp_path / "never-run",
+        codex_home=home,
+        work_dir=tmp_path,
+        environ={},
+        log_path=tmp_path / "stderr.log",
+        options=ThreadOptions(),
+        timeouts=Timeouts(startup=5, request=5, idle=30, hard=60, close_grace=1),
+        connect=codex,
+    )
+    thread = CodexThread.open(launch, resume_thread_id=None)
+    turn_id, _ = thread.start_turn("hello")
+    thread.wait_turn(turn_id)
+    (host,) = codex.hosts
+    host.script = Script(answers={"turn/start": Answer("steer", "turn/start")})
+    turn_id, _ = thread.start_turn("mock:hang")
+    thread.start_turn("and also")
+    thread.wait_turn(turn_id, should_interrupt=lambda: True)
+    host.script = Script(answers={"turn/start": Answer("approval", "turn/start")})
+    turn_id, _ = thread.start_turn("mock:shell=touch approval-probe")
+    thread.wait_turn(turn_id)
+    thread.read_history()
+    thread.close()
+    reader = ThreadReader.open(launch)
+    with pytest.raises(CodexError):
+        reader.request("0" * 8, "no/such/method", {})
+    reader.close()
+    recorded = [
+        e["message"]
+        for path in (FIXTURES / pinned_version()).glob("*.json")
+        for e in json.loads(path.read_text())["transcript"]
+        if e["from"] == "server"
+    ]
+    sent = [m for host in codex.hosts for m in host.sent]
+    assert len(sent) > 50
+    invented = [m for m in sent if not any(_matches(r, _without_id(m, r)) for r in recorded)]
+    assert invented == []
+
+
+def _without_id(live: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """A response's id is the live request's, not the recorded one."""
+    if "method" not in live and "id" in live and "id" in recorded:
+        return {**live, "id": recorded["id"]}
+    return live

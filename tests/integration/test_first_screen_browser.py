@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
@@ -90,7 +90,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     exe = chromium()
     sync_playwright = _playwright()
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     store = SessionStore(state)
     first = goals.request_gate("goal-release", "Approve the <release> & ship?", actor="owner")
     second = goals.request_gate("goal-budget", "Spend more on the migration?", actor="owner")

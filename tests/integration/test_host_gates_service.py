@@ -19,7 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.service_runtime import read_secret
 
@@ -157,7 +157,7 @@ def _gate_resolve(state: Path, env: dict[str, str], *args: str) -> subprocess.Co
 
 
 def _pending_host_gate(state: Path) -> Any:
-    gates = [g for g in GoalStore(state).gates("g") if g.host and g.status == "pending"]
+    gates = [g for g in GateStore(state).gates("g") if g.host and g.status == "pending"]
     live = [g for g in gates if (g.host or {}).get("state") == "live"]
     return live[0] if live else None
 
@@ -216,7 +216,7 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
         done = _gate_resolve(state, env, gate.gate_id, "--goal", "g", "--decision", "approve")
         assert done.returncode == 0, done.stderr
         _until(lambda: (sub / "f").exists(), what="the approved command to run")
-        decided = GoalStore(state).gate("g", gate.gate_id)
+        decided = GateStore(state).gate("g", gate.gate_id)
         assert decided.status == "approved" and decided.decided_by == "owner-cli"
         assert decided.host is not None and decided.host["state"] == "answered"
     finally:
@@ -261,14 +261,14 @@ def test_a_service_killed_with_a_request_pending_leaves_it_expired_and_asks_noth
     try:
         expired = _until(
             lambda: (
-                (g := GoalStore(state).gate("g", gate.gate_id)).host.get("state") == "expired" and g
+                (g := GateStore(state).gate("g", gate.gate_id)).host.get("state") == "expired" and g
             ),
             what="the gate to expire",
         )
         assert expired.host["expired"] == "host restarted" and expired.status == "pending"
         time.sleep(1.0)
         assert len(mock.requests) == asked  # nothing was asked of the model again
-        assert len([g for g in GoalStore(state).gates("g") if g.host]) == 1
+        assert len([g for g in GateStore(state).gates("g") if g.host]) == 1
         assert not (work / "f").exists()
         # A later approval is recorded for the session's next turn.
         done = _gate_resolve(state, env, gate.gate_id, "--goal", "g", "--decision", "approve")
@@ -356,7 +356,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
                 gate.locator("button", has_text="Approve once").click()
                 _until(lambda: (work / "f").exists(), 10, what="the approved command to run")
                 _until(
-                    lambda: GoalStore(state).gates("g")[0].decided_by == "owner-page",
+                    lambda: GateStore(state).gates("g")[0].decided_by == "owner-page",
                     what="the page's decision on record",
                 )
                 # Next, once that turn is over: a secret question, in a password field.

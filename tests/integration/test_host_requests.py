@@ -15,7 +15,7 @@ import pytest
 from loopx_chat.codex.thread import ThreadOptions, Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.controller.host_requests import Choice, Live
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.status import collect_status
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
@@ -111,7 +111,7 @@ def test_the_owners_decision_reaches_the_live_command(
     thread, box = _turn(c, session.session_id, f"mock:shell=touch {work}/f")
     live = _asked(c)
     assert live.kind == "command" and f"{work}/f" in live.details["command"]
-    gate = GoalStore(tmp_path / "state").gate("g", live.gate_id)
+    gate = GateStore(tmp_path / "state").gate("g", live.gate_id)
     assert gate.status == "pending" and gate.blocking
     assert gate.question == "Codex asks to run `touch` (1 argument)"
     assert gate.host is not None and gate.host["program"] == "touch" and gate.host["argc"] == 1
@@ -140,7 +140,7 @@ def test_approve_for_the_session_is_not_asked_again_in_that_thread(
     result = c.submit_turn(session.session_id, f"mock:shell=touch {work}/f")
     assert result.turn.status == "completed"
     assert (work / "f").exists()  # ran without asking
-    assert len(GoalStore(tmp_path / "state").gates("g")) == 1
+    assert len(GateStore(tmp_path / "state").gates("g")) == 1
 
 
 def test_a_canary_in_the_command_and_its_cwd_is_stored_nowhere(
@@ -160,7 +160,7 @@ def test_a_canary_in_the_command_and_its_cwd_is_stored_nowhere(
     _done(thread, box)
     c.close()
     state = tmp_path / "state"
-    doc = collect_status(SessionStore(state), GoalStore(state), "home")
+    doc = collect_status(SessionStore(state), GateStore(state), "home")
     assert canary not in json.dumps(doc)
     for path in state.rglob("*"):
         if path.is_file():
@@ -191,7 +191,7 @@ def test_a_question_in_plan_mode_is_answered_and_the_model_sees_the_answer(
     live = _asked(c)
     assert live.kind == "question"
     assert live.details["questions"][0]["question"] == "Which database should I use?"
-    gate = GoalStore(tmp_path / "state").gate("g", live.gate_id)
+    gate = GateStore(tmp_path / "state").gate("g", live.gate_id)
     assert gate.question == "Codex asks: Database (SQLite / Postgres)"
     assert "Which database" not in json.dumps(gate.to_dict())
     c.host_requests.decide(
@@ -233,7 +233,7 @@ def test_the_window_passes_then_a_late_decision_is_carried_into_the_next_turn(
     result = c.submit_turn(session.session_id, f"mock:shell=touch {work}/f")
     assert time.monotonic() - started >= 1.0
     assert result.turn.status == "completed" and not (work / "f").exists()
-    goals = GoalStore(tmp_path / "state")
+    goals = GateStore(tmp_path / "state")
     (gate,) = goals.gates("g")
     assert gate.status == "pending" and gate.host is not None
     assert gate.host["state"] == "window_passed"

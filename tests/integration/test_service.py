@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from loopx_chat.goals.goal_state import GoalRecords
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.service.status_cache import state_fingerprint
 from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import SessionRecord
@@ -224,7 +224,7 @@ def test_status_cache_recomputes_only_when_state_changes(tmp_path: Path) -> None
         calls.append(1)
         return {"n": len(calls)}
 
-    store, goals = SessionStore(tmp_path), GoalStore(tmp_path)
+    store, goals = SessionStore(tmp_path), GateStore(tmp_path)
     cache = StatusCache(tmp_path, compute, host_refresh_sec=None, fingerprint_ttl_sec=0)
     assert cache.get()[0] == {"n": 1}
     assert cache.get()[0] == {"n": 1}  # nothing changed: served from memory
@@ -340,7 +340,7 @@ def test_status_reads_its_own_writes_at_once(service: Service) -> None:
     # Goal records written by the CLI are in the fingerprint too (not only gates/handoffs),
     # so they are not left to the next host refresh.
     before = state_fingerprint(service.state)
-    GoalRecords(GoalStore(service.state)).set_goal_state(
+    GoalLedger(GateStore(service.state)).set_goal_state(
         "g-now", {"objective": "Ship it", "acceptance": ["it ships"]}
     )
     assert state_fingerprint(service.state) != before
@@ -368,18 +368,18 @@ def test_error_responses_carry_no_local_paths(service: Service) -> None:
 def test_requests_started_by_another_site_are_refused_and_record_nothing(
     service: Service,
 ) -> None:
-    GoalStore(service.state).request_gate("g-x", question="Proceed?")
+    GateStore(service.state).request_gate("g-x", question="Proceed?")
     for site in ("cross-site", "same-site"):
         for path in ("/", "/status.json"):
             got = service.request("GET", path, headers={"Sec-Fetch-Site": site})
             assert got.status == 403 and got.json()["error_code"] == "forbidden_request"
     # An image tag on another site never counted as the owner seeing the blocker.
-    kinds = [e["kind"] for e in GoalStore(service.state).control.events()]
+    kinds = [e["kind"] for e in GateStore(service.state).control.events()]
     assert "blocker_displayed" not in kinds
     for site in ("none", "same-origin"):
         assert service.request("GET", "/", headers={"Sec-Fetch-Site": site}).status == 200
     # Serving the page is not the owner seeing it: the page says so once it rendered.
-    assert "blocker_displayed" not in [e["kind"] for e in GoalStore(service.state).control.events()]
+    assert "blocker_displayed" not in [e["kind"] for e in GateStore(service.state).control.events()]
     page = service.request("GET", "/").body.decode()
     token = re.search(r'name="loopx-csrf" content="([^"]+)"', page).group(1)  # type: ignore[union-attr]
     ref = re.search(r'data-blockers="([^"]+)"', page).group(1)  # type: ignore[union-attr]
@@ -404,7 +404,7 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
         "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}
     )
     assert (program.status, program.json()["error_code"]) == (403, "forbidden_request")
-    assert "blocker_displayed" not in [e["kind"] for e in GoalStore(service.state).control.events()]
+    assert "blocker_displayed" not in [e["kind"] for e in GateStore(service.state).control.events()]
     ok = service.request(
         "POST", "/api/status/rendered", body=shown, headers={"X-Loopx-CSRF": token}, auth="cookie"
     )
@@ -414,7 +414,7 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
     )
     assert again.json() == {"ok": True, "recorded": 0}  # once per blocker
     displayed = [
-        e for e in GoalStore(service.state).control.events() if e["kind"] == "blocker_displayed"
+        e for e in GateStore(service.state).control.events() if e["kind"] == "blocker_displayed"
     ]
     assert [(e["blocker_ref"], e["surface"]) for e in displayed] == [(ref, "page")]
 

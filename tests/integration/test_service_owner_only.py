@@ -34,7 +34,7 @@ from typing import Any
 import psutil
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.service.app import ROUTES
@@ -217,7 +217,12 @@ def _route_paths(goal: str, gate: str, session: str) -> list[tuple[str, str]]:
     out = []
     for route in ROUTES:
         pattern = route.pattern.pattern
-        groups = f"{goal},{gate}" if "/gates/" in pattern else session
+        if "/gates/" in pattern:
+            groups = f"{goal},{gate}"
+        elif pattern.startswith("/api/goals/"):
+            groups = goal  # Run, Pause and the run's state
+        else:
+            groups = session
         out.append((route.method, _concrete(pattern, {"groups": groups})))
     return out
 
@@ -241,7 +246,7 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
 ) -> None:
     prefix = as_nobody_prefix()
     question = "Ship the owner-only release?"
-    gate = GoalStore(served.state).request_gate("g-own", question, actor="owner")
+    gate = GateStore(served.state).request_gate("g-own", question, actor="owner")
     status, _, raw = served.request(
         "POST", "/api/chat/sessions", {"goal_id": "g-own", "create_goal": True}
     )
@@ -338,7 +343,7 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
     assert _snapshot(served.state) == before
     assert len(mock.requests) == requests_before
     assert {p.pid for p in served.app_servers()} == servers_before
-    assert GoalStore(served.state).gate("g-own", gate.gate_id).status == "pending"
+    assert GateStore(served.state).gate("g-own", gate.gate_id).status == "pending"
 
     # The owner, with the secret, gets every route.
     sid = session["session_id"]
@@ -358,9 +363,19 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
             assert (status, json.loads(raw)["error_code"]) == (403, "forbidden_request")
         elif path.endswith("/interrupt"):
             assert status in (200, 409), raw  # the turn may already be over
+        elif path.startswith("/api/goals/") and "/gates/" not in path:
+            # This goal has no budget to run with and no run: the owner gets the refusal's
+            # code, never a 401 (Reopen without a note is a usage error).
+            code = json.loads(raw)["error_code"]
+            assert (status, code) in (
+                (400, "budget_required"),
+                (404, "run_not_found"),
+                (409, "run_not_complete"),
+                (400, "usage_error"),
+            ), raw
         else:
             assert status < 300, (method, path, status, raw)
-    decided = GoalStore(served.state).gate("g-own", gate.gate_id)
+    decided = GateStore(served.state).gate("g-own", gate.gate_id)
     assert (decided.status, decided.decided_by) == ("approved", "owner-api")
     assert sid
 
@@ -420,7 +435,7 @@ def test_the_secret_and_runtime_files(
 
 def test_the_secret_never_leaves_in_a_log_error_status_page_or_event(served: Served) -> None:
     secret = served.secret
-    GoalStore(served.state).request_gate("g-canary", "Decide?", actor="owner")
+    GateStore(served.state).request_gate("g-canary", "Decide?", actor="owner")
     seen: list[bytes] = []
     for method, path, body in (
         ("GET", "/", None),

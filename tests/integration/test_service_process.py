@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 
 from loopx_chat.codex.rollouts.host_facts import index_path
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.serve_process import chromium, start_serve
@@ -84,7 +84,7 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
     rollout.write_text(json.dumps(meta, separators=(",", ":")) + "\n")
     index = index_path(state, bound_home.resolve())
     # A blocking gate: a status computed at start-up would record it as displayed.
-    GoalStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
+    GateStore(state).request_gate("g", question="Proceed?", actor="operator", blocking=True)
     proc, _port = start_serve(state, bound_home, base_env, codex_bin)
     try:
         deadline = time.monotonic() + 20
@@ -98,7 +98,7 @@ def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     # Warming the index is not a status read: nothing was recorded as displayed.
-    kinds = [e["kind"] for e in GoalStore(state).control.events()]
+    kinds = [e["kind"] for e in GateStore(state).control.events()]
     assert "blocker_displayed" not in kinds and "stale_detected" not in kinds
 
 
@@ -107,7 +107,7 @@ def test_first_screen_in_headless_chromium(
 ) -> None:
     exe = chromium()
     state = tmp_path / "state"
-    GoalStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
+    GateStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
     proc, port = start_serve(state, bound_home, base_env, codex_bin)
     flags = [
         "--headless",

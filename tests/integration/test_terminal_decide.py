@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 
 
@@ -76,5 +76,5 @@ def test_chat_new_on_a_terminal_asks_there(
     assert code == 0, err
     assert f"run: /bin/bash -lc 'touch {work}/f'" in err or f"touch {work}/f" in err
     assert (work / "f").exists() is exists
-    (gate,) = GoalStore(state).gates("g")
+    (gate,) = GateStore(state).gates("g")
     assert gate.status == status and gate.decided_by == "owner-terminal"

@@ -8,7 +8,7 @@ from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.real_codex import make_controller
 from tests.helpers.waiting import wait_for
@@ -30,7 +30,7 @@ def test_gate_and_handoff_written_back_and_reverted(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-wb", tmp_path).session_id
         c.submit_turn(sid, "first turn")
@@ -75,7 +75,7 @@ def test_revert_clears_a_goal_that_did_not_exist(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g2", tmp_path).session_id
         c.submit_turn(sid, "hello")
@@ -94,7 +94,7 @@ def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g3", tmp_path).session_id
         c.submit_turn(sid, "hello")
@@ -131,7 +131,7 @@ def test_writeback_cli(
     state = tmp_path / "state"
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         c.submit_turn(c.open_session("g4", tmp_path).session_id, "hello")
-    packet = GoalStore(state).record_handoff("g4", "write the docs", "docs merged", ())
+    packet = GateStore(state).record_handoff("g4", "write the docs", "docs merged", ())
     base = ["--state-dir", str(state), "--codex-bin", codex_bin, "writeback"]
     env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
     run = lambda *a: CliRunner().invoke(main, [*base, *a, "--json"], env=env)  # noqa: E731
@@ -158,7 +158,7 @@ def test_a_third_party_change_is_a_conflict_and_nothing_changes(
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-cf", tmp_path).session_id
         c.submit_turn(sid, "hello")
@@ -193,7 +193,7 @@ def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-nw", tmp_path).session_id
         other = c.open_session("g-other", tmp_path).session_id
@@ -225,7 +225,7 @@ def test_preview_apply_and_revert_start_no_turn_even_on_an_active_goal(
     thread is loaded. Writeback reads and sets it without loading the thread, so the model
     sees no request and the thread gains no turn through preview, apply and revert."""
     state = tmp_path / "state"
-    goals = GoalStore(state)
+    goals = GateStore(state)
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-nt", tmp_path).session_id
         c.submit_turn(sid, "hello")
@@ -270,13 +270,13 @@ def test_the_cli_names_reward_quota_and_artifact_classes_and_records_them_skippe
     from click.testing import CliRunner
 
     from loopx_chat.cli import main
-    from loopx_chat.goals.goal_state import GoalRecords
+    from loopx_chat.goals.goal_ledger import GoalLedger
 
     state = tmp_path / "state"
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g5", tmp_path).session_id
         turn = c.submit_turn(sid, "hello").turn
-    reward = GoalRecords(GoalStore(state)).record_reward(
+    reward = GoalLedger(GateStore(state)).record_reward(
         "g5", run_ref=turn.turn_id, label="good", reason="tidy", goal_turns={turn.turn_id}
     )
     base = ["--state-dir", str(state), "--codex-bin", codex_bin]

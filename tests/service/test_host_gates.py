@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loopx_chat.errors import UsageError
-from loopx_chat.goals.goal_store import Gate
+from loopx_chat.goals.gate_store import Gate
 from loopx_chat.service.host_gates import choice_from, render_host_gate
 
 

@@ -92,3 +92,13 @@ def test_every_card_says_what_moves_it() -> None:
     idle = next_step(goal, GoalActions(), "watching")
     assert "gate request" in idle and "handoff" in idle
     assert "Your decision" in next_step(goal, GoalActions(gates=(gate("g1", "t"),)), "owner")
+
+
+def test_the_card_says_when_codex_runs_a_goal_loopx_chat_did_not_start() -> None:
+    from loopx_chat.service.page import run_view
+
+    seen = run_view(None, False, host_loop_seen_at="2026-12-01T20:00:00Z")
+    assert seen is not None and seen.words.startswith(
+        "Codex is running a goal loopx-chat did not start (no budget set here"
+    )
+    assert run_view(None, False) is None

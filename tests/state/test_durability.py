@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from loopx_chat.cli import main
-from loopx_chat.goals.goal_store import GoalStore
+from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state import jsonl
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
@@ -180,7 +180,7 @@ def test_a_torn_tail_is_moved_aside_once_and_never_spreads(tmp_path: Path) -> No
     assert log.read_bytes().endswith(b"\n") and torn not in log.read_bytes()
     third = run(root, "gate", "request", "--goal", "g", "--question", "four?", "--json")
     assert third.exit_code == 0 and "note:" not in third.stderr  # reported once
-    assert len(GoalStore(root).gates("g")) == 3
+    assert len(GateStore(root).gates("g")) == 3
     status = run(root, "status", "--json")
     assert status.exit_code == 0, status.output
 
@@ -213,7 +213,7 @@ def test_an_unexpected_exception_is_internal_error_with_a_log(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("boom\nsecond line")
 
-    monkeypatch.setattr("loopx_chat.cli.goal_cmds.collect_status", broken)
+    monkeypatch.setattr("loopx_chat.cli.status_cmd.collect_status", broken)
     root = tmp_path / "state"
     as_json = run(root, "status", "--json")
     doc = json.loads(as_json.stdout)

@@ -9,8 +9,10 @@ What this script owns:
   * ``codex debug models``: the built-in catalog entry the real binary printed when recorded.
   * Fault injection, chosen by env ``FAKE_CODEX_SCENARIO`` (default ``ok``; see `SCENARIOS`), plus
     ``FAKE_CODEX_DEBUG_MODELS=fail|badjson`` for ``debug models``: the faults (a deaf process,
-    garbage or an endless line on stdout, a crash at a precise moment, a slow start) are code;
-    every message codex would send comes from a recording.
+    garbage or an endless line on stdout, a crash at a precise moment, an early exit) are code;
+    every message codex would send comes from a recording. Faults that need no process (an
+    answer that never comes, a refusal, another home, a slow start) are the in-process
+    scripted host's (scripted_host.py), not this program's.
   * An invocation log: every run appends ``{"argv","codex_home","cwd","pid"}`` as one JSON line to
     the file named by env ``FAKE_CODEX_LOG``, and later lines for approval decisions and
     ``debug models`` runs, so a test can assert how the controller spawned and answered it.
@@ -32,35 +34,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from replay import Replayer, load, pinned_version  # beside this script
+from replay import (  # beside this script
+    ANSWERS,
+    NO_ROLLOUT,
+    STEERED,
+    Answer,
+    Conversation,
+    Replayer,
+    load,
+    pinned_version,
+)
 
 SCENARIOS = frozenset(
     {
         "ok",
         "catalog_legacy",
         "catalog_legacy_always",
-        "catalog_legacy_always_debug_fail",
-        "thread_start_error",
-        "config_invalid",
-        "active_writer",
         "garbage",
         "hang_turn",
-        "hang_read",
-        "hang_turn_start",
         "stop_reading",
-        "slow_initialize",
         "crash_mid_turn",
-        "home_mismatch",
         "approval",
         "exit_early",
-        "debug_models_fail",
         "endless_line",
         "endless_line_mid_turn",
     }
 )
 
 NO_SUCH_THREAD = "no-such-thread"
-MISMATCHED_HOME = "/somewhere/else"
 CRASH_EXIT_CODE = 137
 
 # Lines the `garbage` scenario writes before every message: a real server never does this, but a
@@ -187,36 +188,32 @@ def _method_is(method: str) -> Callable[[dict[str, Any]], bool]:
     return lambda message: message.get("method") == method
 
 
-@dataclass
-class PendingApproval:
-    request_id: int
-    thread_id: str
-    turn_id: str
-
-
 class FakeAppServer:
     """Replays recorded exchanges in the order the client asks; faults are the only code here.
 
-    Single-threaded because every scenario is driven by client input.
+    Which recording answers what, in which state, is `replay.Conversation` (shared with the
+    in-process scripted host). Single-threaded because every scenario is driven by client input.
     """
 
     def __init__(self, scenario: str, overrides: list[str]) -> None:
         self.scenario = scenario
-        self.initialized = False
-        self.threads: set[str] = set()
-        self.active_turns: dict[str, str] = {}  # thread id -> turn id
-        self.pending_approval: PendingApproval | None = None
         self.out = sys.stdout.buffer
-        self.replay = Replayer()
-        # Which recorded scenario answers thread/start and thread/resume, when not a plain one.
-        self.config_error: str | None = None
-        legacy_catalog = scenario in ("catalog_legacy_always", "catalog_legacy_always_debug_fail")
+        answers: dict[str, Answer] = {}
+        legacy_catalog = scenario == "catalog_legacy_always"
         if scenario == "catalog_legacy":
             legacy_catalog = not catalog_override_is_usable(overrides)
-        if legacy_catalog:
-            self.config_error = "old_catalog"
-        elif scenario == "config_invalid":
-            self.config_error = "config_invalid"
+        config_error = "old_catalog" if legacy_catalog else None
+        if config_error is not None:
+            answers = {
+                "initialize": Answer(config_error, "initialize"),
+                "thread/start": Answer(config_error, "thread/start"),
+                "thread/resume": Answer(config_error, "thread/start"),
+            }
+        elif scenario == "hang_turn":
+            answers = {"turn/start": Answer("steer", "turn/start")}  # active until interrupted
+        elif scenario == "approval":
+            answers = {"turn/start": Answer("approval", "turn/start")}  # waits for our answer
+        self.talk = Conversation(Replayer(), answers)
 
     # ----------------------------------------------------------------- output
 
@@ -236,37 +233,13 @@ class FakeAppServer:
 
     def play(
         self,
-        recorded: str,
-        kind: str,
+        answer: Answer,
         live: dict[str, Any],
-        nth: int = 0,
         *,
         stop_after: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> list[dict[str, Any]]:
-        """Send one recorded exchange; track threads and turns it starts and ends."""
-        messages = self.replay.exchange(recorded, kind, live, nth)
-        for message in messages:
-            self.track(message)
+    ) -> None:
+        for message in self.talk.play(answer, live, stop_after=stop_after):
             self.send(message)
-            if stop_after is not None and stop_after(message):
-                break
-        return messages
-
-    def track(self, message: dict[str, Any]) -> None:
-        params = message.get("params") or {}
-        result = message.get("result") or {}
-        thread = result.get("thread") if isinstance(result, dict) else None
-        if isinstance(thread, dict) and isinstance(thread.get("id"), str):
-            self.threads.add(thread["id"])
-        method = message.get("method")
-        if method == "turn/started":
-            self.active_turns[params["threadId"]] = params["turn"]["id"]
-        elif method == "turn/completed":
-            self.active_turns.pop(params.get("threadId"), None)
-        elif method is not None and "id" in message:  # a server request: wait for the answer
-            self.pending_approval = PendingApproval(
-                message["id"], params.get("threadId", ""), params.get("turnId", "")
-            )
 
     # ------------------------------------------------------------------- loop
 
@@ -299,101 +272,41 @@ class FakeAppServer:
             self.handle_client_response(message)
 
     def handle_request(self, message: dict[str, Any], method: str) -> None:
-        handlers: dict[str, Callable[[dict[str, Any], dict[str, Any]], None]] = {
-            "initialize": self.initialize,
-            "thread/start": self.thread_start,
-            "thread/resume": self.thread_resume,
-            "thread/read": self.thread_read,
-            "turn/start": self.turn_start,
-            "turn/interrupt": self.turn_interrupt,
-        }
-        if method != "initialize" and not self.initialized:
-            self.play("errors", "thread/start", message)  # recorded: "Not initialized"
-            return
-        handler = handlers.get(method)
-        if handler is None:
-            self.play("errors", "no/such/method", message)  # recorded: unknown variant
-            return
+        answer = self.talk.answer(message)
+        config_error = self.talk.answers["initialize"] != ANSWERS["initialize"]
         params = message.get("params")
-        handler(message, params if isinstance(params, dict) else {})
+        thread_id = params.get("threadId") if isinstance(params, dict) else None
+        if answer == self.talk.answers.get(method):
+            if method == "initialize":
+                self.initialize(message, answer)
+                return
+            if method == "thread/resume" and thread_id == NO_SUCH_THREAD and not config_error:
+                answer = NO_ROLLOUT
+            elif method == "turn/start":
+                self.turn_start(message, answer)
+                return
+        if method == "turn/start" and answer == STEERED:
+            log_event({"turn_start": True, "steer": True})
+        self.play(answer, message)
 
     # ---------------------------------------------------------------- methods
 
-    def initialize(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        if self.initialized:
-            self.play("errors", "initialize", message, nth=1)  # recorded: "Already initialized"
-            return
+    def initialize(self, message: dict[str, Any], answer: Answer) -> None:
         if self.scenario == "endless_line":
             self.endless_line()
-        if self.scenario == "slow_initialize":
-            time.sleep(3)
-        self.initialized = True
-        recorded = self.config_error or "turn"
-        messages = self.replay.exchange(recorded, "initialize", message)
-        for reply in messages:
-            if self.scenario == "home_mismatch" and isinstance(reply.get("result"), dict):
-                reply["result"]["codexHome"] = MISMATCHED_HOME
-            self.send(reply)
+        self.play(answer, message)
 
-    def thread_start(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        if self.config_error is not None:
-            self.play(self.config_error, "thread/start", message)
-        elif self.scenario == "thread_start_error":
-            self.play("errors", "thread/start", message, nth=1)  # an unrelated real refusal
-        else:
-            self.play("turn", "thread/start", message)
-
-    def thread_resume(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        thread_id = params.get("threadId")
-        if self.config_error is not None:
-            self.play(self.config_error, "thread/start", message)
-        elif thread_id == NO_SUCH_THREAD:
-            self.play("errors", "thread/resume", message)  # recorded: no rollout found
-        elif self.scenario == "active_writer":
-            self.play("busy_thread", "thread/resume", message)
-        else:
-            self.play("resume", "thread/resume", message)
-
-    def thread_read(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        if self.scenario == "hang_read" and params.get("threadId") not in self.threads:
-            return  # a read from disk that never answers
-        self.play("resume", "thread/read", message)
-
-    def turn_start(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        thread_id = params.get("threadId")
-        if thread_id not in self.threads:
-            self.play("busy_thread", "turn/start", message)  # recorded: thread not found
-            return
-        if self.scenario == "hang_turn_start":
-            return  # never answers turn/start
-        active = self.active_turns.get(str(thread_id))
-        log_event({"turn_start": True, "steer": active is not None})
-        if active is not None:
-            # Recorded: a turn/start during an active turn steers it (same turn id).
-            self.play("steer", "turn/start", message, nth=1)
-        elif self.scenario == "hang_turn":
-            self.play("steer", "turn/start", message)  # stays active until interrupted
-        elif self.scenario == "endless_line_mid_turn":
-            self.play("turn", "turn/start", message, stop_after=_method_is("turn/started"))
+    def turn_start(self, message: dict[str, Any], answer: Answer) -> None:
+        log_event({"turn_start": True, "steer": False})
+        if self.scenario == "endless_line_mid_turn":
+            self.play(answer, message, stop_after=_method_is("turn/started"))
             self.endless_line()
         elif self.scenario == "crash_mid_turn":
-            self.play(
-                "turn", "turn/start", message, stop_after=_method_is("item/agentMessage/delta")
-            )
+            self.play(answer, message, stop_after=_method_is("item/agentMessage/delta"))
             # Like a SIGKILLed native binary: no cleanup, no further output.
             os._exit(CRASH_EXIT_CODE)
-        elif self.scenario == "approval":
-            self.play("approval", "turn/start", message)  # resumes when the client answers
         else:
-            self.play("turn", "turn/start", message)
-
-    def turn_interrupt(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        active = self.active_turns.get(str(params.get("threadId")))
-        if active is None:
-            self.play("interrupt", "turn/interrupt", message, nth=1)  # no active turn
-            return
-        self.pending_approval = None
-        self.play("interrupt", "turn/interrupt", message)
+            self.play(answer, message)
 
     def endless_line(self) -> NoReturn:
         """A peer that never ends its line: bytes without a newline until the reader hangs up."""
@@ -405,26 +318,24 @@ class FakeAppServer:
             os._exit(0)
 
     def handle_client_response(self, message: dict[str, Any]) -> None:
-        pending = self.pending_approval
-        if pending is None or message.get("id") != pending.request_id:
-            return  # an answer to nothing we asked: the real server ignores it as well
-        self.pending_approval = None
-        result = message.get("result")
-        if isinstance(result, dict):
-            log_event({"approval_decision": result.get("decision")})
-        else:
-            log_event({"approval_decision": None, "approval_error": message.get("error")})
-        if self.active_turns.get(pending.thread_id) == pending.turn_id:
-            self.play("approval", "response", message)
+        pending = self.talk.pending
+        if pending is not None and message.get("id") == pending.request_id:
+            result = message.get("result")
+            if isinstance(result, dict):
+                log_event({"approval_decision": result.get("decision")})
+            else:
+                log_event({"approval_decision": None, "approval_error": message.get("error")})
+        for reply in self.talk.respond(message):
+            self.send(reply)
 
 
 # --------------------------------------------------------------------------------- main
 
 
-def debug_models(scenario: str) -> int:
+def debug_models() -> int:
     log_event({"debug_models": True, "codex_home": os.environ.get("CODEX_HOME")})
     mode = os.environ.get("FAKE_CODEX_DEBUG_MODELS", "")
-    if scenario in ("debug_models_fail", "catalog_legacy_always_debug_fail") or mode == "fail":
+    if mode == "fail":
         sys.exit(2)  # the exit code is what the controller reads; no text needed
     if mode == "badjson":
         sys.stdout.write("not json\n")
@@ -460,7 +371,7 @@ def main(argv: list[str]) -> int:
         sys.stdout.write(f"codex-cli {pinned_version()}\n")
         return 0
     if invocation.command == ["debug", "models"]:
-        return debug_models(scenario)
+        return debug_models()
     if invocation.command == ["app-server"]:
         return FakeAppServer(scenario, invocation.overrides).run()
     shown = " ".join(invocation.command) or "(none)"

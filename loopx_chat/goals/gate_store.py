@@ -36,13 +36,15 @@ GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
 GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
 DECISIONS = ("approve", "reject")
+# Text a person or agent types into a goal record (a gate's question, a reason, a handoff's
+# next action) is cut to this many characters; the first screen's input says the same.
+TYPED_TEXT_LIMIT = 280
 # Who decided a gate, by the owner's surface: the page (its cookie), a program with the
 # owner's secret, or the owner's terminal. Records written before this say nothing (None).
 DECIDERS = ("owner-page", "owner-api", "owner-cli", "owner-terminal")
 # A host gate (what codex asked: an approval or a question) has this id prefix and a compact
 # `host` mapping (kind, ids, a public-safe summary; see controller/host_requests.py).
 HOST_GATE_PREFIX = "host-"
-TEXT_LIMIT = 280
 # Whitespace controls collapse into one space; every other control character (an escape
 # sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -96,7 +98,7 @@ def public_text(value: object, what: str) -> str:
             "keep short public-safe text only, and the first screen would drop it",
             error_code="unsafe_text",
         )
-    return text if len(text) <= TEXT_LIMIT else text[: TEXT_LIMIT - 3].rstrip() + "..."
+    return text if len(text) <= TYPED_TEXT_LIMIT else text[: TYPED_TEXT_LIMIT - 3].rstrip() + "..."
 
 
 @dataclass(frozen=True)
@@ -138,8 +140,9 @@ class Handoff:
         return data
 
 
-class GoalStore:
-    """Append-only goal records beside the session store, under the same state root."""
+class GateStore:
+    """Owner gates and handoff packets, append-only beside the session store, under the same
+    state root; it also owns each goal's folder and lock, which `GoalLedger` writes under."""
 
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
         self.root = root

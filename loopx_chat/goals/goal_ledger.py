@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import StateError, UsageError
-from loopx_chat.goals.goal_store import (
+from loopx_chat.goals.gate_store import (
     GATE_ACTORS,
-    GoalStore,
+    GateStore,
     Handoff,
     public_text,
     validate_goal_id,
@@ -111,8 +111,11 @@ class GoalState:
         }
 
 
-class GoalRecords:
-    def __init__(self, goals: GoalStore) -> None:
+class GoalLedger:
+    """A goal's own record: goal_state, lifecycle, rewards and proposals, in the goal's
+    folder and under its lock (both owned by the `GateStore` it is given)."""
+
+    def __init__(self, goals: GateStore) -> None:
         self.goals = goals
 
     def _path(self, goal_id: str, name: str) -> Path:

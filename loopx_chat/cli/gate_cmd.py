@@ -1,0 +1,127 @@
+"""`loopx-chat gate request|resolve|list`: owner gates, the questions a person must decide.
+
+The agent cannot decide a gate; every request and decision stays on record (`GateStore`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_ok,
+    json_option,
+    nothing_found,
+)
+from loopx_chat.cli.delegation import service_for
+from loopx_chat.cli.options import actor_option, known_goal
+from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, validate_goal_id
+
+
+@click.group()
+def gate() -> None:
+    """Owner gates: questions a person must decide before the agent continues."""
+
+
+@gate.command("request")
+@click.option("--goal", "goal_id", required=True, help="Goal the gate blocks (created if new).")
+@click.option("--question", required=True, help="What the person must decide, in short words.")
+@actor_option("operator", "Who must decide (a person; the agent cannot decide a gate)")
+@click.option("--advisory", is_flag=True, help="Record it without blocking the agent.")
+@json_option
+@click.pass_obj
+def gate_request(
+    cli: CliContext, goal_id: str, question: str, actor: str, advisory: bool, as_json: bool
+) -> None:
+    """Open a gate for GOAL."""
+    created = cli.gate_store().request_gate(
+        validate_goal_id(goal_id), question, actor=actor, blocking=not advisory
+    )
+    _emit_gate(created.to_dict(), as_json)
+
+
+@gate.command("resolve")
+@click.argument("gate_id")
+@click.option("--goal", "goal_id", required=True, help="Goal the gate belongs to.")
+@click.option(
+    "--decision",
+    type=click.Choice((*DECISIONS, "decline", "cancel")),
+    required=True,
+    help="The decision (decline = reject; cancel stops the turn of a host gate).",
+)
+@click.option("--reason", default=None, help="Why, in short words (kept on record).")
+@click.option(
+    "--for-session", is_flag=True, help="Host gate: approve this command for the whole session."
+)
+@click.option("--answer", default=None, help="Host gate: the answer to Codex's question.")
+@json_option
+@click.pass_obj
+def gate_resolve(
+    cli: CliContext,
+    gate_id: str,
+    goal_id: str,
+    decision: str,
+    reason: str | None,
+    for_session: bool,
+    answer: str | None,
+    as_json: bool,
+) -> None:
+    """Approve or reject GATE_ID (through the running service when one of ours is up); a
+    host gate (what Codex asked) is answered to codex's live request."""
+    if gate_id.startswith(HOST_GATE_PREFIX):
+        from loopx_chat.cli.host_gate_resolve import host_choice, resolve_host_gate
+
+        goal = known_goal(cli, goal_id)
+        choice = host_choice(decision, for_session, answer)
+        _emit_gate(resolve_host_gate(cli, goal, gate_id, choice, reason), as_json)
+        return
+    if for_session or answer is not None or decision == "cancel":
+        raise UsageError(
+            "--for-session, --answer and cancel are for host gates (what Codex asked)",
+            error_code="usage_error",
+        )
+    decision = "reject" if decision == "decline" else decision
+    service = service_for(cli)
+    if service is not None:
+        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json)
+        return
+    resolved = cli.gate_store().resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
+    _emit_gate(resolved.to_dict(), as_json)
+
+
+@gate.command("list")
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
+@json_option
+@click.pass_obj
+def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
+    """List gates (all goals, or one)."""
+    store = cli.gate_store()
+    if goal_id:
+        gates = [g.to_dict() for g in store.gates(known_goal(cli, goal_id))]
+        problems: list[dict[str, Any]] = []
+    else:
+        gates, problems = [], []
+        for gid in store.goal_ids():
+            try:  # one goal's unreadable log never hides the others' gates
+                gates.extend(g.to_dict() for g in store.gates(gid))
+            except StateError as exc:
+                problems.append({"goal_id": gid, **exc.to_dict()})
+    emit_ok(
+        {"gates": gates, "problems": problems},
+        as_json,
+        [
+            *(
+                f"{g['gate_id']}  goal={g['goal_id']}  {g['status']}  {g['actor']}: {g['question']}"
+                for g in gates
+            ),
+            *(f"goal={p['goal_id']}  error [{p['error_code']}]: {p['error']}" for p in problems),
+        ],
+        empty=nothing_found("gates", goal_id),
+    )
+
+
+def _emit_gate(data: dict[str, Any], as_json: bool) -> None:
+    line = f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"
+    emit_ok({"gate": data}, as_json, [line])

@@ -1,0 +1,113 @@
+"""`loopx-chat status`: for each goal, who it waits on and whether the agent can continue.
+
+It reads owner-local state and the bound home's rollout facts; the only write is the record
+that an owner saw the status (`record_owner_view`)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from loopx_chat.cli.context import (
+    CliContext,
+    emit_json,
+    json_option,
+    nothing_found,
+)
+from loopx_chat.cli.options import known_goal
+from loopx_chat.codex.rollouts.host_facts import scan_bound_home
+from loopx_chat.goals.status import collect_status, record_owner_view
+
+
+@click.command("status")
+@click.option("--goal", "goal_id", default=None, help="Only this goal (default: every goal).")
+@click.option(
+    "--viewer",
+    type=click.Choice(["owner", "script"]),
+    default=None,
+    help="Who reads this. Default: owner on a terminal without --json, else script. Only "
+    "an owner's read counts as the owner having seen a blocker (a metric).",
+)
+@json_option
+@click.pass_obj
+def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
+    """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
+    if goal_id:
+        known_goal(cli, goal_id)
+    binding = cli.binding()
+    scan = scan_bound_home(cli.state_dir, binding.path)
+    doc = collect_status(
+        cli.store(), cli.gate_store(), str(binding.path), goal_id, surface="cli", host=scan.threads
+    )
+    if viewer == "owner":
+        record_owner_view(cli.gate_store(), doc, "cli_owner")
+    elif viewer is None and not as_json and sys.stdout.isatty():
+        record_owner_view(cli.gate_store(), doc, "cli_tty")
+    doc["host_scan"] = scan.summary()
+    _host_goals(cli, doc)
+    if as_json:
+        emit_json(doc)
+        return
+    from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
+
+    if not doc["attention_queue"]:
+        click.echo(nothing_found("goals"))
+    for goal in doc["attention_queue"]:
+        answers = goal["answers"]
+        click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
+        state = goal.get("goal_state") or {}
+        if state.get("objective"):
+            click.echo(f"  objective:               {state['objective']}")
+        for criterion in state.get("acceptance") or ():
+            click.echo(f"  acceptance:              {criterion}")
+        if state.get("stop_condition"):
+            click.echo(f"  stop when:               {state['stop_condition']}")
+        if goal.get("stopped"):
+            click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
+        if state.get("boundary"):
+            click.echo(f"  boundary:                {state['boundary']}")
+        if goal.get("host_goal"):
+            click.echo(f"  Codex goal:              {goal['host_goal']['words']}")
+        click.echo(f"  waiting on:              {humanize(answers['waiting_on'])}")
+        click.echo(f"  agent can continue now:  {humanize(answers['agent_can_continue'])}")
+        click.echo(f"  gate or evidence needed: {humanize(answers['gate_or_evidence_required'])}")
+        click.echo(f"  latest run:              {humanize(answers['latest_run'])}")
+        host = goal.get("host") or {}
+        if host.get("stale"):
+            lag = f", {host['behind_seconds']}s" if host.get("behind_seconds") is not None else ""
+            click.echo(
+                f"  STALE:                   host is {host['behind_turns']} turn(s) ahead{lag}"
+            )
+        if goal.get("reconcile_reason"):
+            click.echo(f"  reconcile:               {goal['reconcile_reason']}")
+        quota = goal.get("quota") or {}
+        if quota:
+            words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
+            click.echo(f"  next automatic turn:     {words} (a scheduler hint)")
+
+
+def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:
+    """Each goal loopx-chat ran on Codex's loop (or saw a loop on) gets its host goal, read
+    now through an app-server that loads no thread; other goals spawn nothing."""
+    from loopx_chat.goals.goal_runs import GoalRuns
+
+    runs = GoalRuns(cli.gate_store())
+    rows = [
+        row
+        for row in doc["attention_queue"]
+        if row.get("status") != "problem"
+        and (runs.latest(row["goal_id"]) or runs.host_loop_seen(row["goal_id"]))
+    ]
+    if not rows:
+        return
+    from loopx_chat.controller.chat_controller import ChatController
+    from loopx_chat.controller.host_goal_view import host_goal_view
+
+    controller = ChatController(
+        store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
+    )
+    with controller:
+        for row in rows:
+            row["host_goal"] = host_goal_view(controller, cli.gate_store(), row["goal_id"])

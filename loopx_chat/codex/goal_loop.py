@@ -1,0 +1,204 @@
+"""Codex's own goal loop on a loaded thread: the thread goal, and what the loop does.
+
+Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
+`active` starts continuation turns), `turn/interrupt` of a continuation turn, and turning
+that app-server's notifications (`turn/started`, `turn/completed`,
+`thread/tokenUsage/updated`, `thread/goal/updated`) into compact loop events. A turn's tokens
+are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn.
+
+It never decides whether a loop may run (the controller's goal run does, on the owner's
+recorded authority), never sets a goal `active` on its own account, and keeps no text:
+ids, statuses and numbers only (a goal's objective is sent, never read back into state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.codex.app_server import ProcessGone
+from loopx_chat.codex.thread import (
+    CodexThread,
+    TurnOutcome,
+    _exited_error,
+    _rpc,
+    _TurnUsage,
+    _usage_total,
+)
+from loopx_chat.errors import CodexError
+
+GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+@dataclass(frozen=True)
+class HostGoalState:
+    """A thread goal as codex reports it, without its objective text."""
+
+    status: str
+    token_budget: int | None
+    tokens_used: int
+    time_used_seconds: int
+
+    @classmethod
+    def from_wire(cls, goal: object) -> HostGoalState | None:
+        if not isinstance(goal, dict):
+            return None
+        status = goal.get("status")
+        budget = goal.get("tokenBudget")
+        return cls(
+            status=status if status in GOAL_STATUSES else "unknown",
+            token_budget=budget
+            if isinstance(budget, int) and not isinstance(budget, bool)
+            else None,
+            tokens_used=_int(goal.get("tokensUsed")),
+            time_used_seconds=_int(goal.get("timeUsedSeconds")),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "token_budget": self.token_budget,
+            "tokens_used": self.tokens_used,
+            "time_used_seconds": self.time_used_seconds,
+        }
+
+
+@dataclass(frozen=True)
+class LoopEvent:
+    """One step of the host's loop: a turn started or ended, or the goal changed."""
+
+    kind: str  # turn_started | turn_ended | goal_updated | delta
+    turn_id: str | None = None
+    outcome: TurnOutcome | None = None
+    goal: HostGoalState | None = None
+    text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
+
+
+class GoalLoopWatch:
+    """The goal of a thread this process holds, and the events of the loop it runs."""
+
+    def __init__(self, thread: CodexThread) -> None:
+        self.thread = thread
+        self._usage: dict[str, _TurnUsage] = {}
+        self.running_turn_id: str | None = None
+        self.interrupted: set[str] = set()
+        # After a set, the status codex answered with: goal updates still queued from before
+        # it (a resume reports the goal as it was) are stale until codex reports this one.
+        self._expect_status: str | None = None
+        # When the account's usage limit resets (epoch seconds), if a rate-limit notice said.
+        self.usage_resets_at: int | None = None
+
+    def _call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        t = self.thread
+        return _rpc(
+            t.proc, method, {"threadId": t.thread_id, **params}, t.timeouts.request, t.log_path
+        )
+
+    def get(self) -> HostGoalState | None:
+        return HostGoalState.from_wire(self._call("thread/goal/get", {}).get("goal"))
+
+    def set(
+        self, status: str, *, objective: str | None = None, token_budget: int | None = None
+    ) -> HostGoalState:
+        """Set the goal, always with origin `user`: the caller acts on a recorded owner action."""
+        params: dict[str, Any] = {"status": status, "origin": "user"}
+        if objective is not None:
+            params["objective"] = objective
+        if token_budget is not None:
+            params["tokenBudget"] = token_budget
+        goal = HostGoalState.from_wire(self._call("thread/goal/set", params).get("goal"))
+        if goal is None:
+            raise CodexError(
+                "Codex did not return the goal it set", error_code="app_server_protocol"
+            )
+        self._expect_status = goal.status
+        return goal
+
+    def _see_rate_limits(self, limits: object) -> None:
+        if not isinstance(limits, dict):
+            return
+        resets = [
+            window.get("resetsAt")
+            for window in (limits.get("primary"), limits.get("secondary"))
+            if isinstance(window, dict)
+        ]
+        known = [r for r in resets if isinstance(r, int) and not isinstance(r, bool)]
+        if known:
+            self.usage_resets_at = max(known)
+
+    def interrupt(self, turn_id: str) -> None:
+        """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""
+        self.interrupted.add(turn_id)
+        self.thread.abandon_turn(turn_id)
+
+    def next_event(self, timeout: float) -> LoopEvent | None:
+        """The next loop event within `timeout`, or None; `app_server_exited` if it died."""
+        t = self.thread
+        try:
+            note = t.proc.next_notification(timeout=timeout)
+        except ProcessGone:
+            raise _exited_error(t.proc, t.log_path, "during the goal loop") from None
+        if note is None:
+            return None
+        params = note.params
+        if note.method == "account/rateLimits/updated":
+            self._see_rate_limits(params.get("rateLimits"))
+            return None
+        if params.get("threadId") not in (None, t.thread_id):
+            return None
+        if note.method == "thread/tokenUsage/updated":
+            total = _usage_total(params.get("tokenUsage"))
+            usage = self._usage.get(str(params.get("turnId")))
+            if usage is not None:
+                usage.see(total, True)
+                t.usage_total = usage.latest
+            elif total is not None:
+                t.usage_total = total  # a resume repeats the thread's total: the baseline
+            return None
+        if note.method == "item/agentMessage/delta":
+            delta = params.get("delta")
+            return (
+                LoopEvent("delta", turn_id=params.get("turnId"), text=delta)
+                if isinstance(delta, str)
+                else None
+            )
+        if note.method == "turn/started":
+            turn = params.get("turn")
+            turn_id = turn.get("id") if isinstance(turn, dict) else None
+            if not isinstance(turn_id, str) or turn_id in self._usage:
+                return None
+            self._usage[turn_id] = _TurnUsage(t.usage_total)
+            self.running_turn_id = turn_id
+            return LoopEvent("turn_started", turn_id=turn_id)
+        if note.method == "turn/completed":
+            turn = params.get("turn")
+            turn_id = turn.get("id") if isinstance(turn, dict) else None
+            usage = self._usage.pop(str(turn_id), None)
+            if usage is None or not isinstance(turn, dict):
+                return None
+            status = turn.get("status")
+            if status == "completed":
+                outcome = TurnOutcome(str(turn_id), "completed", None, usage.charged())
+            elif status == "interrupted":
+                outcome = TurnOutcome(str(turn_id), "interrupted", None, usage.charged())
+            else:
+                outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
+            if self.running_turn_id == turn_id:
+                self.running_turn_id = None
+            if t.active_turn_id == turn_id:
+                t.active_turn_id = None
+            return LoopEvent("turn_ended", turn_id=str(turn_id), outcome=outcome)
+        if note.method == "thread/goal/updated":
+            goal = HostGoalState.from_wire(params.get("goal"))
+            if goal is None:
+                return None
+            if self._expect_status is not None:
+                if goal.status != self._expect_status:
+                    return None  # queued before our set: no longer true
+                self._expect_status = None
+            return LoopEvent("goal_updated", goal=goal)
+        return None

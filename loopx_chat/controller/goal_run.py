@@ -1,0 +1,571 @@
+"""A goal run: Codex's own goal loop on a session's thread, under the owner's recorded authority.
+
+Owns, once `goal_run_checks` said yes, the `run_authorized` record and following the host's
+loop in the process
+that holds the thread: the goal is set `active` with a finite `tokenBudget` once, and from
+then on codex starts every continuation turn itself. This module records each turn in the
+turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
+blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
+after it; approving the last one sets it `active` again; `goal stop` pauses it), pauses the
+goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
+the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
+run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
+
+It never writes a loop of its own: it never calls `turn/start`. Only `thread/goal/set`,
+`turn/interrupt` and reading notifications.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
+from loopx_chat.codex.thread import TurnOutcome
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan, person_gates
+from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
+from loopx_chat.goals.gate_store import Gate as OwnerGate
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_runs import (
+    EXIT_INTERRUPTED,
+    GoalRun,
+    GoalRuns,
+    RunObjective,
+    exit_code_for,
+)
+from loopx_chat.state.session_records import TokenCounts, TurnRecord
+
+POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
+
+
+@dataclass(frozen=True)
+class TurnProgress:
+    """One finished continuation turn, as the progress line shows it."""
+
+    n: int
+    turn_id: str
+    status: str
+    tokens: int
+    tokens_used: int | None
+    token_budget: int
+    elapsed_sec: float
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run: GoalRun
+    host: HostGoalState | None
+    turns: int
+    ledger_tokens: int
+    host_tokens: int | None
+    facts: dict[str, Any] | None
+    differences: tuple[str, ...]
+    exit_code: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.exit_code == 0,
+            "run": self.run.to_dict(),
+            "host_goal": self.host.to_dict() if self.host else None,
+            "turns": self.turns,
+            "ledger_tokens": self.ledger_tokens,
+            "host_tokens_used": self.host_tokens,
+            "codex_facts": self.facts,
+            "differences": list(self.differences),
+            "exit_code": self.exit_code,
+        }
+
+
+class GoalRunner:
+    def __init__(
+        self, controller: ChatController, goals: GateStore, *, poll_sec: float = POLL_SEC
+    ) -> None:
+        self.controller = controller
+        self.goals = goals
+        self.records = GoalLedger(goals)
+        self.runs = GoalRuns(goals)
+        self.poll_sec = poll_sec
+        # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
+        self.plan = RunChecks(controller, goals).plan
+
+    def ended_complete(self, goal_id: str) -> GoalRun:
+        run = self.runs.latest(goal_id)
+        if run is None or run.state != "ended" or run.host_status != "complete":
+            shown = "no run" if run is None else f"run {run.run_id} is {run.state}"
+            raise StateError(
+                f"goal {goal_id} has no run that Codex reported complete ({shown})",
+                error_code="run_not_complete",
+                remedy=Remedy(
+                    summary="Accept and Reopen answer a run Codex says is done.",
+                    next_action=f"Run it first: `loopx-chat goal run {goal_id}`.",
+                ),
+            )
+        return run
+
+    def accept(self, goal_id: str, reason: str | None, actor: str = "owner") -> GoalRun:
+        """The owner agrees it is done: a human_reward on the run's last turn, run closed."""
+        run = self.ended_complete(goal_id)
+        turns = [
+            t for t in self.controller.store.list_turns(run.session_id) if t.run_id == run.run_id
+        ]
+        if not turns:
+            raise StateError(
+                f"run {run.run_id} recorded no turn to judge", error_code="turn_not_found"
+            )
+        last = max(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
+        reward = self.records.record_reward(
+            goal_id,
+            run_ref=last.turn_id,
+            label="good",
+            reason=reason or "accepted: Codex's work meets the acceptance criteria",
+            goal_turns={t.turn_id for t in turns},
+            actor=actor,
+        )
+        return self.runs.note(
+            goal_id, run.run_id, "accepted", reward_id=reward["reward_id"], actor=actor
+        )
+
+    def reopen_objective(self, goal_id: str, note: str) -> tuple[GoalRun, RunObjective]:
+        """Reopen: the owner's note becomes the next objective of a new run."""
+        from loopx_chat.goals.gate_store import public_text
+
+        run = self.ended_complete(goal_id)
+        return run, RunObjective(public_text(note, "note"), "owner_note", run.run_id)
+
+    # -- the run ---------------------------------------------------------------------------
+    def run(
+        self,
+        plan: RunPlan,
+        *,
+        actor: str = "owner",
+        surface: str = "cli",
+        on_turn: Callable[[TurnProgress], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+        on_delta: Callable[[str], None] | None = None,
+    ) -> RunResult:
+        """Authorize, set the host goal active with the budget, follow it until it leaves
+        `active` (or the owner stops it); the exit code says how it ended."""
+        record = self.authorize(plan, actor=actor, surface=surface)
+        follow = self.follower(record, plan, on_turn, on_event)
+        follow.on_delta = on_delta
+        return follow.run()
+
+    def authorize(self, plan: RunPlan, *, actor: str, surface: str) -> GoalRun:
+        """Record the owner's authority for the planned run (nothing is sent yet)."""
+        return self.runs.authorize(
+            plan.goal_id,
+            session_id=plan.session.session_id,
+            thread_id=plan.session.upstream_thread_id,
+            actor=actor,
+            surface=surface,
+            token_budget=plan.token_budget,
+            objective=plan.objective,
+        )
+
+    def follower(
+        self,
+        record: GoalRun,
+        plan: RunPlan,
+        on_turn: Callable[[TurnProgress], None] | None = None,
+        on_event: Callable[[str], None] | None = None,
+        *,
+        recovering: bool = False,
+    ) -> _Follow:
+        """What follows one authorized run (`run()` blocks until it ends); `recovering`: the
+        run's process died with the goal active, and codex continues it by itself once the
+        thread is loaded again, so nothing is set."""
+        return _Follow(
+            self, plan, record, on_turn, on_event or (lambda _: None), recovering=recovering
+        )
+
+
+@dataclass
+class _Follow:
+    """The state of one run while it follows the host's loop."""
+
+    runner: GoalRunner
+    plan: RunPlan
+    record: GoalRun
+    on_turn: Callable[[TurnProgress], None] | None
+    say: Callable[[str], None]
+    on_delta: Callable[[str], None] | None = None  # the agent's reply, never stored
+    open_turns: dict[str, TurnRecord] = field(default_factory=dict)
+    finished: list[TurnRecord] = field(default_factory=list)
+    goal: HostGoalState | None = None
+    blocked_on: list[str] = field(default_factory=list)  # gates we set `blocked` for
+    blocked_at: str | None = None
+    base: int = 0  # the host goal's tokensUsed when this run set it active
+    ending_by: str | None = None  # who paused it, while the last turn finishes
+    ending_reason: str | None = None
+    pause_requested: threading.Event = field(default_factory=threading.Event)
+    stop_requested: threading.Event = field(default_factory=threading.Event)  # shutdown
+    recovering: bool = False
+    started: float = 0.0
+    warm: Any = None
+    watch: Any = None
+
+    @property
+    def goal_id(self) -> str:
+        return self.plan.goal_id
+
+    @property
+    def session_id(self) -> str:
+        return self.plan.session.session_id
+
+    def run(self) -> RunResult:
+        controller = self.runner.controller
+        self.started = time.monotonic()
+        controller.following_goal_loops.add(self.session_id)
+        try:
+            with controller.held_thread(self.session_id) as warm:
+                self.warm = warm
+                self.watch = GoalLoopWatch(warm.thread)
+                try:
+                    return self._follow()
+                except KeyboardInterrupt:
+                    return self._stop_now("owner (Ctrl-C)", EXIT_INTERRUPTED)
+                except SystemExit:
+                    self._stop_now("owner (SIGTERM)", None)  # the goal must not run on alone
+                    raise
+                except CodexError as exc:
+                    self._settle_open(exc.error_code)
+                    if exc.error_code in ("app_server_exited", "app_server_protocol"):
+                        controller.drop_thread(self.session_id)
+                    self._end(None, by="host", reason=exc.error_code)
+                    raise
+                finally:
+                    warm.running_turn_id = None
+        except LoopxChatError as exc:
+            if self.recovering and exc.error_code == "thread_busy":
+                raise  # another process took it up first: the run is theirs to follow
+            if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
+                self._end(None, by="host", reason=exc.error_code)
+            raise
+        except KeyboardInterrupt:
+            # Before the goal was set (the thread was loading): nothing runs; say so.
+            if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
+                self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
+            raise
+        finally:
+            controller.following_goal_loops.discard(self.session_id)
+
+    def _follow(self) -> RunResult:
+        if self.recovering:
+            self._recover()
+        else:
+            self._start()
+        return self._loop()
+
+    def _recover(self) -> None:
+        """Pick up a run whose process died: its unfinished turn is recorded interrupted
+        (once: the session says which turn was running), and codex's loop, which the resume
+        restarted, is followed from here."""
+        self.runner.controller.turns.settle_orphan(self.session_id)
+        started = [e for e in self.record.history if e.get("event") == "started"]
+        self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
+        self.goal = self.watch.get()
+        self.runner.runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "recovered",
+            pid=os.getpid(),
+            host_status=self.goal.status if self.goal else None,
+        )
+        self.say(f"run {self.record.run_id} recovered: Codex goes on with goal {self.goal_id}")
+
+    def _start(self) -> None:
+        runs = self.runner.runs
+        plan = self.plan
+        # codex counts a goal's tokens for its whole life (a new objective does not reset
+        # them), so the run's budget is what it may spend from here on.
+        prior = self.watch.get()
+        self.base = prior.tokens_used if prior is not None else 0
+        goal = self.watch.set(
+            "active", objective=plan.objective.text, token_budget=self.base + plan.token_budget
+        )
+        self.goal = goal
+        runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "started",
+            host_status=goal.status,
+            tokens_used=goal.tokens_used,
+            host_tokens_before=self.base,
+            prior_host_status=prior.status if prior is not None else None,
+        )
+        self.say(
+            f"Codex is working on goal {self.goal_id} (run {self.record.run_id}, budget "
+            f"{plan.token_budget:,} tokens)"
+        )
+
+    def _loop(self) -> RunResult:
+        idle = self.runner.controller.config.timeouts.idle
+        next_poll = 0.0
+        last_event = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now >= next_poll:
+                next_poll = now + self.runner.poll_sec
+                ended = self._look_at_records()
+                if ended is not None:
+                    return ended
+            event = self.watch.next_event(timeout=0.05)
+            if event is not None:
+                last_event = time.monotonic()
+                self._on(event)
+            elif (
+                self.goal is not None
+                and self.goal.status == "active"
+                and time.monotonic() - last_event > idle
+            ):
+                # Codex stopped continuing without saying so (an interrupted loop stays
+                # `active` but starts nothing): pause it, so the state says what is true.
+                return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
+            if self._done():
+                return self._finish(by=self.ending_by, reason=self.ending_reason)
+
+    def _done(self) -> bool:
+        return (
+            self.goal is not None
+            and self.goal.status != "active"
+            and not self.blocked_on
+            and self.watch.running_turn_id is None
+            and not self.open_turns
+        )
+
+    # -- what the loop did ---------------------------------------------------------------
+    def _on(self, event: LoopEvent) -> None:
+        ledger = self.runner.controller.turns
+        if event.kind == "goal_updated":
+            self.goal = event.goal
+            return
+        if event.kind == "delta":
+            if self.on_delta is not None and event.text is not None:
+                self.on_delta(event.text)
+            return
+        if event.kind == "turn_started" and event.turn_id:
+            turn = ledger.draft(
+                self.session_id,
+                None,
+                origin="goal_loop",
+                run_id=self.record.run_id,
+                upstream_turn_id=event.turn_id,
+            )
+            ledger.begin(turn)
+            self.open_turns[event.turn_id] = turn
+            self.warm.running_turn_id = turn.turn_id
+            if self.blocked_on:
+                # A turn codex started although the goal is blocked for a gate: stop it now.
+                self.watch.interrupt(event.turn_id)
+            return
+        if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
+            turn = self.open_turns.pop(event.turn_id, None)
+            if turn is None:
+                return
+            result = ledger.finish(turn, event.outcome)
+            self.finished.append(result.turn)
+            self.warm.running_turn_id = None
+            if self.on_turn is not None:
+                self.on_turn(
+                    TurnProgress(
+                        n=len(self.finished),
+                        turn_id=result.turn.turn_id,
+                        status=result.turn.status,
+                        tokens=result.turn.tokens.total_tokens,
+                        tokens_used=self._host_run_tokens(),
+                        token_budget=self.plan.token_budget,
+                        elapsed_sec=time.monotonic() - self.started,
+                    )
+                )
+
+    # -- what the owner did meanwhile ------------------------------------------------------
+    def _look_at_records(self) -> RunResult | None:
+        """Gates and `goal stop`, read from the goal's records between notifications."""
+        try:
+            stopped = self.runner.records.stopped(self.goal_id)
+            gates = person_gates(self.runner.goals, self.goal_id)
+        except StateError:
+            return None  # an unreadable record is reported by status; the loop goes on
+        if self.stop_requested.is_set():
+            return self._stop_now("loopx-chat (the service stopped)", None)
+        if self.ending_by is None and self.pause_requested.is_set():
+            self._wind_down("owner (Pause)")
+        if stopped is not None and self.ending_by is None:  # `plan` refused a stopped goal
+            self._wind_down(f"{stopped.get('actor')} (goal stop)")
+        if self.ending_by is not None:
+            return None  # paused: the last turn finishes, a gate changes nothing now
+        if gates and not self.blocked_on:
+            self._block(gates)
+        elif self.blocked_on and not gates:
+            return self._unblock()
+        return None
+
+    def _block(self, gates: list[OwnerGate]) -> None:
+        first = gates[0]
+        self.blocked_on = [g.gate_id for g in gates]
+        self.blocked_at = first.created_at
+        goal = self._set("blocked")
+        for upstream, turn in list(self.open_turns.items()):
+            if turn.created_at >= first.created_at:
+                self.watch.interrupt(upstream)
+        self.runner.runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "blocked",
+            gate_id=first.gate_id,
+            host_status=goal.status if goal else None,
+        )
+        self.say(f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided")
+
+    def _unblock(self) -> RunResult | None:
+        decided = [self.runner.goals.gate(self.goal_id, gid) for gid in self.blocked_on]
+        rejected = [g for g in decided if g.status == "rejected"]
+        self.blocked_on = []
+        if rejected:
+            reason = rejected[0].reason or f"gate {rejected[0].gate_id} rejected"
+            self._wind_down("owner (gate rejected)", reason)
+            return None
+        goal = self._set("active")
+        self.goal = goal or self.goal
+        self.runner.runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "unblocked",
+            gate_ids=[g.gate_id for g in decided],
+            host_status=goal.status if goal else None,
+        )
+        self.say("the gate was approved: Codex continues")
+        return None
+
+    def _wind_down(self, by: str, reason: str | None = None) -> None:
+        """Pause the goal; the turn that runs finishes and is recorded, and no new one starts
+        (codex's own rule for a client's pause), then the run ends."""
+        self.ending_by, self.ending_reason = by, reason
+        self.blocked_on = []
+        self._set("paused")
+
+    def _set(self, status: str) -> HostGoalState | None:
+        try:
+            goal = self.watch.set(status)
+        except CodexError:
+            return None
+        self.goal = goal
+        return goal
+
+    # -- ending ----------------------------------------------------------------------------
+    def _stop_now(self, by: str, exit_code: int | None) -> RunResult:
+        """Pause the goal, interrupt the turn that runs, wait briefly for its outcome."""
+        self._set("paused")
+        for upstream in list(self.open_turns):
+            self.watch.interrupt(upstream)
+        settle = time.monotonic() + self.runner.controller.config.timeouts.interrupt_settle
+        while self.open_turns and time.monotonic() < settle:
+            try:
+                event = self.watch.next_event(timeout=0.1)
+            except CodexError:
+                break
+            if event is not None:
+                self._on(event)
+        self._settle_open("controller_stopped")
+        return self._finish(by=by, exit_code=exit_code)
+
+    def _settle_open(self, code: str | None) -> None:
+        ledger = self.runner.controller.turns
+        for upstream, turn in list(self.open_turns.items()):
+            ledger.finish(turn, TurnOutcome(upstream, "interrupted", code, TokenCounts()))
+            self.finished.append(replace(turn, status="interrupted"))
+        self.open_turns.clear()
+
+    def _finish(
+        self, by: str | None = None, reason: str | None = None, exit_code: int | None = None
+    ) -> RunResult:
+        status = self.goal.status if self.goal else None
+        if by is None:
+            by = "Codex" if status in ("complete", "blocked", "paused") else "the budget"
+            if status == "usageLimited":
+                by = "the account's usage limit"
+        run = self._end(self.goal, by=by, reason=reason)
+        ledger_tokens = sum(t.tokens.total_tokens for t in self.finished)
+        facts, differences = self._compare(ledger_tokens)
+        code = exit_code if exit_code is not None else exit_code_for(status)
+        return RunResult(
+            run=run,
+            host=self.goal,
+            turns=len(self.finished),
+            ledger_tokens=ledger_tokens,
+            host_tokens=self._host_run_tokens(),
+            facts=facts,
+            differences=differences,
+            exit_code=code,
+        )
+
+    def _host_run_tokens(self) -> int | None:
+        """What the host goal counted since this run set it active."""
+        if self.goal is None:
+            return None
+        return max(0, self.goal.tokens_used - self.base)
+
+    def _end(self, goal: HostGoalState | None, *, by: str, reason: str | None) -> GoalRun:
+        resets = self.watch.usage_resets_at if self.watch is not None else None
+        return self.runner.runs.note(
+            self.goal_id,
+            self.record.run_id,
+            "ended",
+            usage_resets_at=resets if goal is not None and goal.status == "usageLimited" else None,
+            host_status=goal.status if goal else None,
+            tokens_used=goal.tokens_used if goal else None,
+            run_tokens=self._host_run_tokens(),
+            turns=len(self.finished),
+            by=by,
+            reason=reason,
+        )
+
+    def _compare(self, ledger_tokens: int) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+        """The run's tokens as the ledger, the host goal and the host's rollouts count them."""
+        differences: list[str] = []
+        host = self._host_run_tokens()
+        if host is not None and host != ledger_tokens:
+            differences.append(
+                f"the ledger counted {ledger_tokens:,} tokens for the run's turns, the host "
+                f"goal {host:,} (codex stops counting a goal's tokens when its status changes "
+                "mid-turn)"
+            )
+        controller = self.runner.controller
+        thread_id = self.plan.session.upstream_thread_id
+        facts: dict[str, Any] | None = None
+        try:
+            from loopx_chat.codex.rollouts.host_facts import scanner_for
+
+            scan = scanner_for(controller.store.root, controller.codex_home).scan()
+            thread = scan.threads.get(thread_id or "")
+        except (LoopxChatError, OSError):
+            thread = None
+        if thread is None:
+            differences.append("codex facts has no record of this thread yet")
+            return None, tuple(differences)
+        session_turns = controller.store.list_turns(self.session_id)
+        ledger_total = sum(t.tokens.total_tokens for t in session_turns)
+        facts_total = thread.tokens.total_tokens if thread.tokens else 0
+        facts = {
+            "turns": thread.turns.started,
+            "tokens": facts_total,
+            "ledger_turns": len(session_turns),
+            "ledger_tokens": ledger_total,
+        }
+        if facts_total != ledger_total:
+            differences.append(
+                f"codex facts counts {facts_total:,} tokens on the thread, the ledger "
+                f"{ledger_total:,}"
+            )
+        if thread.turns.started != len(session_turns):
+            differences.append(
+                f"codex facts counts {thread.turns.started} turns on the thread, the ledger "
+                f"{len(session_turns)}"
+            )
+        return facts, tuple(differences)

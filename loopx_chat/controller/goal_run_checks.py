@@ -1,0 +1,223 @@
+"""The checks before a goal run: every refusal with its own code, nothing written, nothing spawned.
+
+Owns `RunPlan` (what a run will do: which session's thread, what budget, which objective) and
+the order of the checks: the goal stopped (`goal_stopped`), an open blocking gate
+(`gate_open`, naming it), no session with a thread (`no_session`), another Codex home
+(`codex_home_mismatch`), raw material in the goal's projection (`raw_material_detected`), no
+finite budget (`budget_required`), nothing to work on (`objective_required`), the thread held
+by someone else (`thread_busy`, saying who), no codex (`host_tool_unavailable`). It reads
+owner-local state only: it never writes, never spawns and never talks to Codex.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.thread_lock import ThreadWriterLock
+from loopx_chat.errors import CodexError, Remedy, UsageError
+from loopx_chat.goals.gate_store import Gate as OwnerGate
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, run_objective
+from loopx_chat.state.session_records import SessionRecord
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    goal_id: str
+    session: SessionRecord
+    token_budget: int
+    objective: RunObjective
+
+
+def _refuse(message: str, code: str, summary: str, next_action: str) -> UsageError:
+    return UsageError(
+        message, error_code=code, remedy=Remedy(summary=summary, next_action=next_action)
+    )
+
+
+def person_gates(goals: GateStore, goal_id: str) -> list[OwnerGate]:
+    """The goal's open blocking gates, oldest first."""
+    pending = [g for g in goals.gates(goal_id) if g.status == "pending" and g.blocking]
+    return sorted(pending, key=lambda g: g.created_at)
+
+
+class RunChecks:
+    """The checks before a run, in the order the owner fixes them."""
+
+    def __init__(self, controller: ChatController, goals: GateStore) -> None:
+        self.controller = controller
+        self.goals = goals
+        self.records = GoalLedger(goals)
+        self.runs = GoalRuns(goals)
+
+    def plan(
+        self,
+        goal_id: str,
+        session_id: str | None = None,
+        token_budget: int | None = None,
+        *,
+        objective: RunObjective | None = None,
+    ) -> RunPlan:
+        """Every check before a run, in the order the owner fixes them; `objective` replaces
+        the one the records give (Reopen: the owner's note)."""
+        goals, records = self.goals, self.records
+        stopped = records.stopped(goal_id)
+        if stopped is not None:
+            raise _refuse(
+                f"goal {goal_id} is stopped by the {stopped.get('actor')}",
+                "goal_stopped",
+                "A stopped goal gets no turn, by hand or by Codex's loop.",
+                f"Resume it first (`loopx-chat goal resume {goal_id}`), then run it.",
+            )
+        open_gates = person_gates(goals, goal_id)
+        if open_gates:
+            first = open_gates[0]
+            raise _refuse(
+                f"gate {first.gate_id} is open on goal {goal_id}: {first.question}",
+                "gate_open",
+                f"An owner gate waits on the {first.actor}; Codex may not continue past it.",
+                f"Decide it (`loopx-chat gate resolve {first.gate_id} --goal {goal_id} "
+                "--decision approve`), then run the goal.",
+            )
+        session = self._session(goal_id, session_id)
+        home = str(self.controller.codex_home)
+        if session.codex_home is not None and session.codex_home != home:
+            raise CodexError(
+                f"session {session.session_id} belongs to another Codex home",
+                error_code="codex_home_mismatch",
+                remedy=Remedy(
+                    summary="A goal runs only on the Codex home its session belongs to.",
+                    next_action="Restart loopx-chat with the session's original "
+                    "LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history.",
+                ),
+            )
+        if self._raw_material(goal_id):
+            raise _refuse(
+                f"goal {goal_id}'s records carry raw material",
+                "raw_material_detected",
+                "The goal's facts hold raw material (a transcript, a credential, a path).",
+                "Replace it with compact summaries (see `loopx-chat status --goal "
+                f"{goal_id} --json`, boundary), then run the goal.",
+            )
+        state = records.goal_state(goal_id)
+        budget = token_budget or (state.token_budget if state else None)
+        if not budget:
+            raise _refuse(
+                f"goal {goal_id} has no token budget: Codex's loop would run without an end",
+                "budget_required",
+                "Codex's own loop continues until its budget is spent; without one it never is.",
+                f"Give one: `loopx-chat goal run {goal_id} --token-budget 50000`, or "
+                f"`loopx-chat goal set {goal_id} --token-budget 50000`.",
+            )
+        if objective is None:
+            pending = self._pending_handoff(goal_id, goals.handoffs(goal_id))
+            objective = run_objective(records, goal_id, pending)
+        self._check_not_busy(goal_id, session)
+        self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
+        return RunPlan(goal_id, session, budget, objective)
+
+    def _session(self, goal_id: str, session_id: str | None) -> SessionRecord:
+        store = self.controller.store
+        if session_id is not None:
+            record = store.load(session_id)
+            if record.goal_id != goal_id:
+                raise UsageError(
+                    f"session {session_id} works for goal {record.goal_id}, not {goal_id}",
+                    error_code="session_goal_mismatch",
+                )
+            return record
+        candidates = [
+            s
+            for s in store.list().sessions
+            if s.goal_id == goal_id
+            and s.session_mode == "managed_runtime"
+            and s.agent_id == "codex"
+            and s.upstream_thread_id
+        ]
+        if not candidates:
+            raise _refuse(
+                f"goal {goal_id} has no session with a Codex thread to run on",
+                "no_session",
+                "Codex's loop runs on a thread; this goal has none yet.",
+                f'Open one: `loopx-chat chat new --goal {goal_id} "…"`, then run the goal.',
+            )
+        return max(candidates, key=lambda s: s.updated_at)
+
+    def _raw_material(self, goal_id: str) -> bool:
+        from loopx_chat.goals.goal_facts import facts_from_state
+        from loopx_chat.goals.status import goal_status
+
+        facts = facts_from_state(
+            goal_id,
+            store=self.controller.store,
+            goals=self.goals,
+            codex_home=str(self.controller.codex_home),
+        )
+        boundary = goal_status(facts)["projection"].get("boundary", {})
+        return bool(boundary.get("raw_material_detected"))
+
+    def _pending_handoff(self, goal_id: str, handoffs: list[Any]) -> Any:
+        from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers
+
+        if not handoffs:
+            return None
+        consumers = handoff_consumers(handoffs, goal_turns(self.controller.store, goal_id))
+        pending = [h for h in handoffs if consumers[h.handoff_id] is None]
+        return pending[-1] if pending else None
+
+    def _check_not_busy(self, goal_id: str, session: SessionRecord) -> None:
+        latest = self.runs.latest(goal_id)
+        if latest is not None and latest.live and pid_alive(latest.pid):
+            raise CodexError(
+                f"goal {goal_id} is already running (run {latest.run_id}, pid {latest.pid})",
+                error_code="thread_busy",
+                remedy=Remedy(
+                    summary="Codex's loop already runs this goal under another `goal run`.",
+                    next_action=f"Watch it with `loopx-chat status --goal {goal_id}`, or pause "
+                    f"it with `loopx-chat goal stop {goal_id}`.",
+                ),
+            )
+        thread_id = session.upstream_thread_id
+        if not thread_id or self.controller.holds(session.session_id):
+            return  # no thread yet, or this process holds it (the service after a chat turn)
+        lock = ThreadWriterLock(self.controller.store.root, self.controller.codex_home, thread_id)
+        if lock.path.parent.is_dir() and lock.held_elsewhere():
+            from loopx_chat.state.service_runtime import read_runtime
+
+            service = read_runtime(self.controller.store.root)
+            if session.active_turn_id:
+                holder = f"a running turn ({session.active_turn_id}) in another loopx-chat process"
+                remedy = "Let that turn finish (or `loopx-chat chat interrupt SESSION`)"
+            elif service is not None:
+                holder = f"the local service (pid {service.pid}, port {service.port})"
+                remedy = (
+                    f"Run it there: the goal card's Run button, or POST /api/goals/{goal_id}/run"
+                )
+            else:
+                holder = "another loopx-chat process"
+                remedy = "Let that process finish with the thread"
+            raise CodexError(
+                f"thread {thread_id} is held by {holder}",
+                error_code="thread_busy",
+                remedy=Remedy(
+                    summary=f"{holder[0].upper()}{holder[1:]} holds this thread; a goal runs "
+                    "only in the process that holds it.",
+                    next_action=f"{remedy}, then run the goal again.",
+                ),
+            )
+
+
+def pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

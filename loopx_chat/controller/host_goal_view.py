@@ -1,0 +1,67 @@
+"""The host goal of a goal loopx-chat ran, as the first screen shows it, read now.
+
+Owns reading the thread goal with `thread/goal/get` through an app-server that loads no
+thread (so an `active` goal cannot start codex's loop from a look), for goals with a run on
+record or a loop loopx-chat saw and did not start; other goals spawn nothing. It never
+writes and never changes the host goal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from loopx_chat.codex.goal_loop import HostGoalState
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.goal_run_checks import pid_alive
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_runs import GoalRuns, host_goal_words
+
+
+def host_goal_view(
+    controller: ChatController, goals: GateStore, goal_id: str
+) -> dict[str, Any] | None:
+    """The host goal of the goal's run (or of a loop we saw and did not start), read now
+    with `thread/goal/get` through an app-server that loads no thread; None when loopx-chat
+    has no run and saw no loop for the goal (then nothing is spawned)."""
+    runs = GoalRuns(goals)
+    run = runs.latest(goal_id)
+    seen = runs.host_loop_seen(goal_id)
+    if run is None and seen is None:
+        return None
+    session_id = (
+        str(seen["session_id"])
+        if seen and (run is None or str(seen.get("at")) > run.authorized_at)
+        else (run.session_id if run else "")
+    )
+    view: dict[str, Any] = {
+        "session_id": session_id,
+        "run_id": run.run_id if run else None,
+        "run_state": run.state if run else None,
+    }
+    try:
+        with controller.thread_metadata(session_id) as call:
+            goal = HostGoalState.from_wire(call("thread/goal/get", {}).get("goal"))
+    except LoopxChatError as exc:
+        return {**view, "error_code": exc.error_code, "words": f"unknown ({exc.error_code})"}
+    if run is not None and run.live and not pid_alive(run.pid):
+        run = replace(run, state="ended", ended_by="a run that is no longer running")
+    turns = [t for t in controller.store.list_turns(session_id) if run and t.run_id == run.run_id]
+    shown = goal.to_dict() if goal else None
+    if shown is not None:
+        shown["turns"] = len(turns)
+        started = [e for e in run.history if e.get("event") == "started"] if run else []
+        if run is not None and started:
+            # What this run spent of its own budget (codex counts the goal's whole life).
+            base = int(started[-1].get("host_tokens_before") or 0)
+            shown["run_tokens_used"] = max(0, shown["tokens_used"] - base)
+            shown["run_token_budget"] = run.token_budget
+    state = GoalLedger(goals).goal_state(goal_id)
+    acceptance = list(state.acceptance) if state else []
+    return {
+        **view,
+        "goal": shown,
+        "words": host_goal_words(shown, run, acceptance),
+    }

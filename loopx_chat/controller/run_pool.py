@@ -1,0 +1,176 @@
+"""The goal runs a long-lived process (the service) follows, each on a thread of its own.
+
+Owns starting a run in the background (the same checks, record and follow as `goal run`),
+the cap on how many run at once (`max_running`, beyond it `too_many_running`, nothing
+written), Pause (the host goal is set paused; the turn that runs finishes and is recorded),
+stopping every run on shutdown (paused, the running turn interrupted and recorded), and
+recovery at start: a run whose record says it runs, whose process is gone and whose goal
+the owner did not stop, is taken up again. Its unfinished turn is recorded interrupted
+once, and loading the thread is all codex needs to go on (a resume restarts its loop). Two
+starts racing recover it once: the thread's writer lock lets one of them load it.
+
+It never writes a loop and never sets a goal `active` itself: `GoalRunner` does, for a Run
+the owner asked for; recovery sets nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass
+
+from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.controller.goal_run import GoalRunner, _Follow
+from loopx_chat.controller.goal_run_checks import RunPlan, pid_alive
+from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_runs import GoalRun, RunObjective
+
+DEFAULT_MAX_RUNNING = 4
+PAUSE_WAIT_SEC = 5.0
+
+
+@dataclass
+class _Running:
+    follow: _Follow
+    thread: threading.Thread
+
+
+class RunPool:
+    def __init__(
+        self,
+        controller: ChatController,
+        goals: GateStore,
+        *,
+        max_running: int = DEFAULT_MAX_RUNNING,
+    ) -> None:
+        self.runner = GoalRunner(controller, goals)
+        self.max_running = max_running
+        self._running: dict[str, _Running] = {}
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def running(self) -> dict[str, str]:
+        """goal id -> run id of the runs this process follows now."""
+        with self._lock:
+            self._reap()
+            return {gid: r.follow.record.run_id for gid, r in self._running.items()}
+
+    def _reap(self) -> None:
+        for gid in [g for g, r in self._running.items() if not r.thread.is_alive()]:
+            del self._running[gid]
+
+    def start(
+        self,
+        goal_id: str,
+        *,
+        session_id: str | None = None,
+        token_budget: int | None = None,
+        actor: str = "owner",
+        surface: str = "api",
+        reopen_note: str | None = None,
+    ) -> GoalRun:
+        """Run: every check `goal run` makes (nothing written when one refuses), then the
+        run record, then the follow on a thread of this process; returns the record.
+        With `reopen_note`: Reopen the run Codex said was done, the note its next objective."""
+        with self._lock:
+            self._reap()
+            if self.closed:
+                raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
+            if goal_id in self._running:
+                run = self._running[goal_id].follow.record
+                raise CodexError(
+                    f"goal {goal_id} is already running (run {run.run_id})",
+                    error_code="thread_busy",
+                )
+            if len(self._running) >= self.max_running:
+                raise CodexError(
+                    f"{len(self._running)} goals are running here already, the most this "
+                    "service runs at once",
+                    error_code="too_many_running",
+                    remedy=Remedy(
+                        summary="The service runs a bounded number of goals at once.",
+                        next_action="Pause one, or wait for one to end; `loopx-chat serve "
+                        "--max-running N` allows more.",
+                    ),
+                )
+            objective = previous = None
+            if reopen_note is not None:
+                previous, objective = self.runner.reopen_objective(goal_id, reopen_note)
+                token_budget = token_budget or previous.token_budget
+                session_id = session_id or previous.session_id
+            plan = self.runner.plan(goal_id, session_id, token_budget, objective=objective)
+            if previous is not None:
+                self.runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
+            record = self.runner.authorize(plan, actor=actor, surface=surface)
+            self._launch(self.runner.follower(record, plan))
+        return record
+
+    def _launch(self, follow: _Follow) -> None:
+        def body() -> None:
+            with contextlib.suppress(LoopxChatError):
+                follow.run()
+
+        thread = threading.Thread(target=body, name=f"goal-run-{follow.goal_id}", daemon=True)
+        self._running[follow.goal_id] = _Running(follow, thread)
+        thread.start()
+
+    def pause(self, goal_id: str) -> GoalRun:
+        """Pause the goal this process runs: set paused, its running turn finishes, the run
+        ends. A run another process follows (a `goal run` in a terminal) is refused."""
+        with self._lock:
+            self._reap()
+            held = self._running.get(goal_id)
+        if held is not None:
+            held.follow.pause_requested.set()
+            # The goal is paused at once; its running turn may take a while to finish, and
+            # the answer does not wait for more than a moment of it (the card follows).
+            held.thread.join(timeout=PAUSE_WAIT_SEC)
+            return self.runner.runs.run(goal_id, held.follow.record.run_id)
+        latest = self.runner.runs.latest(goal_id)
+        if latest is not None and latest.live and pid_alive(latest.pid):
+            raise CodexError(
+                f"goal {goal_id} runs in another loopx-chat process (pid {latest.pid})",
+                error_code="thread_busy",
+                remedy=Remedy(
+                    summary="A `goal run` in a terminal holds this goal's thread.",
+                    next_action="Press Ctrl-C there, or `loopx-chat goal stop GOAL`.",
+                ),
+            )
+        raise StateError(f"goal {goal_id} has no running run", error_code="run_not_found")
+
+    def recover(self) -> list[str]:
+        """Take up every run whose process died while its goal ran; the run ids."""
+        goals = self.runner.goals
+        recovered: list[str] = []
+        for goal_id in goals.goal_ids():
+            try:
+                run = self.runner.runs.latest(goal_id)
+                if run is None or not run.live or pid_alive(run.pid):
+                    continue
+                if self.runner.records.stopped(goal_id) is not None:
+                    continue  # the owner withdrew it: never restarted
+                session = self.runner.controller.store.load(run.session_id)
+            except LoopxChatError:
+                continue
+            plan = RunPlan(
+                goal_id, session, run.token_budget, RunObjective("", run.objective_source, "")
+            )
+            follow = self.runner.follower(run, plan, recovering=True)
+            with self._lock:
+                if goal_id in self._running or len(self._running) >= self.max_running:
+                    continue
+                self._launch(follow)
+            recovered.append(run.run_id)
+        return recovered
+
+    def close(self) -> None:
+        """Shutdown: every run this process follows is paused and its turn recorded."""
+        with self._lock:
+            self.closed = True
+            held = list(self._running.values())
+        for item in held:
+            item.follow.stop_requested.set()
+        grace = self.runner.controller.config.timeouts.interrupt_settle + 2
+        for item in held:
+            item.thread.join(timeout=grace)

@@ -1,0 +1,333 @@
+"""Goal runs: the owner's authority for Codex's own goal loop, and what became of it.
+
+Owns `<state>/goals/<goal>/runs.jsonl` (append-only, one event a line, under the goal's
+lock): `run_authorized` (actor, surface, budget, objective source, time), then what the run
+saw and did (`blocked`, `unblocked`, `paused`, `ended`, `accepted`, `reopened`), folded into
+one `GoalRun` per run. Also the pure rules around a run: which objective goes to the host
+(the pending handoff's next action and stop condition, else the goal_state objective and
+its acceptance criteria, through the one text filter of every record), the exit code of
+each way a run ends, and the words of the host goal on the first screen.
+
+It never talks to Codex and never starts anything: the controller's goal run does, after
+the checks here said yes. Records hold ids, statuses, numbers and text that already passed
+`public_text`; never a transcript, a path or raw output.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from loopx_chat.errors import StateError
+from loopx_chat.goals.gate_store import GateStore, Handoff, public_text
+from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.state.jsonl import append_record, read_records
+
+RUN_SCHEMA = "loopx_chat_goal_run_v1"
+RUN_EVENTS = (
+    "run_authorized",
+    "started",
+    "blocked",
+    "unblocked",
+    "paused",
+    "ended",
+    "accepted",
+    "reopened",
+    "recovered",
+)
+# Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
+HOST_LOOP_EVENT = "host_loop_seen"
+SURFACES = ("cli", "page", "api")
+
+# How `loopx-chat goal run` ends, by the host goal's final status (docs/reference.md).
+EXIT_CODES: dict[str, int] = {
+    "complete": 0,
+    "budgetLimited": 3,
+    "usageLimited": 4,
+    "blocked": 5,
+    "paused": 6,
+}
+EXIT_INTERRUPTED = 130  # Ctrl-C: the goal is set paused first
+
+
+def exit_code_for(host_status: str | None) -> int:
+    """The documented exit code of a run that ended with the host goal in this status."""
+    return EXIT_CODES.get(host_status or "", 1)
+
+
+@dataclass(frozen=True)
+class RunObjective:
+    text: str
+    source: str  # handoff | goal_state
+    source_id: str
+
+
+def run_objective(records: GoalLedger, goal_id: str, pending: Handoff | None) -> RunObjective:
+    """What the host is asked to do: the pending handoff, else the goal_state; compact."""
+    if pending is not None:
+        text = f"{pending.next_action}. Stop when: {pending.stop_condition}"
+        return RunObjective(public_text(text, "objective"), "handoff", pending.handoff_id)
+    state = records.goal_state(goal_id)
+    if state is None:
+        raise StateError(
+            f"goal {goal_id} has neither a pending handoff nor a goal_state: nothing says what "
+            "Codex should work on",
+            error_code="objective_required",
+        )
+    text = state.objective
+    if state.acceptance:
+        text += ". Done when: " + "; ".join(state.acceptance)
+    return RunObjective(public_text(text, "objective"), "goal_state", state.record_id)
+
+
+@dataclass(frozen=True)
+class GoalRun:
+    run_id: str
+    goal_id: str
+    session_id: str
+    thread_id: str | None
+    actor: str
+    surface: str
+    token_budget: int
+    objective_source: str
+    objective_source_id: str
+    authorized_at: str
+    pid: int | None
+    state: str  # authorized | running | blocked | ended | closed
+    host_status: str | None = None
+    tokens_used: int = 0
+    ended_at: str | None = None
+    ended_by: str | None = None
+    blocked_by: str | None = None
+    reason: str | None = None
+    history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in self.__dict__.items() if k != "history"}
+        data["events"] = [e.get("event") for e in self.history]
+        return data
+
+    @property
+    def live(self) -> bool:
+        """Whether the run's process should still be following the host's loop."""
+        return self.state in ("authorized", "running", "blocked")
+
+
+def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
+    kind = event.get("event")
+    if kind == "run_authorized":
+        return GoalRun(
+            run_id=str(event.get("run_id")),
+            goal_id=str(event.get("goal_id")),
+            session_id=str(event.get("session_id")),
+            thread_id=event.get("thread_id"),
+            actor=str(event.get("actor")),
+            surface=str(event.get("surface")),
+            token_budget=int(event.get("token_budget") or 0),
+            objective_source=str(event.get("objective_source")),
+            objective_source_id=str(event.get("objective_source_id")),
+            authorized_at=str(event.get("at")),
+            pid=event.get("pid") if isinstance(event.get("pid"), int) else None,
+            state="authorized",
+            history=(event,),
+        )
+    if run is None:
+        return None
+    changes: dict[str, Any] = {"history": (*run.history, event)}
+    if isinstance(event.get("host_status"), str):
+        changes["host_status"] = event["host_status"]
+    if isinstance(event.get("tokens_used"), int):
+        changes["tokens_used"] = event["tokens_used"]
+    if kind == "recovered" and isinstance(event.get("pid"), int):
+        changes["pid"] = event["pid"]
+    if kind in ("started", "unblocked", "reopened", "recovered"):
+        changes.update(state="running", blocked_by=None)
+        if kind == "reopened":
+            changes.update(ended_at=None, ended_by=None, reason=None)
+    elif kind == "blocked":
+        changes.update(state="blocked", blocked_by=event.get("gate_id"))
+    elif kind == "ended":
+        changes.update(
+            state="ended",
+            ended_at=event.get("at"),
+            ended_by=event.get("by"),
+            reason=event.get("reason"),
+        )
+    elif kind == "accepted":
+        changes.update(state="closed")
+    return replace(run, **changes)
+
+
+class GoalRuns:
+    """The run records of goals, beside their other records."""
+
+    def __init__(self, goals: GateStore) -> None:
+        self.goals = goals
+
+    def _path(self, goal_id: str) -> Any:
+        return self.goals.goal_dir(goal_id) / "runs.jsonl"
+
+    def runs(self, goal_id: str) -> list[GoalRun]:
+        folded: dict[str, GoalRun] = {}
+        for event in read_records(self._path(goal_id), RUN_SCHEMA):
+            if event.get("event") == HOST_LOOP_EVENT:
+                continue
+            run_id = str(event.get("run_id"))
+            run = _fold(event, folded.get(run_id))
+            if run is not None:
+                folded[run_id] = run
+        return list(folded.values())
+
+    def latest(self, goal_id: str) -> GoalRun | None:
+        runs = self.runs(goal_id)
+        return runs[-1] if runs else None
+
+    def run(self, goal_id: str, run_id: str) -> GoalRun:
+        for run in self.runs(goal_id):
+            if run.run_id == run_id:
+                return run
+        raise StateError(f"no run {run_id} for goal {goal_id}", error_code="run_not_found")
+
+    def authorize(
+        self,
+        goal_id: str,
+        *,
+        session_id: str,
+        thread_id: str | None,
+        actor: str,
+        surface: str,
+        token_budget: int,
+        objective: RunObjective,
+    ) -> GoalRun:
+        """Record the owner's authority for one run (before anything is sent to the host)."""
+        if surface not in SURFACES:
+            raise ValueError(f"unknown surface {surface!r}")
+        run_id = "run-" + uuid.uuid4().hex[:12]
+        event = {
+            "schema_version": RUN_SCHEMA,
+            "event": "run_authorized",
+            "run_id": run_id,
+            "goal_id": goal_id,
+            "session_id": session_id,
+            "thread_id": thread_id,
+            "actor": actor,
+            "surface": surface,
+            "token_budget": token_budget,
+            "objective_source": objective.source,
+            "objective_source_id": objective.source_id,
+            "pid": os.getpid(),
+            "at": self.goals.now(),
+        }
+        with self.goals.locked(goal_id) as folder:
+            self.runs(goal_id)  # an unreadable log takes no new record
+            append_record(folder / "runs.jsonl", event)
+        self.goals.control.record(
+            "run_authorized", goal_id=goal_id, run_id=run_id, session_id=session_id
+        )
+        return self.run(goal_id, run_id)
+
+    def host_loop_seen(self, goal_id: str) -> dict[str, Any] | None:
+        """The latest sighting of a loop loopx-chat did not start, or None."""
+        seen = [
+            e
+            for e in read_records(self._path(goal_id), RUN_SCHEMA)
+            if e.get("event") == HOST_LOOP_EVENT
+        ]
+        return seen[-1] if seen else None
+
+    def _append(self, goal_id: str, event: str, fields: dict[str, Any]) -> None:
+        record = {
+            "schema_version": RUN_SCHEMA,
+            "event": event,
+            "goal_id": goal_id,
+            "at": self.goals.now(),
+            **fields,
+        }
+        with self.goals.locked(goal_id) as folder:
+            append_record(folder / "runs.jsonl", record)
+
+    def record_host_loop(self, goal_id: str, session_id: str, thread_id: str | None) -> None:
+        """Codex is running a goal loop on this thread that no run of ours authorized."""
+        self._append(goal_id, HOST_LOOP_EVENT, {"session_id": session_id, "thread_id": thread_id})
+        self.goals.control.record(
+            "host_loop_detected", goal_id=goal_id, session_id=session_id, thread_id=thread_id
+        )
+
+    def note(self, goal_id: str, run_id: str, event: str, **fields: Any) -> GoalRun:
+        """Append one event of a run (what the host did, or what the owner decided)."""
+        if event not in RUN_EVENTS or event == "run_authorized":
+            raise ValueError(f"unknown run event {event!r}")
+        self._append(goal_id, event, {"run_id": run_id, **fields})
+        if event in ("ended", "accepted", "reopened"):
+            self.goals.control.record(f"run_{event}", goal_id=goal_id, run_id=run_id)
+        return self.run(goal_id, run_id)
+
+
+def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance: list[str]) -> str:
+    """The host goal on the first screen, in plain words (one line)."""
+    if goal is None:
+        return "no Codex goal on this thread"
+    status = goal.get("status")
+    used, budget = goal.get("tokens_used", 0), goal.get("token_budget")
+    if goal.get("run_token_budget"):
+        used, budget = goal.get("run_tokens_used", 0), goal["run_token_budget"]
+    spent = f"{used:,} of {budget:,} tokens" if budget else f"{used:,} tokens, no budget set"
+    turns = f"turn {goal['turns']}, " if goal.get("turns") else ""
+    if status == "active":
+        if run is None or not run.live:
+            return "Codex is running a goal loopx-chat did not start (no budget set here)"
+        return f"Codex is working on it ({turns}{spent})"
+    if status == "complete":
+        check = "; ".join(acceptance) if acceptance else "the goal's acceptance criteria"
+        return f"Codex says it is done: check {check} (Accept or Reopen)"
+    if status == "budgetLimited":
+        return f"budget spent ({spent}): raise it (`goal run --token-budget N`) or stop"
+    if status == "usageLimited":
+        resets = run.history[-1].get("usage_resets_at") if run and run.history else None
+        if isinstance(resets, int):
+            import time
+
+            when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resets))
+            return f"waiting on the account's usage limit (it resets at {when})"
+        return "waiting on the account's usage limit"
+    if status == "blocked":
+        if run is not None and run.blocked_by:
+            return f"blocked by owner gate {run.blocked_by}"
+        return "blocked by the agent" + (f": {run.reason}" if run and run.reason else "")
+    if status == "paused":
+        who = run.ended_by if run is not None and run.ended_by else "someone outside loopx-chat"
+        return f"paused by {who}"
+    return f"Codex goal status {status}"
+
+
+def run_answer_gate(run: GoalRun | None, acceptance: list[str]) -> dict[str, Any] | None:
+    """The owner gate a finished run leaves on the first screen: Codex says it is done
+    (Accept or Reopen), or its budget is spent (raise it or stop). None otherwise."""
+    if run is None or run.state != "ended":
+        return None
+    if run.host_status == "complete":
+        check = "; ".join(acceptance) if acceptance else "the goal's acceptance criteria"
+        question = (
+            f"Codex says it is done: check {check}. Accept (`loopx-chat goal accept "
+            f"{run.goal_id}`) or Reopen (`loopx-chat goal reopen {run.goal_id} --note TEXT`)"
+        )
+    elif run.host_status == "budgetLimited":
+        spent = run.history[-1].get("run_tokens") if run.history else None
+        used = f"{spent:,} of {run.token_budget:,}" if isinstance(spent, int) else "all"
+        question = (
+            f"budget spent ({used} tokens): raise it (`loopx-chat goal run {run.goal_id} "
+            "--token-budget N`) or stop"
+        )
+    else:
+        return None
+    return {
+        "gate_id": run.run_id,
+        "kind": "gate",
+        "status": "blocked",
+        "actor": "owner",
+        "blocking": True,
+        "question": question,
+        "created_at": run.ended_at or run.authorized_at,
+    }

@@ -1,0 +1,262 @@
+"""Run and Pause in the service (a real `loopx-chat serve` process, the real codex and the
+mock): the run follows Codex's own loop to its budget, Pause lets the last turn finish,
+`--max-running` refuses one more, and a service killed mid-run recovers the run once."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx_chat.model_mock.responses import MockResponsesServer
+from loopx_chat.state.service_runtime import read_secret
+from loopx_chat.state.session_store import SessionStore
+from tests.helpers.goal_runs import goal_loop_turns, run_events
+from tests.helpers.serve_process import free_port
+from tests.helpers.waiting import wait_for as wait_until
+
+
+class Setup:
+    def __init__(self, tmp: Path, home: Path, env: dict[str, str], codex_bin: str) -> None:
+        self.tmp, self.state = tmp, tmp / "state"
+        self.env = {**env, "LOOPX_CHAT_CODEX_HOME": str(home)}
+        self.base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(self.state)]
+        self.base += ["--codex-bin", codex_bin]
+        self.port = 0
+
+    def cli(self, *args: str) -> dict[str, Any]:
+        done = subprocess.run(
+            [*self.base, *args, "--json"],
+            env=self.env,
+            cwd=self.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout))
+
+    def goal(self, goal: str, budget: int) -> str:
+        self.cli(
+            "goal",
+            "set",
+            goal,
+            "--objective",
+            "count",
+            "--acceptance",
+            "counted",
+            "--token-budget",
+            str(budget),
+        )
+        return str(self.cli("chat", "new", "--goal", goal, "mock:text=ready")["session_id"])
+
+    def serve(self, *extra: str) -> subprocess.Popen[bytes]:
+        self.port = free_port()
+        proc = subprocess.Popen(
+            [*self.base, "serve", "--port", str(self.port), *extra],
+            env=self.env,
+            cwd=self.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        wait_until(self._listening, 30)
+        return proc
+
+    def _listening(self) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, dict[str, Any] | str]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        headers = {
+            "Host": f"127.0.0.1:{self.port}",
+            "Authorization": f"Bearer {read_secret(self.state)}",
+        }
+        payload = None
+        if body is not None:
+            payload = json.dumps(body).encode()
+            headers["Content-Type"] = "application/json"
+        conn.request(method, path, body=payload, headers=headers)
+        resp = conn.getresponse()
+        data = resp.read()
+        conn.close()
+        ctype = resp.getheader("content-type") or ""
+        return resp.status, json.loads(data) if "json" in ctype else data.decode()
+
+    def runs(self, goal: str) -> list[dict[str, Any]]:
+        return run_events(self.state, goal)
+
+    def goal_turns(self, sid: str) -> list[Any]:
+        return goal_loop_turns(self.state, sid)
+
+
+@pytest.fixture
+def setup(tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str) -> Setup:
+    return Setup(tmp_path, bound_home, base_env, codex_bin)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def test_run_and_pause_in_the_service_and_the_running_cap(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    sid = setup.goal("g", 400000)
+    setup.goal("g2", 400000)
+    mock.script(default="mock:slow=0.1 mock:text=one two three four five")
+    proc = setup.serve("--max-running", "1", "--max-warm", "1")
+    try:
+        code, page = setup.call("GET", "/")
+        assert code == 200 and 'data-run="run"' in str(page)
+        code, doc = setup.call("POST", "/api/goals/g/run", {})
+        assert code == 202, doc
+        assert isinstance(doc, dict) and doc["run"]["surface"] == "api"
+        assert 'data-run="pause"' in doc["cards_html"]  # the card now offers Pause
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 2)
+
+        busy = subprocess.run(
+            [*setup.base, "goal", "run", "g", "--foreground", "--json"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        refusal = json.loads(busy.stdout)
+        assert busy.returncode == 1 and refusal["error_code"] == "thread_busy"
+        assert f"pid {proc.pid}" in refusal["error"]  # who holds it
+
+        # The running goal's thread is outside the warm cap: a chat still gets a thread.
+        code, opened = setup.call("POST", "/api/chat/sessions", {"goal_id": "g2"})
+        assert code == 201, opened
+
+        before = (setup.state / "goals" / "g2").exists() and setup.runs("g2")
+        code, refused = setup.call("POST", "/api/goals/g2/run", {})
+        assert code == 503 and isinstance(refused, dict)
+        assert refused["error_code"] == "too_many_running"
+        assert setup.runs("g2") == (before or [])  # nothing written for it
+
+        code, paused = setup.call("POST", "/api/goals/g/pause", {})
+        assert code == 200, paused
+        assert isinstance(paused, dict)
+        assert (paused["run"]["state"], paused["run"]["host_status"]) == ("ended", "paused")
+        assert paused["run"]["ended_by"] == "owner (Pause)"
+        record = SessionStore(setup.state).load(sid)
+        assert record.active_turn_id is None
+        assert all(t.status == "completed" for t in setup.goal_turns(sid))  # the last finished
+        code, again = setup.call("POST", "/api/goals/g/pause", {})
+        assert code == 404 and isinstance(again, dict) and again["error_code"] == "run_not_found"
+
+        # `goal run` in a shell while the service is up: the service runs it, the shell
+        # follows with the same progress lines and exit code.
+        mock.script(default="mock:text=quick")
+        done = subprocess.run(
+            [*setup.base, "goal", "run", "g", "--token-budget", "9000"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 3, done.stderr  # budgetLimited
+        assert "the local service runs goal g" in done.stderr
+        assert " of 9,000 tokens" in done.stderr
+        delegated = [e for e in setup.runs("g") if e["event"] == "run_authorized"][-1]
+        assert delegated["surface"] == "api" and delegated["pid"] == proc.pid
+    finally:
+        _stop(proc)
+
+
+@pytest.mark.parametrize("starts", [1, 2])
+def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
+    setup: Setup, mock: MockResponsesServer, starts: int
+) -> None:
+    """With `starts` 2, a second service starts on the state right after the first (both
+    look for runs to recover): the run is recovered once."""
+    sid = setup.goal("g", 45000)
+    mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", "/api/goals/g/run", {})
+        assert code == 202, doc
+        wait_until(
+            lambda: (
+                len(setup.goal_turns(sid)) >= 2
+                and bool(SessionStore(setup.state).load(sid).active_turn_id)
+            )
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert SessionStore(setup.state).load(sid).active_turn_id  # it died mid-turn
+    killed_at = len(setup.goal_turns(sid))
+    procs = [setup.serve() for _ in range(starts)]
+    try:
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+    finally:
+        for proc in procs:
+            _stop(proc)
+    events = [e["event"] for e in setup.runs("g")]
+    assert events.count("recovered") == 1 and events[-1] == "ended"
+    assert setup.runs("g")[-1]["host_status"] == "budgetLimited"
+    turns = setup.goal_turns(sid)
+    assert len(turns) > killed_at  # codex went on after the restart
+    assert [t.status for t in turns].count("interrupted") == 1
+    upstream = [t.upstream_turn_id for t in turns]
+    assert len(upstream) == len(set(upstream))  # no turn recorded twice
+    assert SessionStore(setup.state).load(sid).active_turn_id is None
+    recovery = setup.cli("metrics", "--goal", "g")["interrupted_task_recovery"]
+    assert (recovery["numerator"], recovery["denominator"]) == (1, 1)  # counted, and recovered
+
+
+def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    sid = setup.goal("g", 400000)
+    mock.script(default="mock:slow=0.1 mock:text=one two three four five")
+    proc = setup.serve()
+    try:
+        shell = subprocess.Popen(
+            [*setup.base, "goal", "run", "g"],
+            env=setup.env,
+            cwd=setup.tmp,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+            shell.send_signal(signal.SIGINT)
+            _, err = shell.communicate(timeout=60)
+        finally:
+            if shell.poll() is None:
+                shell.kill()
+        assert shell.returncode == 130, err
+        assert "Traceback" not in err
+        ended = setup.runs("g")[-1]
+        assert (ended["event"], ended["host_status"], ended["by"]) == (
+            "ended",
+            "paused",
+            "owner (Pause)",
+        )
+        assert SessionStore(setup.state).load(sid).active_turn_id is None
+    finally:
+        _stop(proc)
