@@ -298,6 +298,12 @@ class ServiceApp:
         self._scanner = scanner_for(controller.store.root, controller.codex_home)
         self._scan_lock = threading.Lock()  # one scanner, one scan at a time
         self._status_cache = StatusCache(controller.store.root, self._compute_status)
+        # The page's streams wake at once on a change made in this process (a host request
+        # codex sent, a write through this service); another process's write still shows on
+        # the next poll.
+        self._changed = threading.Condition()
+        self._generation = 0
+        controller.host_requests.listeners.append(lambda _live: self.state_changed())
         # Per process: the page embeds it, and every write the page makes must send it back.
         self.csrf_token = secrets.token_urlsafe(32)
         # Notes per goal for its card (a notice that could not be sent); set by `serve`.
@@ -355,8 +361,9 @@ class ServiceApp:
             )
         finally:
             if writes:
-                # A client reads its own writes: the next status read looks at the disk again.
-                self._status_cache.invalidate()
+                # A client reads its own writes: the next status read looks at the disk again,
+                # and the open pages look now.
+                self.state_changed()
 
     def _route(self, request: Request, decision: AccessDecision) -> Response:
         allowed: list[str] = []
@@ -637,20 +644,30 @@ class ServiceApp:
 
         def stream() -> Iterator[bytes]:
             last: bytes | None = None
-            quiet = 0.0
+            sent_at = time.monotonic()
             while True:
+                seen = self._generation
                 status, raw = self._status_cache.get()
                 if raw != last:
                     last = raw
-                    quiet = 0.0
+                    sent_at = time.monotonic()
                     yield _sse(self._cards_event(status))
-                elif quiet >= 15:
-                    quiet = 0.0
+                elif time.monotonic() - sent_at >= 15:
+                    sent_at = time.monotonic()
                     yield b": keepalive\n\n"
-                time.sleep(STATUS_POLL_SEC)
-                quiet += STATUS_POLL_SEC
+                with self._changed:
+                    self._changed.wait_for(
+                        lambda seen=seen: self._generation != seen, STATUS_POLL_SEC
+                    )
 
         return self._event_stream(stream())
+
+    def state_changed(self) -> None:
+        """Something this process did changed what the page shows: look again now."""
+        self._status_cache.invalidate()
+        with self._changed:
+            self._generation += 1
+            self._changed.notify_all()
 
     def _event_stream(self, events: Iterator[bytes], on_close: Any = None) -> Response:
         """An SSE response that holds one of the service's `max_streams` places until it ends
