@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -367,3 +368,47 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     thread_id = str(SessionStore(setup.state).load(sid).upstream_thread_id)
     ledger = SessionStore(setup.state).list_turns(sid)
     assert facts["threads"][thread_id]["turns"]["started"] == len(ledger)
+
+
+def test_run_adopts_a_loop_loopx_chat_did_not_start_in_the_service(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    sid = setup.goal("g", 400000)
+    store = SessionStore(setup.state)
+    with (
+        ChatController(store=store, environ=setup.env, cwd=setup.tmp, codex_bin=codex_bin) as c,
+        c.thread_metadata(sid) as call,
+    ):
+        goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 10**6}
+        call("thread/goal/set", {**goal, "origin": "user"})
+    mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200, doc
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+        code, run = setup.call("POST", "/api/goals/g/run", {"token_budget": 20000})
+        assert code == 202, run
+        assert isinstance(run, dict)
+        run_id = run["run"]["run_id"]
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+    finally:
+        _stop(proc)
+    ended = setup.runs("g")[-1]
+    assert ended["host_status"] == "budgetLimited", ended
+    turns = setup.goal_turns(sid)
+    before = [t for t in turns if t.run_id is None]
+    under_run = [t for t in turns if t.run_id == run_id]
+    assert before and under_run  # the loop's turns, then the run's, each on record
+    assert len(before) + len(under_run) == len(turns)
+    upstream = [t.upstream_turn_id for t in turns]
+    assert len(upstream) == len(set(upstream))  # no turn recorded twice across the hand-over
+    assert store.load(sid).active_turn_id is None
+    # The hand-over is prompt (the loop's running turn gets at most a few seconds), and no
+    # turn of the old loop starts once the run has set the goal.
+    events = {e["event"]: e["at"] for e in setup.runs("g") if e.get("run_id") == run_id}
+    waited = datetime.fromisoformat(events["started"]) - datetime.fromisoformat(
+        events["run_authorized"]
+    )
+    assert waited.total_seconds() < 10, waited
+    assert all(t.created_at < events["started"] for t in before)
