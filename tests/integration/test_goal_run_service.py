@@ -285,23 +285,32 @@ def _page_call(setup: Setup, path: str, csrf: str | None) -> tuple[int, dict[str
     return resp.status, doc
 
 
+def _in_codex(
+    setup: Setup, codex_bin: str, sid: str, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """A thread-goal call as Codex's own UI makes it: a client that loads no thread."""
+    store = SessionStore(setup.state)
+    with (
+        ChatController(store=store, environ=setup.env, cwd=setup.tmp, codex_bin=codex_bin) as c,
+        c.thread_metadata(sid) as call,
+    ):
+        return dict(call(method, params).get("goal") or {})
+
+
+def _active_in_codex(setup: Setup, codex_bin: str, sid: str) -> None:
+    goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 10**6}
+    _in_codex(setup, codex_bin, sid, "thread/goal/set", {**goal, "origin": "user"})
+
+
 def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     setup: Setup, mock: MockResponsesServer, codex_bin: str
 ) -> None:
     sid = setup.goal("g", 400000)
 
-    def controller() -> ChatController:
-        store = SessionStore(setup.state)
-        return ChatController(store=store, environ=setup.env, cwd=setup.tmp, codex_bin=codex_bin)
-
     def host_goal() -> dict[str, Any]:
-        with controller() as c, c.thread_metadata(sid) as call:
-            return dict(call("thread/goal/get", {})["goal"])
+        return _in_codex(setup, codex_bin, sid, "thread/goal/get", {})
 
-    # Codex's own UI (here: a client that loads no thread) sets the goal active.
-    with controller() as c, c.thread_metadata(sid) as call:
-        goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 10**6}
-        call("thread/goal/set", {**goal, "origin": "user"})
+    _active_in_codex(setup, codex_bin, sid)
     mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
 
     # 1. The service's resume loads the thread: codex's loop starts, its turns are recorded
@@ -375,12 +384,7 @@ def test_run_adopts_a_loop_loopx_chat_did_not_start_in_the_service(
 ) -> None:
     sid = setup.goal("g", 400000)
     store = SessionStore(setup.state)
-    with (
-        ChatController(store=store, environ=setup.env, cwd=setup.tmp, codex_bin=codex_bin) as c,
-        c.thread_metadata(sid) as call,
-    ):
-        goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 10**6}
-        call("thread/goal/set", {**goal, "origin": "user"})
+    _active_in_codex(setup, codex_bin, sid)
     mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
     proc = setup.serve()
     try:
