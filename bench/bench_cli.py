@@ -7,7 +7,11 @@ OS accounting of each finished child):
      `python -c pass` with the same interpreter (target <= 3x);
   2. `loopx-chat chat send` (a new process: resume the thread, one mock turn) vs
      `codex exec resume <thread> <msg>` with the native codex binary, on the same loopback
-     mock and the same Codex home (target <= 1.5x).
+     mock and the same Codex home (target <= 1.5x);
+  3. in one run, interleaved A B C: `chat send` through a running `loopx-chat serve` whose
+     app-server holds the thread warm (A, target <= 0.75x), `codex exec resume` (B), and the
+     direct `chat send` (C, `--direct`, its own session on the same home; target <= 1.5x),
+     each ratio taken pair by pair against B. Plus the delegating client's import time.
 
 Run: `.venv/bin/python bench/bench_cli.py [--runs N] [--codex-bin PATH]`.
 """
@@ -67,6 +71,75 @@ def paired(
     print(f"{name:<44} {a_ms:7.0f} ms vs {b_ms:6.0f} ms   wall {wall:5.2f}x   cpu {cpu:5.2f}x")
 
 
+def triple(
+    name: str, a: list[str], b: list[str], c: list[str], env: dict[str, str], runs: int, cwd: Path
+) -> None:
+    """A B C A B C ...: A/B and C/B pair by pair, so both ratios come from the same run."""
+    for argv in (a, b, c):
+        run(argv, env, cwd)  # warm-up, not counted
+    walls: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+    cpus: dict[str, list[float]] = {"a": [], "b": [], "c": []}
+    for _ in range(runs):
+        for key, argv in (("a", a), ("b", b), ("c", c)):
+            w, cpu = run(argv, env, cwd)
+            walls[key].append(w)
+            cpus[key].append(cpu)
+    b_ms = statistics.median(walls["b"]) * 1000
+    for key, label in (("a", f"{name} (served)"), ("c", f"{name} (--direct)")):
+        wall = statistics.median(x / y for x, y in zip(walls[key], walls["b"], strict=True))
+        cpu = statistics.median(x / y for x, y in zip(cpus[key], cpus["b"], strict=True) if y > 0)
+        a_ms = statistics.median(walls[key]) * 1000
+        print(f"{label:<44} {a_ms:7.0f} ms vs {b_ms:6.0f} ms   wall {wall:5.2f}x   cpu {cpu:5.2f}x")
+
+
+def chat_new(loopx: list[str], work: Path, env: dict[str, str]) -> dict[str, str]:
+    """A session opened with one turn: its `--json` document (session_id, thread_id)."""
+    opened = subprocess.run(
+        [*loopx, "chat", "new", "--goal", "bench", "--cwd", str(work), "--json", "hi"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    doc: dict[str, str] = json.loads(opened.stdout)
+    return doc
+
+
+def serve_until_ready(loopx: list[str], state: Path, env: dict[str, str]) -> subprocess.Popen:  # type: ignore[type-arg]
+    from loopx_chat.state.service_runtime import read_runtime
+
+    proc = subprocess.Popen(
+        [*loopx, "--state-dir", str(state), "serve", "--port", "0"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        runtime = read_runtime(state)
+        if runtime is not None and runtime.pid == proc.pid:
+            return proc
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit("loopx-chat serve did not start")
+
+
+def import_ms(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall ms of the process under `-X importtime`, ms spent importing, modules loaded)."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", *argv[2:]], env=env, capture_output=True, text=True
+    )
+    wall = (time.perf_counter() - start) * 1000
+    own = [
+        line.split(":", 1)[1].split("|")[0].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    ]
+    micros = [int(field) for field in own if field.isdigit()]  # the header row is not
+    return wall, sum(micros) / 1000, len(micros)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=15)
@@ -99,14 +172,7 @@ def main() -> None:
             work.mkdir()
             env = {**base, "LOOPX_CHAT_CODEX_HOME": str(home)}
             loopx = [*LOOPX, "--state-dir", str(root / "state"), "--codex-bin", args.codex_bin]
-            opened = subprocess.run(
-                [*loopx, "chat", "new", "--goal", "bench", "--cwd", str(work), "--json", "hi"],
-                env=env,
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            doc = json.loads(opened.stdout)
+            doc = chat_new(loopx, work, env)
             native = str(find_codex(args.codex_bin, env).path)
             codex_env = {**env, "CODEX_HOME": str(home)}
             paired(
@@ -117,6 +183,34 @@ def main() -> None:
                 max(3, args.runs // 2),
                 cwd=work,
             )
+
+            print(
+                "== one chat turn through a running service, thread warm "
+                "(target <= 0.75x; --direct <= 1.5x)"
+            )
+            served_state = root / "served-state"
+            service = serve_until_ready([*LOOPX, "--codex-bin", args.codex_bin], served_state, env)
+            try:
+                served = [*LOOPX, "--state-dir", str(served_state), "--codex-bin", args.codex_bin]
+                served_doc = chat_new(served, work, env)
+                send = [*served, "chat", "send", served_doc["session_id"], "next"]
+                triple(
+                    "loopx-chat chat send vs codex exec resume",
+                    send,
+                    [native, "exec", "--skip-git-repo-check", "resume", doc["thread_id"], "next"],
+                    [*loopx, "--direct", "chat", "send", doc["session_id"], "next"],
+                    codex_env,
+                    max(3, args.runs // 2),
+                    cwd=work,
+                )
+                wall, imports, modules = import_ms(send, env)
+                print(
+                    f"delegated chat send under -X importtime: {wall:.0f} ms wall, "
+                    f"{imports:.1f} ms in imports, {modules} modules"
+                )
+            finally:
+                service.terminate()
+                service.wait(timeout=30)
     print(f"\npython {sys.version.split()[0]}, {os.cpu_count()} CPUs")
 
 

@@ -127,8 +127,9 @@ def case_fresh_install(c: Case) -> None:
     script = Path(sys.executable).parent / "loopx-chat"
     check(
         argv[0] == (str(script) if script.is_file() else sys.executable)
-        and argv[-5:] == ["serve", "--host", "127.0.0.1", "--port", "8767"],
-        "ProgramArguments runs the installed loopx-chat script: serve --host 127.0.0.1 --port 8767",
+        and argv[-7:] == ["serve", "--host", "127.0.0.1", "--port", "8767", "--notify", "desktop"],
+        "ProgramArguments runs the installed loopx-chat script: serve --host 127.0.0.1 --port 8767"
+        " --notify desktop",
     )
     check(
         any("source checkout" in w for w in doc["warnings"]),

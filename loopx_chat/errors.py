@@ -214,6 +214,8 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "turn_not_accepted": ErrorSpec(Outcome.TIMEOUT),
         "listen_failed": ErrorSpec(Outcome.DEPENDENCY),
         "non_loopback_host": ErrorSpec(Outcome.DEPENDENCY),
+        # the CLI through the running service: it stopped answering mid-command
+        "service_lost": ErrorSpec(Outcome.UNAVAILABLE),
         # usage
         "usage_error": ErrorSpec(Outcome.INVALID),
     }

@@ -60,16 +60,19 @@ def _absolute(raw: str, *, base: Path, environ: Mapping[str, str]) -> Path:
     return path.resolve(strict=False)
 
 
-def resolve_codex_home(environ: Mapping[str, str], cwd: Path) -> CodexHomeBinding:
-    """Resolve the home (and its sqlite home) from `environ`, relative values against `cwd`."""
-    source: HomeSource = "default"
-    raw = "~/.codex"
+def resolve_home_path(environ: Mapping[str, str], cwd: Path) -> tuple[Path, HomeSource]:
+    """The home alone and where it came from: what names it (`resolve_codex_home` without
+    the sqlite home, so no config.toml is read or parsed)."""
     for name in HOME_ENV_PRECEDENCE:
         value = environ.get(name, "")
         if value:
-            source, raw = name, value
-            break
-    home = _absolute(raw, base=cwd, environ=environ)
+            return _absolute(value, base=cwd, environ=environ), name
+    return _absolute("~/.codex", base=cwd, environ=environ), "default"
+
+
+def resolve_codex_home(environ: Mapping[str, str], cwd: Path) -> CodexHomeBinding:
+    """Resolve the home (and its sqlite home) from `environ`, relative values against `cwd`."""
+    home, source = resolve_home_path(environ, cwd)
     sqlite_home, sqlite_source, config_error = _resolve_sqlite_home(home, environ, cwd)
     return CodexHomeBinding(
         path=home,

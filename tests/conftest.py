@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +21,8 @@ from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
 from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import PINNED_CODEX
+from tests.helpers.serve_process import RunningService
+from tests.helpers.serve_process import start_service as start_serve_process
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -69,6 +71,25 @@ def fake_codex(tmp_path: Path) -> FakeCodex:
     exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_CODEX}" "$@"\n')
     exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return FakeCodex(bin=exe, log=tmp_path / "fake-codex.log")
+
+
+@pytest.fixture
+def start_service(tmp_path: Path) -> Iterator[Callable[..., RunningService]]:
+    """Start `loopx-chat serve` for (state dir, home, env, codex bin, *serve options); every
+    one started is stopped at the end."""
+    started: list[RunningService] = []
+
+    def start(
+        state: Path, home: Path, env: dict[str, str], codex_bin: str, *serve_args: str
+    ) -> RunningService:
+        log = tmp_path / f"serve-{len(started)}.log"
+        service = start_serve_process(state, home, env, codex_bin, log, *serve_args)
+        started.append(service)
+        return service
+
+    yield start
+    for service in started:
+        service.stop()
 
 
 @pytest.fixture

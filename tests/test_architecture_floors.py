@@ -41,8 +41,8 @@ FLOORS: tuple[Floor, ...] = (
     Floor(2, ("state",), "owner-local storage: paths, atomic/append-only writes, records"),
     Floor(
         3,
-        ("codex", "launchagent"),
-        "adapters: the codex binary and its rollouts; the macOS LaunchAgent",
+        ("codex", "launchagent", "notify"),
+        "adapters: the codex binary and its rollouts; the macOS LaunchAgent; owner notices",
     ),
     Floor(
         4,

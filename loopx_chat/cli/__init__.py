@@ -35,9 +35,14 @@ from loopx_chat.cli.lazy import LazyGroup
     default=None,
     help="codex executable to drive (default: $LOOPX_CHAT_CODEX_BIN, else codex on PATH).",
 )
+@click.option(
+    "--direct",
+    is_flag=True,
+    help="Run chat and gate commands in this process, not through a running `serve`.",
+)
 @click.version_option(__version__, prog_name="loopx-chat")
 @click.pass_context
-def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> None:
+def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None, direct: bool) -> None:
     """Local control plane beside the Codex agent host."""
     from loopx_chat.cli.context import CliContext
     from loopx_chat.state.location import default_state_dir
@@ -53,6 +58,7 @@ def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None) -> N
         state_dir=(state_dir.expanduser().resolve() if state_dir else default_state_dir(environ)),
         codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
         state_dir_explicit=bool(state_dir or environ.get("LOOPX_CHAT_STATE_DIR")),
+        direct=direct,
     )
 
 

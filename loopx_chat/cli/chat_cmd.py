@@ -1,7 +1,8 @@
 """`loopx-chat chat new|send|resume|interrupt|history`: drive Codex threads from a shell.
 
 Human mode streams the agent's text to stdout as it arrives, with status lines on stderr;
-`--json` prints one final JSON document. The controller does the work; this only renders.
+`--json` prints one final JSON document. The controller does the work (in this process, or
+in the owner's running service: `delegation` picks); this only renders.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
+from loopx_chat.cli.approval_options import chat_policy_options
 from loopx_chat.cli.context import CliContext, emit_json, json_option
-from loopx_chat.cli.controller_scope import command_controller
+from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend
 from loopx_chat.cli.options import POSITIVE_SECONDS
-from loopx_chat.controller.chat_controller import DEFAULT_CONFIG, ChatController, TurnResult
+from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import UsageError
-from loopx_chat.state.session_records import TurnRecord
 from loopx_chat.visible_text import ControlMode, visible_text
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ChatController
 
 # A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
 # --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
@@ -92,28 +96,29 @@ def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
-    ok = result.turn.status in ("completed", "queued", "running")
+def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:
+    turn = result["turn"]
+    ok = turn["status"] in ("completed", "queued", "running")
     if as_json:
         emit_json(
             {
                 "ok": ok,
-                "session_id": result.session.session_id,
-                "thread_id": result.session.upstream_thread_id,
-                "created": result.created,
-                "turn": result.turn.public_dict(),
-                "error_code": None if ok else result.turn.error_code,
+                "session_id": result["session_id"],
+                "thread_id": result["thread_id"],
+                "created": result["created"],
+                "turn": turn,
+                "error_code": None if ok else turn["error_code"],
             }
         )
     else:
         if streamed:
             click.echo()
-        turn = result.turn
-        note = "" if result.created else " (already submitted; not run again)"
+        note = "" if result["created"] else " (already submitted; not run again)"
+        code = turn["error_code"]
         click.echo(
-            f"[loopx-chat] session {result.session.session_id} turn {turn.turn_id}: "
-            f"{turn.status}{f' [{turn.error_code}]' if turn.error_code else ''} "
-            f"tokens={turn.tokens.total_tokens}{note}",
+            f"[loopx-chat] session {result['session_id']} turn {turn['id']}: "
+            f"{turn['status']}{f' [{code}]' if code else ''} "
+            f"tokens={turn['total_tokens']}{note}",
             err=True,
         )
     if not ok:
@@ -121,7 +126,7 @@ def _finish(result: TurnResult, as_json: bool, streamed: bool) -> None:
 
 
 def _submit(
-    controller: ChatController,
+    backend: ChatBackend,
     session_id: str,
     message: str,
     client_turn_id: str | None,
@@ -136,14 +141,19 @@ def _submit(
             click.echo(visible_text(delta, ControlMode.PICTURES), nl=False)
             sys.stdout.flush()
 
-    def on_started(turn: TurnRecord) -> None:
+    def on_started(turn_id: str) -> None:
         if not as_json:
-            click.echo(f"[loopx-chat] turn {turn.turn_id} running, waiting for codex…", err=True)
+            click.echo(f"[loopx-chat] turn {turn_id} running, waiting for codex…", err=True)
 
-    result = controller.submit_turn(
+    controller = getattr(backend, "controller", None)  # a turn run here, not in the service
+    if controller is not None and not as_json and sys.stdin.isatty():
+        # What codex asks during this turn is asked here too (any other surface may answer).
+        from loopx_chat.cli.terminal_decide import TerminalDecider
+
+        TerminalDecider(controller)
+    result = backend.submit_turn(
         session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
     )
-    host_loop_notice(controller)
     _finish(result, as_json, streamed)
 
 
@@ -152,7 +162,8 @@ HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget se
 
 def host_loop_notice(controller: ChatController) -> None:
     """One line on stderr when a thread this command loaded runs a loop nobody here started;
-    the turns codex ran on it meanwhile are recorded before the command lets it go."""
+    the turns codex ran on it meanwhile are recorded before the command lets it go. (The
+    direct path calls it; the running service keeps its own threads.)"""
     for session_id in controller.host_loop_notices:
         controller.record_host_loop_turns(session_id)
     if controller.host_loop_notices:
@@ -168,24 +179,34 @@ def host_loop_notice(controller: ChatController) -> None:
 @click.option(
     "--sandbox",
     type=click.Choice(["read-only", "workspace-write"]),
-    default=DEFAULT_CONFIG.options.sandbox,
+    default=turn_defaults.SANDBOX,
     help="What the agent may touch: read only, or write inside the work dir.",
 )
 @click.option(
     "--idle-timeout",
     type=POSITIVE_SECONDS,
-    default=DEFAULT_CONFIG.timeouts.idle,
+    default=turn_defaults.IDLE_TIMEOUT_SEC,
     help="Seconds a turn may go without any event before it is stopped.",
 )
 @click.option(
     "--turn-timeout",
     type=POSITIVE_SECONDS,
-    default=DEFAULT_CONFIG.timeouts.hard,
+    default=turn_defaults.HARD_TIMEOUT_SEC,
     help="Seconds a turn may run in all before it is stopped.",
 )
 @click.pass_context
 def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
+    given = tuple(
+        name
+        for name in CHAT_OPTIONS
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    )
+    ctx.meta["chat_options_given"] = given
+    if not given:
+        return  # the controller's defaults (the same values): no need to load it to say so
+    from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
     config = DEFAULT_CONFIG
     ctx.obj = replace(
         ctx.obj,
@@ -207,6 +228,7 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
     help="Work dir of the session (default: the current folder).",
 )
 @click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
+@chat_policy_options
 @json_option
 @message_input
 @click.pass_context
@@ -225,19 +247,21 @@ def chat_new(
     """
     cli: CliContext = ctx.obj
     text = message_text(*message)  # before anything is opened or spawned
-    with command_controller(ctx) as controller:
-        record = controller.open_session(goal_id, work_dir or cli.cwd)
+    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
+        record = backend.open_session(goal_id, str(cli.cwd / work_dir if work_dir else cli.cwd))
         if not as_json:
             click.echo(
-                f"[loopx-chat] session {record.session_id} on thread {record.upstream_thread_id}",
+                f"[loopx-chat] session {record['session_id']} on thread "
+                f"{record['upstream_thread_id']}",
                 err=True,
             )
-        _submit(controller, record.session_id, text, client_turn_id, as_json)
+        _submit(backend, record["session_id"], text, client_turn_id, as_json)
 
 
 @chat.command("send")
 @click.argument("session_id")
 @click.option("--client-turn-id", default=None, help="Retry-safe id: a repeat never runs twice.")
+@chat_policy_options
 @json_option
 @message_input
 @click.pass_context
@@ -254,8 +278,8 @@ def chat_send(
     UTF-8 file instead (at most 8 MiB either way, and not empty).
     """
     text = message_text(*message)  # before anything is resumed or spawned
-    with command_controller(ctx) as controller:
-        _submit(controller, session_id, text, client_turn_id, as_json)
+    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
+        _submit(backend, session_id, text, client_turn_id, as_json)
 
 
 @chat.command("resume")
@@ -264,20 +288,21 @@ def chat_send(
 @click.pass_context
 def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Restore SESSION_ID's thread in a fresh app-server (binds a legacy session)."""
-    with command_controller(ctx) as controller:
-        record = controller.resume_session(session_id)
-        host_loop_notice(controller)
+    with chat_backend(ctx, notice=host_loop_notice) as backend:
+        record = backend.resume_session(session_id)
     if as_json:
         emit_json(
             {
                 "ok": True,
-                "session_id": record.session_id,
-                "thread_id": record.upstream_thread_id,
-                "status": record.status,
+                "session_id": record["session_id"],
+                "thread_id": record["upstream_thread_id"],
+                "status": record["status"],
             }
         )
     else:
-        click.echo(f"session {record.session_id} resumed on thread {record.upstream_thread_id}")
+        click.echo(
+            f"session {record['session_id']} resumed on thread {record['upstream_thread_id']}"
+        )
 
 
 @chat.command("interrupt")
@@ -286,12 +311,12 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Interrupt SESSION_ID's active turn (also when another process is running it)."""
-    with command_controller(ctx) as controller:
-        turn = controller.interrupt_turn(session_id)
+    with chat_backend(ctx) as backend:
+        turn = backend.interrupt_turn(session_id)
     if as_json:
-        emit_json({"ok": True, "session_id": session_id, "turn": turn.public_dict()})
+        emit_json({"ok": True, "session_id": session_id, "turn": turn})
     else:
-        click.echo(f"interrupt requested for turn {turn.turn_id} (now {turn.status})")
+        click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
 
 
 @chat.command("history")
@@ -300,6 +325,8 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def chat_history(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Show SESSION_ID's conversation, read from Codex now (loopx-chat keeps no text)."""
+    from loopx_chat.cli.controller_scope import command_controller
+
     with command_controller(ctx) as controller:
         turns = controller.history(session_id)
     if as_json:

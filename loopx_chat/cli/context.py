@@ -17,13 +17,6 @@ import click
 
 from loopx_chat.errors import LoopxChatError, StateError, UsageError, spec_for
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.state.private_files import (
-    ensure_private_dir,
-    open_private_append,
-    state_os_error,
-    write_all,
-)
-from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
 from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
@@ -44,6 +37,8 @@ class CliContext:
     state_dir_explicit: bool = False
     # Set by the `chat` group from its options; None: the controller's own defaults.
     controller_config: ControllerConfig | None = None
+    # `--direct`: run every command in this process, never through a running service.
+    direct: bool = False
 
     def binding(self) -> CodexHomeBinding:
         return resolve_codex_home(self.environ, self.cwd)
@@ -87,9 +82,14 @@ def emit_ok(
         click.echo(empty)
 
 
-def read_json_input(source: str, what: str, *, limit: int = DOCUMENT_LIMIT) -> object:
+def read_json_input(source: str, what: str, *, limit: int | None = None) -> object:
     """A JSON document from a file (`-`: stdin) through the one safe reader: regular files
     only, bounded, depth-capped. Every refusal is `input_invalid` saying why."""
+    # The state layer loads with the commands that read or write state, not with every
+    # command (a chat turn delegated to the running service touches none of it).
+    from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+
+    limit = DOCUMENT_LIMIT if limit is None else limit
     try:
         if source == "-":
             raw = sys.stdin.buffer.read(limit + 1)
@@ -140,6 +140,8 @@ def as_known_error(exc: BaseException) -> LoopxChatError | None:
         return exc
     if isinstance(exc, OSError):
         # An OS error nobody below mapped: a read unless it says the disk refused a write.
+        from loopx_chat.state.private_files import state_os_error
+
         return state_os_error(exc, exc.filename or "the state dir", writing=False)
     if isinstance(exc, RecursionError):
         return StateError(
@@ -153,6 +155,8 @@ def _internal_log(exc: BaseException) -> str:
     """Write the traceback for the owner; where it went, or why it could not be written."""
     import tempfile  # only a failure that needs the internal log pays for these
     import traceback
+
+    from loopx_chat.state.private_files import ensure_private_dir, open_private_append, write_all
 
     text = "".join(traceback.format_exception(exc))
     cli = click.get_current_context(silent=True)

@@ -14,9 +14,10 @@ from loopx_chat.cli.context import (
     json_option,
     nothing_found,
 )
+from loopx_chat.cli.delegation import service_for
 from loopx_chat.cli.options import actor_option, known_goal
-from loopx_chat.errors import StateError
-from loopx_chat.goals.gate_store import DECISIONS, validate_goal_id
+from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, validate_goal_id
 
 
 @click.group()
@@ -44,14 +45,48 @@ def gate_request(
 @gate.command("resolve")
 @click.argument("gate_id")
 @click.option("--goal", "goal_id", required=True, help="Goal the gate belongs to.")
-@click.option("--decision", type=click.Choice(DECISIONS), required=True, help="The decision.")
+@click.option(
+    "--decision",
+    type=click.Choice((*DECISIONS, "decline", "cancel")),
+    required=True,
+    help="The decision (decline = reject; cancel stops the turn of a host gate).",
+)
 @click.option("--reason", default=None, help="Why, in short words (kept on record).")
+@click.option(
+    "--for-session", is_flag=True, help="Host gate: approve this command for the whole session."
+)
+@click.option("--answer", default=None, help="Host gate: the answer to Codex's question.")
 @json_option
 @click.pass_obj
 def gate_resolve(
-    cli: CliContext, gate_id: str, goal_id: str, decision: str, reason: str | None, as_json: bool
+    cli: CliContext,
+    gate_id: str,
+    goal_id: str,
+    decision: str,
+    reason: str | None,
+    for_session: bool,
+    answer: str | None,
+    as_json: bool,
 ) -> None:
-    """Approve or reject GATE_ID."""
+    """Approve or reject GATE_ID (through the running service when one of ours is up); a
+    host gate (what Codex asked) is answered to codex's live request."""
+    if gate_id.startswith(HOST_GATE_PREFIX):
+        from loopx_chat.cli.host_gate_resolve import host_choice, resolve_host_gate
+
+        goal = known_goal(cli, goal_id)
+        choice = host_choice(decision, for_session, answer)
+        _emit_gate(resolve_host_gate(cli, goal, gate_id, choice, reason), as_json)
+        return
+    if for_session or answer is not None or decision == "cancel":
+        raise UsageError(
+            "--for-session, --answer and cancel are for host gates (what Codex asked)",
+            error_code="usage_error",
+        )
+    decision = "reject" if decision == "decline" else decision
+    service = service_for(cli)
+    if service is not None:
+        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json)
+        return
     resolved = cli.gate_store().resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
     _emit_gate(resolved.to_dict(), as_json)
 

@@ -17,6 +17,8 @@ from loopx_chat.launchagent.installer import (
     status_exit_code,
 )
 from loopx_chat.launchagent.launchctl import Launchctl, subprocess_runner
+from loopx_chat.launchagent.plist import NOTIFY_MODES
+from loopx_chat.notify.webhook import checked_url
 
 
 def _installer(cli: CliContext) -> LaunchAgentInstaller:
@@ -65,13 +67,40 @@ def launchagent() -> None:
     default=None,
     help="Port the service listens on (default: keep the installed one, else 8767).",
 )
+@click.option(
+    "--notify",
+    type=click.Choice(NOTIFY_MODES),
+    default=None,
+    help="How the service tells the owner (default: keep the installed choice, else desktop).",
+)
+@click.option(
+    "--notify-url",
+    default=None,
+    metavar="URL",
+    help="The opt-in webhook the service posts signed notices to.",
+)
 @json_option
 @click.pass_obj
-def install(cli: CliContext, codex_home: Path | None, port: int | None, as_json: bool) -> None:
+def install(
+    cli: CliContext,
+    codex_home: Path | None,
+    port: int | None,
+    notify: str | None,
+    notify_url: str | None,
+    as_json: bool,
+) -> None:
     """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
+    if notify_url is not None:
+        checked_url(notify_url)
     source = "--codex-home" if codex_home else "LOOPX_CHAT_CODEX_HOME"
     explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
-    report = _installer(cli).install(explicit_home=explicit, port=port, explicit_source=source)
+    report = _installer(cli).install(
+        explicit_home=explicit,
+        port=port,
+        explicit_source=source,
+        notify=notify,
+        notify_url=notify_url,
+    )
     _render(report, as_json)
 
 

@@ -13,7 +13,6 @@ from typing import Any, TypeVar
 import click
 
 from loopx_chat.cli.context import CliContext
-from loopx_chat.errors import Remedy, StateError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -36,24 +35,9 @@ def actor_option(default: str, role: str) -> Callable[[F], F]:
 
 
 def known_goal(cli: CliContext, goal_id: str) -> str:
-    """GOAL_ID when some session or goal record names it; else `goal_not_found`."""
-    from loopx_chat.goals.gate_store import GateStore, validate_goal_id
-    from loopx_chat.goals.goal_facts import known_goal_ids
+    """GOAL_ID when some session or goal record names it; else `goal_not_found` (the one
+    refusal the service gives too: `goals.goal_facts.require_goal`)."""
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_facts import require_goal
 
-    gid = validate_goal_id(goal_id)
-    sessions = cli.store().list().sessions
-    goals = GateStore(cli.state_dir)
-    # A folder left empty by a write that failed names no goal: records do.
-    if any(s.goal_id == gid for s in sessions) or goals.has_records(gid):
-        return gid
-    known = known_goal_ids(sessions, goals)
-    shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
-    raise StateError(
-        f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
-        error_code="goal_not_found",
-        remedy=Remedy(
-            summary="No session or goal record names this goal.",
-            next_action="Check the spelling with `loopx-chat status`, or start the goal with "
-            f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",
-        ),
-    )
+    return require_goal(cli.store(), GateStore(cli.state_dir), goal_id)

@@ -13,11 +13,16 @@ import threading
 import click
 
 from loopx_chat import __version__
+from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.notify.dispatcher import MODES
+from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
+from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -48,7 +53,7 @@ from loopx_chat.state.service_runtime import (
     default=4,
     show_default=True,
     help="Codex app-servers kept loaded at once (the least recently used idle one closes "
-    "first; beyond it with all busy: 503 busy).",
+    "first; beyond it with all busy: refused as busy).",
 )
 @click.option(
     "--max-running",
@@ -71,6 +76,29 @@ from loopx_chat.state.service_runtime import (
     show_default=True,
     help="Connections open at once.",
 )
+@click.option(
+    "--notify",
+    "notify_mode",
+    type=click.Choice(MODES),
+    default="desktop",
+    show_default=True,
+    help="How the owner is told that a goal needs them: desktop notices (osascript or "
+    "notify-send), the --notify-url webhook, both, or none.",
+)
+@click.option(
+    "--notify-url",
+    default=None,
+    metavar="URL",
+    help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
+)
+@click.option(
+    "--sandbox",
+    type=click.Choice(["read-only", "workspace-write"]),
+    default="read-only",
+    show_default=True,
+    help="What the agent may touch in the sessions this service runs.",
+)
+@policy_options
 @click.pass_obj
 def serve(
     cli: CliContext,
@@ -80,9 +108,19 @@ def serve(
     max_running: int,
     max_streams: int,
     max_connections: int,
+    notify_mode: str,
+    notify_url: str | None,
+    sandbox: str,
+    approval: str,
+    plan: bool,
+    decision_timeout: float,
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
     only (everything but /healthz needs the secret in the state dir)."""
+    if notify_url is not None:
+        checked_url(notify_url)
+    if notify_mode in ("webhook", "both") and not notify_url:
+        raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
     controller = ChatController(
@@ -90,7 +128,11 @@ def serve(
         environ=cli.environ,
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
-        config=ControllerConfig(max_warm=max_warm),
+        config=ControllerConfig(
+            max_warm=max_warm,
+            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+            decision_timeout=decision_timeout,
+        ),
     )
     goals = GateStore(cli.state_dir)
     try:
@@ -116,9 +158,7 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-    threading.Thread(
-        target=server.app.warm_host_facts, name="loopx-host-warmup", daemon=True
-    ).start()
+    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()
@@ -138,7 +178,18 @@ def serve(
     else:
         # Under launchd stderr is a log file, which must never hold the secret.
         log("open the page with `loopx-chat open` (it carries the owner's login link)")
+    watcher = NoticeWatcher(
+        status=server.app.status_snapshot,
+        actions=server.app.page_actions,
+        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ),
+        state_dir=cli.state_dir,
+        page_url=f"http://127.0.0.1:{server.port}/",
+    )
+    server.app.card_notes = watcher.notes
+    controller.host_requests.listeners.append(lambda _live: watcher.wake())
+    watcher.start()
     try:
         serve_forever(server)
     finally:
+        watcher.close()
         remove_runtime(cli.state_dir, os.getpid())

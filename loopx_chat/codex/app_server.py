@@ -35,6 +35,7 @@ from loopx_chat.codex.host_connection import (
     Notification,
     ProcessGone,
     RpcError,
+    ServerRequest,
     ServerRequestPolicy,
 )
 from loopx_chat.errors import CodexError, Remedy
@@ -332,23 +333,47 @@ class AppServerProcess:
             self.stats.skipped_lines += 1
             self._log.note("skipped a JSON message with neither a known id nor a method")
             return
-        if "id" in message:
-            self._answer_server_request(message["id"], method)
-            return
         params = message.get("params")
+        if "id" in message:
+            self._answer_server_request(
+                message["id"], method, params if isinstance(params, dict) else {}
+            )
+            return
         self.notifications.put(Notification(method, params if isinstance(params, dict) else {}))
 
-    def _answer_server_request(self, request_id: Any, method: str) -> None:
+    def _answer_server_request(
+        self, request_id: Any, method: str, params: Mapping[str, Any]
+    ) -> None:
         self.stats.server_requests += 1
+        holder = self._policy.holder
+        if holder is not None:
+            try:
+                if holder(self, ServerRequest(request_id, method, params)):
+                    return
+            except Exception:  # a holder that fails must not leave codex waiting
+                self._log.note(f"the holder of a {method} request failed; answered by policy")
         result, error = self._policy.answer(method)
-        reply: dict[str, Any] = {"id": request_id}
+        # On the reader thread: a reply that cannot be written must not stop the reading.
+        self.reply(request_id, result=result, error=error)
+
+    def reply(
+        self,
+        request_id: Any,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Answer a server request; False when the app-server is gone or stopped reading."""
+        message: dict[str, Any] = {"id": request_id}
         if error is not None:
-            reply["error"] = error
+            message["error"] = dict(error)
         else:
-            reply["result"] = result
-        # On the reader worker: a reply that cannot be written must not stop the reading.
-        with contextlib.suppress(ProcessGone, TimeoutError):
-            self._send(reply)
+            message["result"] = dict(result or {})
+        try:
+            self._send(message)
+        except (ProcessGone, TimeoutError):
+            return False
+        return True
 
     def _pump_stderr(self) -> None:
         stream = self.proc.stderr

@@ -40,14 +40,27 @@ class Notification:
 
 
 @dataclass(frozen=True)
+class ServerRequest:
+    """A request codex sent us (an approval, a question). `params` stay in memory only."""
+
+    request_id: Any
+    method: str
+    params: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class ServerRequestPolicy:
     """How server-initiated requests are answered. Default: decline everything.
 
-    Approvals get `decision` (`decline` by default); any other request (user input,
-    elicitation, unknown future methods) gets a JSON-RPC error so the server moves on.
+    `holder`, when set, is offered each request first (on the reader thread; it must not
+    block), with the connection that received it: True means it took the request and will
+    answer it later through the connection's `reply`. Otherwise approvals get `decision`
+    (`decline` by default); any other request (user input, elicitation, unknown future
+    methods) gets a JSON-RPC error so the server moves on.
     """
 
     approval_decision: str = "decline"
+    holder: Callable[[Any, ServerRequest], bool] | None = None
 
     def answer(self, method: str) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
         if method.endswith("/requestApproval"):
@@ -61,7 +74,9 @@ class HostConnection(Protocol):
     """One running app-server, spoken to in JSON-RPC.
 
     Server requests (approvals, questions) never reach the caller: the connection answers
-    them by its `ServerRequestPolicy`, so a turn never blocks on one.
+    them by its `ServerRequestPolicy` (whose `holder`, the controller's host-request desk,
+    may keep one for the owner and answer it later), so a turn never blocks on one unless
+    the owner let codex ask.
     """
 
     @property

@@ -32,6 +32,7 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequestPolicy,
 )
+from loopx_chat.codex.turn_defaults import APPROVAL, HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
@@ -50,18 +51,21 @@ ABANDON_RETRY_SEC = 2.0
 class Timeouts:
     startup: float = 30.0
     request: float = 30.0
-    idle: float = 180.0  # no notification at all for this long during a turn
-    hard: float = 900.0  # whole turn
+    idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
+    hard: float = HARD_TIMEOUT_SEC  # whole turn
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
 
 @dataclass(frozen=True)
 class ThreadOptions:
-    sandbox: str = "read-only"
-    approval_policy: str = "never"
+    sandbox: str = SANDBOX
+    approval_policy: str = APPROVAL
     config_args: tuple[str, ...] = ()
     server_requests: ServerRequestPolicy = field(default_factory=ServerRequestPolicy)
+    # Turns in codex's Plan collaboration mode: the only mode in which the model may ask the
+    # owner a question (`request_user_input`).
+    plan: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,12 +149,20 @@ class CodexThread:
     """A warm app-server process with one thread loaded."""
 
     def __init__(
-        self, proc: HostConnection, thread_id: str, timeouts: Timeouts, log_path: Path
+        self,
+        proc: HostConnection,
+        thread_id: str,
+        timeouts: Timeouts,
+        log_path: Path,
+        options: ThreadOptions | None = None,
+        model: str | None = None,
     ) -> None:
         self.proc = proc
         self.thread_id = thread_id
         self.timeouts = timeouts
         self.log_path = log_path
+        self.options = options or ThreadOptions()
+        self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
         # The thread's cumulative usage as codex last reported it (a resume reports it too):
         # a turn is charged the growth of this total, never another turn's `last` figure.
@@ -200,7 +212,7 @@ class CodexThread:
             config_args.append(f"model_catalog_json={json.dumps(str(catalog_path))}")
         proc = _spawn_handshaked(launch, config_args)
         try:
-            thread_id = cls._load_thread(
+            thread_id, model = cls._load_thread(
                 proc,
                 resume_thread_id=resume_thread_id,
                 work_dir=launch.work_dir,
@@ -213,7 +225,7 @@ class CodexThread:
         except BaseException:
             proc.close(launch.timeouts.close_grace)
             raise
-        return cls(proc, thread_id, launch.timeouts, launch.log_path)
+        return cls(proc, thread_id, launch.timeouts, launch.log_path, launch.options, model)
 
     @staticmethod
     def _handshake(
@@ -275,7 +287,8 @@ class CodexThread:
         developer_instructions: str | None,
         retry_allowed: bool,
         log_path: Path,
-    ) -> str:
+    ) -> tuple[str, str | None]:
+        """(thread id, the model codex reports for it)."""
         params: dict[str, Any] = {
             "cwd": str(work_dir),
             # Resume restores most settings but not the sandbox: pass both every time.
@@ -320,21 +333,29 @@ class CodexThread:
                 error_code="app_server_protocol",
                 remedy=HOST_REMEDY,
             )
-        return thread_id
+        model = result.get("model")
+        return thread_id, model if isinstance(model, str) else None
 
     # -- turns --------------------------------------------------------------------------
     def start_turn(self, text: str) -> tuple[str, bool]:
-        """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id."""
-        result = _rpc(
-            self.proc,
-            "turn/start",
-            {
-                "threadId": self.thread_id,
-                "input": [{"type": "text", "text": text, "text_elements": []}],
-            },
-            self.timeouts.request,
-            self.log_path,
-        )
+        """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id.
+
+        The approval policy goes with every turn, and Plan mode when the options ask for it."""
+        params: dict[str, Any] = {
+            "threadId": self.thread_id,
+            "input": [{"type": "text", "text": text, "text_elements": []}],
+            "approvalPolicy": self.options.approval_policy,
+        }
+        if self.options.plan:
+            params["collaborationMode"] = {
+                "mode": "plan",
+                "settings": {
+                    "model": self.model,
+                    "reasoning_effort": None,
+                    "developer_instructions": None,
+                },
+            }
+        result = _rpc(self.proc, "turn/start", params, self.timeouts.request, self.log_path)
         turn = result.get("turn")
         turn_id = turn.get("id") if isinstance(turn, dict) else None
         if not isinstance(turn_id, str) or not turn_id:
@@ -362,6 +383,9 @@ class CodexThread:
         """
         usage = _TurnUsage(self.usage_total)
         started = last_event = time.monotonic()
+        # While codex waits on the owner (an approval, a question), neither the idle nor the
+        # turn timeout runs: the time spent waiting is added back when the wait ends.
+        waiting_since: float | None = None
         interrupt_sent_for: str | None = None
         settle_deadline: float | None = None
         retry_at: float | None = None  # when to ask again for an interrupt codex refused
@@ -371,6 +395,8 @@ class CodexThread:
                 reason: str | None = None
                 if should_interrupt():
                     reason = "interrupted"
+                elif waiting_since is not None:
+                    pass
                 elif now - last_event > self.timeouts.idle:
                     reason = "idle_timeout"
                 elif now - started > self.timeouts.hard:
@@ -396,6 +422,17 @@ class CodexThread:
                 continue
             last_event = time.monotonic()
             params = note.params
+            if note.method == "thread/status/changed" and params.get("threadId") in (
+                None,
+                self.thread_id,
+            ):
+                waiting = _waits_on_owner(params.get("status"))
+                if waiting and waiting_since is None:
+                    waiting_since = last_event
+                elif not waiting and waiting_since is not None:
+                    started += last_event - waiting_since
+                    waiting_since = None
+                continue
             if note.method == "thread/tokenUsage/updated" and params.get("threadId") in (
                 None,
                 self.thread_id,
@@ -543,6 +580,14 @@ def _rpc(
             error_code=timeout_code,
             remedy=HOST_REMEDY,
         ) from None
+
+
+OWNER_WAIT_FLAGS = frozenset({"waitingOnApproval", "waitingOnUserInput"})
+
+
+def _waits_on_owner(status: object) -> bool:
+    flags = status.get("activeFlags") if isinstance(status, dict) else None
+    return isinstance(flags, list) and any(f in OWNER_WAIT_FLAGS for f in flags)
 
 
 def _timeout_code(reason: str | None) -> str | None:

@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
@@ -36,6 +36,7 @@ from loopx_chat.codex.host_connection import (
     HostConnection,
     ProcessGone,
     RpcError,
+    ServerRequest,
 )
 from loopx_chat.codex.thread import (
     CodexThread,
@@ -45,6 +46,7 @@ from loopx_chat.codex.thread import (
     Timeouts,
     TurnOutcome,
 )
+from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.controller.home_ownership import (
     AppServerRegistry,
     HomeLock,
@@ -72,6 +74,9 @@ from loopx_chat.state.session_records import (
     validate_session_id,
 )
 from loopx_chat.state.session_store import SessionStore
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.host_requests import HostRequestDesk
 
 INTERRUPT_MARKER = "interrupt.request"
 STDERR_LOG = "app-server.stderr.log"
@@ -128,6 +133,8 @@ class ControllerConfig:
     # How many threads may be loaded at once (None: no cap). The service sets it, since its
     # clients open sessions; one CLI command loads one thread.
     max_warm: int | None = None
+    # How long an approval or question codex asks waits for the owner (host_requests).
+    decision_timeout: float = DECISION_TIMEOUT_SEC
 
 
 DEFAULT_CONFIG = ControllerConfig()
@@ -185,6 +192,31 @@ class ChatController:
         self.host_loop_notices: list[str] = []
         # Sessions whose goal loop a run in this process follows (or is about to recover).
         self.following_goal_loops: set[str] = set()
+        # What codex asks (approvals, questions) is offered to the host-request desk first,
+        # when the owner let codex ask at all; under `never` (and no Plan mode) anything codex
+        # sends anyway is answered at once by the policy, as before.
+        self._host_desk: HostRequestDesk | None = None
+        self._host_desk_lock = threading.Lock()
+        options = self.config.options
+        if options.approval_policy != "never" or options.plan:
+            holder = replace(options.server_requests, holder=self._hold_host_request)
+            self.config = replace(self.config, options=replace(options, server_requests=holder))
+
+    @property
+    def host_requests(self) -> HostRequestDesk:
+        """The desk holding codex's live approvals and questions (made on first use)."""
+        with self._host_desk_lock:
+            if self._host_desk is None:
+                from loopx_chat.controller.host_requests import HostRequestDesk
+                from loopx_chat.goals.gate_store import GateStore
+
+                self._host_desk = HostRequestDesk(
+                    GateStore(self.store.root), decision_timeout=self.config.decision_timeout
+                )
+            return self._host_desk
+
+    def _hold_host_request(self, proc: Any, request: ServerRequest) -> bool:
+        return self.host_requests.take(proc, request)
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -199,15 +231,17 @@ class ChatController:
 
         goals = GateStore(self.store.root)
         try:
-            open_ids = [
-                g.gate_id
-                for gid in goals.goal_ids()
-                for g in goals.gates(gid)
-                if g.status == "pending"
+            pending = [
+                g for gid in goals.goal_ids() for g in goals.gates(gid) if g.status == "pending"
             ]
         except LoopxChatError:
-            open_ids = []  # an unreadable gate log is reported by `gate list`, not here
+            pending = []  # an unreadable gate log is reported by `gate list`, not here
+        open_ids = [g.gate_id for g in pending]
         self.control.record("controller_started", open_gate_ids=open_ids, pid=os.getpid())
+        if any(g.host and g.host.get("state") == "live" for g in pending):
+            with contextlib.suppress(LoopxChatError):
+                # A request held by a process that is gone was forgotten by codex too.
+                self.host_requests.expire_orphans(pending)
 
     @property
     def codex_home(self) -> Path:
@@ -665,6 +699,11 @@ class ChatController:
             warm = self._ensure_warm(record, client_turn_id, text)
             digest = message_digest(text)
             _check_may_start(may_start)
+            desk = self.host_requests
+            desk.bind(warm.thread.thread_id, record.session_id, record.goal_id)
+            carried = list(desk.carry_lines(record.goal_id, record.session_id))
+            if carried:
+                text = "\n".join(f"[loopx-chat] {line}" for line in carried) + "\n\n" + text
             return self._run_turn(
                 session_id, warm, text, client_turn_id, on_delta, on_started, digest
             )
@@ -756,6 +795,8 @@ class ChatController:
             with warm.steer_lock:
                 warm.running_turn_id = None
             self._marker(session_id).unlink(missing_ok=True)
+            if self._host_desk is not None:
+                self._host_desk.turn_ended(warm.thread.thread_id)
         if outcome.error_code in ("app_server_exited", "app_server_protocol"):
             self._warm.drop(session_id)
         else:
@@ -900,6 +941,8 @@ class ChatController:
     def close(self, grace: float = 5.0) -> None:
         """Interrupt running turns, close every app-server and release thread locks."""
         self._warm.close(grace)
+        if self._host_desk is not None:
+            self._host_desk.close()
 
     def __enter__(self) -> ChatController:
         return self

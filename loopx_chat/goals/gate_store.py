@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -41,7 +41,10 @@ DECISIONS = ("approve", "reject")
 TYPED_TEXT_LIMIT = 280
 # Who decided a gate, by the owner's surface: the page (its cookie), a program with the
 # owner's secret, or the owner's terminal. Records written before this say nothing (None).
-DECIDERS = ("owner-page", "owner-api", "owner-cli")
+DECIDERS = ("owner-page", "owner-api", "owner-cli", "owner-terminal")
+# A host gate (what codex asked: an approval or a question) has this id prefix and a compact
+# `host` mapping (kind, ids, a public-safe summary; see controller/host_requests.py).
+HOST_GATE_PREFIX = "host-"
 # Whitespace controls collapse into one space; every other control character (an escape
 # sequence, a NUL, a bidi override that reorders what a reader sees) is refused.
 _BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
@@ -112,6 +115,8 @@ class Gate:
     reason: str | None = None
     decided_by: str | None = None  # one of DECIDERS
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
+    # Host gates only: compact facts about codex's request, merged over its events.
+    host: dict[str, Any] | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -173,7 +178,13 @@ class GateStore:
 
     # -- gates ---------------------------------------------------------------------------
     def request_gate(
-        self, goal_id: str, question: str, *, actor: str = "operator", blocking: bool = True
+        self,
+        goal_id: str,
+        question: str,
+        *,
+        actor: str = "operator",
+        blocking: bool = True,
+        host: Mapping[str, Any] | None = None,
     ) -> Gate:
         if actor not in GATE_ACTORS:
             raise UsageError(
@@ -181,8 +192,8 @@ class GateStore:
                 error_code="usage_error",
             )
         text = public_text(question, "question")
-        gate_id = "gate-" + uuid.uuid4().hex[:12]
-        event = {
+        gate_id = ("gate-" if host is None else HOST_GATE_PREFIX) + uuid.uuid4().hex[:12]
+        event: dict[str, Any] = {
             "schema_version": GATE_EVENT_SCHEMA,
             "event": "requested",
             "gate_id": gate_id,
@@ -192,6 +203,8 @@ class GateStore:
             "blocking": blocking,
             "at": self._clock(),
         }
+        if host is not None:
+            event["host"] = dict(host)
         with self._locked(goal_id) as folder:
             # Read first: a log that cannot be read takes no new record (and an error is
             # never printed for a record that was committed).
@@ -208,6 +221,7 @@ class GateStore:
         reason: str | None,
         *,
         decided_by: str = "owner-cli",
+        host: Mapping[str, Any] | None = None,
     ) -> Gate:
         if decision not in DECISIONS:
             raise UsageError("decision must be approve or reject", error_code="usage_error")
@@ -237,6 +251,7 @@ class GateStore:
                     "actor": decided_by,
                     "surface": decided_by.removeprefix("owner-"),
                     "at": self._clock(),
+                    **({"host": dict(host)} if host is not None else {}),
                 },
             )
         self.control.record(
@@ -246,6 +261,23 @@ class GateStore:
             decision=decision,
             actor=decided_by,
         )
+        return self.gate(goal_id, gate_id)
+
+    def note_host(self, goal_id: str, gate_id: str, update: Mapping[str, Any]) -> Gate:
+        """Merge compact facts into a host gate (expired, carried, notified, seen...)."""
+        self.gate(goal_id, gate_id)
+        with self._locked(goal_id) as folder:
+            append_record(
+                folder / "gates.jsonl",
+                {
+                    "schema_version": GATE_EVENT_SCHEMA,
+                    "event": "host_noted",
+                    "gate_id": gate_id,
+                    "goal_id": goal_id,
+                    "host": dict(update),
+                    "at": self._clock(),
+                },
+            )
         return self.gate(goal_id, gate_id)
 
     def gates(self, goal_id: str) -> list[Gate]:
@@ -264,7 +296,13 @@ class GateStore:
                     created_at=str(event.get("at")),
                     updated_at=str(event.get("at")),
                     history=(event,),
+                    host=dict(event["host"]) if isinstance(event.get("host"), dict) else None,
                 )
+            elif event.get("event") == "host_noted" and gate_id in folded:
+                gate = folded[gate_id]
+                update = event.get("host")
+                if isinstance(update, dict):
+                    folded[gate_id] = replace(gate, host={**(gate.host or {}), **update})
             elif event.get("event") == "resolved" and gate_id in folded:
                 gate = folded[gate_id]
                 decision = str(event.get("decision"))
@@ -277,6 +315,8 @@ class GateStore:
                     updated_at=str(event.get("at")),
                     history=(*gate.history, event),
                 )
+                if gate.host is not None and isinstance(event.get("host"), dict):
+                    folded[gate_id] = replace(folded[gate_id], host={**gate.host, **event["host"]})
         return list(folded.values())
 
     def gate(self, goal_id: str, gate_id: str) -> Gate:

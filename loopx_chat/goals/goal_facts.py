@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from loopx_chat import errors
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import Gate, GateStore, Handoff, is_valid_goal_id
 from loopx_chat.goals.goal_ledger import GoalLedger
@@ -337,3 +338,26 @@ def goal_exists(store: SessionStore, goals: GateStore, goal_id: str) -> bool:
 def known_goal_ids(sessions: Sequence[SessionRecord], goals: GateStore) -> list[str]:
     named = {s.goal_id for s in sessions if is_valid_goal_id(s.goal_id)}
     return sorted(named | set(goals.goal_ids()))
+
+
+def require_goal(store: SessionStore, goals: GateStore, goal_id: str) -> str:
+    """GOAL_ID (checked) when some session or goal record names it; else `goal_not_found`
+    listing the goals that exist. The CLI and the service refuse a typo the same way."""
+    from loopx_chat.goals.gate_store import validate_goal_id
+
+    gid = validate_goal_id(goal_id)
+    sessions = store.list().sessions
+    # A folder left empty by a write that failed names no goal: records do.
+    if any(s.goal_id == gid for s in sessions) or goals.has_records(gid):
+        return gid
+    known = known_goal_ids(sessions, goals)
+    shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "")
+    raise StateError(
+        f"no goal {gid}" + (f" (goals: {shown})" if known else " (there are no goals yet)"),
+        error_code="goal_not_found",
+        remedy=errors.Remedy(
+            summary="No session or goal record names this goal.",
+            next_action="Check the spelling with `loopx-chat status`, or start the goal with "
+            f"`loopx-chat goal set {gid} --objective TEXT` or `loopx-chat chat new --goal {gid}`.",
+        ),
+    )

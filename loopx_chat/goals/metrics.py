@@ -20,7 +20,11 @@ numerator and denominator; events are those of `control_events.EVENT_FIELDS`):
 - stale_projection_detection: stale detections, with mean lag in turns and seconds;
 - time_to_owner_sees_blocker: blockers (failed or timed-out turns, blocking gates) that an
   owner's view (the page, `status` on a terminal, `?viewer=owner`) displayed / blockers,
-  with mean and max seconds in between.
+  with mean and max seconds in between;
+- time_to_notice: blockers a notice reached the owner about (a desktop notifier exited 0,
+  or the webhook answered 2xx) / blockers, with mean and max seconds in between;
+- time_to_decision: blocking gates (owner gates and host gates) decided / blocking gates
+  requested, with mean and max seconds from request to decision.
 """
 
 from __future__ import annotations
@@ -165,7 +169,8 @@ def stale_projection_detection(log: EventLog) -> dict[str, Any]:
     }
 
 
-def time_to_owner_sees_blocker(log: EventLog) -> dict[str, Any]:
+def _blockers(log: EventLog) -> list[tuple[str, float]]:
+    """Failed or timed-out turns and blocking gates, each with the time it blocked."""
     blockers: list[tuple[str, float]] = [
         (str(t.get("turn_id")), _t(t.get("at")))
         for t in log.turns
@@ -176,16 +181,45 @@ def time_to_owner_sees_blocker(log: EventLog) -> dict[str, Any]:
         for g in log.kind("gate_requested")
         if g.get("blocking", True)
     ]
-    shown: dict[str, float] = {}
-    for d in log.kind("blocker_displayed"):
-        shown.setdefault(str(d.get("blocker_ref")), _t(d.get("at")))
-    delays = [shown[ref] - at for ref, at in blockers if ref in shown and shown[ref] >= at]
+    return blockers
+
+
+def _first_at(events: Iterable[Mapping[str, Any]], key: str) -> dict[str, float]:
+    first: dict[str, float] = {}
+    for e in events:
+        first.setdefault(str(e.get(key)), _t(e.get("at")))
+    return first
+
+
+def _delays_ratio(
+    blockers: list[tuple[str, float]], reached: Mapping[str, float]
+) -> dict[str, Any]:
+    delays = [reached[ref] - at for ref, at in blockers if ref in reached and reached[ref] >= at]
     return _ratio(
         len(delays),
         len(blockers),
         mean_seconds=round(sum(delays) / len(delays), 3) if delays else None,
         max_seconds=round(max(delays), 3) if delays else None,
     )
+
+
+def time_to_owner_sees_blocker(log: EventLog) -> dict[str, Any]:
+    return _delays_ratio(_blockers(log), _first_at(log.kind("blocker_displayed"), "blocker_ref"))
+
+
+def time_to_notice(log: EventLog) -> dict[str, Any]:
+    """Blockers a notice reached the owner about (the first channel counts) / blockers."""
+    return _delays_ratio(_blockers(log), _first_at(log.kind("blocker_notified"), "blocker_ref"))
+
+
+def time_to_decision(log: EventLog) -> dict[str, Any]:
+    """Blocking gates (owner and host gates) decided / blocking gates requested."""
+    asked = [
+        (str(g.get("gate_id")), _t(g.get("at")))
+        for g in log.kind("gate_requested")
+        if g.get("blocking", True)
+    ]
+    return _delays_ratio(asked, _first_at(log.kind("gate_resolved"), "gate_id"))
 
 
 # The six metrics, in the order the spec and docs/metrics.md list them: name -> rule.
@@ -196,6 +230,9 @@ METRICS: Mapping[str, Callable[[EventLog], dict[str, Any]]] = {
     "cross_session_handoff_success": cross_session_handoff_success,
     "stale_projection_detection": stale_projection_detection,
     "time_to_owner_sees_blocker": time_to_owner_sees_blocker,
+    # The sixth metric split by where the clock stops: a notice sent, a decision made.
+    "time_to_notice": time_to_notice,
+    "time_to_decision": time_to_decision,
 }
 
 

@@ -36,6 +36,7 @@ from loopx_chat.launchagent.legacy import Ambiguous
 from loopx_chat.launchagent.plist import (
     DEFAULT_HOST,
     DEFAULT_PORT,
+    NOTIFY_MODES,
     STANDARD_PATH,
     AgentSpec,
     LaunchAgentError,
@@ -275,8 +276,21 @@ class LaunchAgentInstaller:
         existing: ParsedPlist | None,
         port: int,
         warnings: list[str],
+        *,
+        notify: str | None = None,
+        notify_url: str | None = None,
     ) -> tuple[bytes, list[str], list[str]]:
-        """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one)."""
+        """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one).
+
+        `notify` / `notify_url` not given keep what the installed plist says (desktop when
+        it says nothing usable)."""
+        if notify is None and existing is not None:
+            notify = existing.option("--notify")
+        if notify not in NOTIFY_MODES:
+            notify = "desktop"
+        if notify_url is None and existing is not None:
+            notify_url = existing.option("--notify-url")
+        notify_args = ("--notify", notify) + (("--notify-url", notify_url) if notify_url else ())
         path_parts: list[str] = []
         codex_bin = self._codex_bin(existing, warnings)
         if codex_bin:
@@ -301,6 +315,7 @@ class LaunchAgentInstaller:
                 DEFAULT_HOST,
                 "--port",
                 str(port),
+                *notify_args,
             ),
             environment=env,
             working_directory=self.ctx.user_home,
@@ -326,6 +341,8 @@ class LaunchAgentInstaller:
         port: int | None,
         action: str = "install",
         explicit_source: str = "--codex-home",
+        notify: str | None = None,
+        notify_url: str | None = None,
     ) -> Report:
         current = self.read_existing()  # fails closed before any launchctl call
         existing = current[1] if current else None
@@ -343,7 +360,9 @@ class LaunchAgentInstaller:
         if not Path(binding.path).is_dir():
             warnings.append(f"Codex home {binding.path} does not exist yet")
         chosen_port = port or (existing.port() if existing else None) or DEFAULT_PORT
-        data, kept, dropped = self.build(binding, existing, chosen_port, warnings)
+        data, kept, dropped = self.build(
+            binding, existing, chosen_port, warnings, notify=notify, notify_url=notify_url
+        )
         # The owner's secret before launchd starts the service, so the login URL is known now;
         # one others could read refuses the install here, before anything changes.
         ensure_secret(self.service_state_dir(existing))

@@ -21,6 +21,8 @@ DEFAULT_LABEL_PREFIX = "com.loopx"
 LABEL_SUFFIX = "chat"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8767
+# `serve --notify` values the plist may carry (the service's own list is notify.dispatcher).
+NOTIFY_MODES = ("none", "desktop", "webhook", "both")
 # launchd throttles any relaunch, intentional ones included; 10 s is its own default.
 THROTTLE_INTERVAL_SEC = 10
 # Standard: no background CPU/IO throttling for a service a person's browser waits on.
@@ -65,6 +67,16 @@ class ParsedPlist:
             # ASCII digits only: `"²".isdigit()` is True, and int() refuses it.
             if value is not None and _PORT.fullmatch(value) and 0 < int(value) < 65536:
                 return int(value)
+        return None
+
+    def option(self, name: str) -> str | None:
+        """The value of `name` (`--notify X` or `--notify=X`) in the service's argv."""
+        args = list(self.program_arguments)
+        for i, arg in enumerate(args):
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+            if arg.startswith(name + "="):
+                return arg[len(name) + 1 :]
         return None
 
 

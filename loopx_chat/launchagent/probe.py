@@ -13,6 +13,7 @@ import http.client
 import json
 import time
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 CONNECT_TIMEOUT_SEC = 1.0
@@ -47,7 +48,7 @@ def _get_json(
         return None, type(exc).__name__
     finally:
         conn.close()
-    if response.status != 200:
+    if response.status != HTTPStatus.OK:
         return None, f"HTTP {response.status}"
     try:
         doc = json.loads(body)
@@ -58,7 +59,7 @@ def _get_json(
 
 def probe_capabilities(host: str, port: int, secret: str | None = None) -> ServiceProbe:
     """Who answers on `port`, asked with the owner's secret (without it, a loopx-chat service
-    answers 401, reported as such)."""
+    refuses us, reported as such)."""
     doc, problem = _get_json(host, port, "/api/chat/capabilities", secret)
     if doc is None:
         return ServiceProbe(answering=False, detail=problem)

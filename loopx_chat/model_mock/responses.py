@@ -131,6 +131,17 @@ def _tool_output_after_last_user(body: dict[str, Any]) -> str | None:
     return found
 
 
+def _tool_outputs(body: dict[str, Any]) -> list[str]:
+    """Every function_call_output in the request's input, as text, in order."""
+    items = body.get("input")
+    out: list[str] = []
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            output = item.get("output")
+            out.append(output if isinstance(output, str) else json.dumps(output))
+    return out
+
+
 def _answers_call(body: dict[str, Any], issued: set[str]) -> str | None:
     """The output text when the request's last input item answers a call this mock made.
 
@@ -468,7 +479,7 @@ class MockResponsesServer:
 
     Use as a context manager, or call `start()` and `stop()`.  Every ``POST /v1/responses`` is
     recorded in `requests` (in memory only) as ``{"model", "user_texts", "assistant_texts",
-    "headers"}``.
+    "tool_outputs", "headers"}``.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -570,6 +581,7 @@ class MockResponsesServer:
             "model": body.get("model"),
             "user_texts": _message_texts(body, "user", "input_text"),
             "assistant_texts": _message_texts(body, "assistant", "output_text"),
+            "tool_outputs": _tool_outputs(body),
             "headers": {k.lower(): v for k, v in headers.items()},
         }
         # Counting and appending under one lock keeps `#N` equal to the entry's position.

@@ -18,7 +18,7 @@ import secrets
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -30,12 +30,13 @@ from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.controller.host_loops import HostLoops
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
-from loopx_chat.goals.gate_store import DECISIONS, GateStore, validate_goal_id
-from loopx_chat.goals.goal_facts import goal_exists
+from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, GateStore, validate_goal_id
+from loopx_chat.goals.gate_store import Gate as GoalGate
+from loopx_chat.goals.goal_facts import goal_exists, require_goal
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
-from loopx_chat.service import access
+from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import Access, AccessDecision
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.page import (
@@ -170,12 +171,23 @@ def without_paths(text: str) -> str:
     return _LOCAL_PATH.sub("<path>", text)
 
 
-def from_error(exc: LoopxChatError) -> Response:
-    remedy = exc.to_dict()["gate"]
-    if isinstance(remedy, dict):
-        remedy = {k: without_paths(v) if isinstance(v, str) else v for k, v in remedy.items()}
+def error_doc(exc: LoopxChatError, *, redact: bool = True) -> dict[str, Any]:
+    """An error as the API shows it: local paths cut, except for the owner's own CLI, which
+    prints the message the direct path would print in the same terminal."""
+    doc = exc.to_dict()
+    if redact:
+        doc["error"] = without_paths(exc.message)
+        if isinstance(doc["gate"], dict):
+            doc["gate"] = {
+                k: without_paths(v) if isinstance(v, str) else v for k, v in doc["gate"].items()
+            }
+    return doc
+
+
+def from_error(exc: LoopxChatError, *, redact: bool = True) -> Response:
+    doc = error_doc(exc, redact=redact)
     response = error_response(
-        http_status(exc.error_code), exc.error_code, without_paths(exc.message), remedy
+        http_status(exc.error_code), exc.error_code, doc["error"], doc["gate"]
     )
     retry = RETRY_AFTER_SEC.get(exc.error_code)
     if retry is not None:
@@ -232,6 +244,8 @@ class _Worker:
     """What a turn's worker (the OS thread that runs it) reports back to the request."""
 
     accepted: threading.Event = field(default_factory=threading.Event)
+    # Set when the worker is done with the turn: its result or error is final.
+    finished: threading.Event = field(default_factory=threading.Event)
     result: TurnResult | None = None
     error: LoopxChatError | None = None
     turn: TurnRecord | None = None
@@ -290,6 +304,8 @@ class ServiceApp:
         self._status_cache = StatusCache(controller.store.root, self._compute_status)
         # Per process: the page embeds it, and every write the page makes must send it back.
         self.csrf_token = secrets.token_urlsafe(32)
+        # Notes per goal for its card (a notice that could not be sent); set by `serve`.
+        self.card_notes: Callable[[], Mapping[str, tuple[str, ...]]] = dict
 
     # -- entry ---------------------------------------------------------------------------
     def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
@@ -335,9 +351,12 @@ class ServiceApp:
             request = Request("GET" if method == "HEAD" else method, path, query, headers, body)
             return self._route(request, decision)
         except LoopxChatError as exc:
-            return from_error(exc)
+            return from_error(exc, redact=decision.surface != "cli")
         except OSError as exc:  # a state failure nobody below mapped: still a known condition
-            return from_error(state_os_error(exc, exc.filename or "the state dir", writing=False))
+            return from_error(
+                state_os_error(exc, exc.filename or "the state dir", writing=False),
+                redact=decision.surface != "cli",
+            )
         finally:
             if writes:
                 # A client reads its own writes: the next status read looks at the disk again.
@@ -438,7 +457,11 @@ class ServiceApp:
         )
 
     def _turns(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
-        return self._submit(validate_session_id(session_id), self._json(request.body))
+        session_id = validate_session_id(session_id)
+        redact = decision.surface != "cli"
+        if "text/event-stream" in (request.headers.get("accept") or ""):
+            return self._submit_streaming(session_id, self._json(request.body), redact=redact)
+        return self._submit(session_id, self._json(request.body), redact=redact)
 
     def _session_events(
         self, request: Request, decision: AccessDecision, session_id: str
@@ -550,10 +573,15 @@ class ServiceApp:
         return self._status_events()
 
     # -- the first screen ----------------------------------------------------------------
+    def status_snapshot(self) -> tuple[dict[str, Any], bytes]:
+        """The status document and its bytes, as the page and /status.json see it now."""
+        return self._status_cache.get()
+
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
         """Gates, the next handoff and advisory proposals of each goal on the page."""
         records = GoalLedger(self.goals)
         actions: dict[str, GoalActions] = {}
+        notes = self.card_notes()
         running = self.runs.running()
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
@@ -572,6 +600,7 @@ class ServiceApp:
                         decision=g.decision,
                         reason=g.reason,
                         updated_at=g.updated_at,
+                        html=None if g.host is None else self._host_gate_html(goal_id, g),
                     )
                     for g in self.goals.gates(goal_id)
                 )
@@ -602,6 +631,7 @@ class ServiceApp:
                 next_action=handoffs[-1].next_action if handoffs else None,
                 proposals=proposals,
                 blockers=blockers,
+                notes=notes.get(goal_id, ()),
                 run=run_view(
                     run,
                     goal_id in running,
@@ -612,6 +642,10 @@ class ServiceApp:
                 ),
             )
         return actions
+
+    def _host_gate_html(self, goal_id: str, gate: GoalGate) -> str:
+        live = self.controller.host_requests.live(gate.gate_id)
+        return host_gates.render_host_gate(goal_id, gate, live.details if live else None)
 
     def _cards_event(self, status: Mapping[str, Any]) -> dict[str, Any]:
         return {
@@ -672,15 +706,20 @@ class ServiceApp:
     ) -> Response:
         """A gate decision from the page or a program, recorded as `gate resolve` records it,
         with who made it (`owner-page`, `owner-api`, `owner-cli`)."""
-        decision = doc.get("decision")
-        reason = doc.get("reason")
-        if decision not in DECISIONS:
-            raise UsageError("decision must be approve or reject", error_code="usage_error")
-        if reason is not None and not isinstance(reason, str):
-            raise UsageError("reason must be a string", error_code="usage_error")
-        gate = self.goals.resolve_gate(
-            validate_goal_id(goal_id), gate_id, str(decision), reason or None, decided_by=actor
-        )
+        gid = require_goal(self.controller.store, self.goals, goal_id)
+        if gate_id.startswith(HOST_GATE_PREFIX):
+            # What codex asked: answered to the live request when this service holds it.
+            gate = host_gates.decide(self.controller.host_requests, gid, gate_id, doc, actor=actor)
+        else:
+            decision = doc.get("decision")
+            reason = doc.get("reason")
+            if decision not in DECISIONS:
+                raise UsageError("decision must be approve or reject", error_code="usage_error")
+            if reason is not None and not isinstance(reason, str):
+                raise UsageError("reason must be a string", error_code="usage_error")
+            gate = self.goals.resolve_gate(
+                gid, gate_id, str(decision), reason or None, decided_by=actor
+            )
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
         return json_response(200, {**self._cards_event(status), "gate": gate.to_dict()})
@@ -710,6 +749,13 @@ class ServiceApp:
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
         return doc
+
+    def warm_up(self) -> None:
+        """At start, before anyone asks: the codex version `capabilities` reports (a CLI
+        checking whose service this is gives it 1 s, less than a cold `codex --version`
+        may take), then the rollout index."""
+        self.capabilities()
+        self.warm_host_facts()
 
     def warm_host_facts(self) -> None:
         """Bring the rollout index up to date before anyone asks, so the first status read
@@ -786,7 +832,10 @@ class ServiceApp:
         record = self.controller.open_session(gid, work, mode=str(mode))
         return json_response(201, {"ok": True, "session": record.public_dict()})
 
-    def _submit(self, session_id: str, doc: dict[str, Any]) -> Response:
+    def _start_turn(self, session_id: str, doc: dict[str, Any]) -> _Worker:
+        """Check the request, start its turn on a worker thread, and wait until codex has
+        accepted it (or refused, or replayed a finished one). 504 when it never did: the
+        turn then never runs."""
         text = doc.get("text")
         if not isinstance(text, str) or not text.strip():
             raise LoopxChatError("text (a non-empty string) is required", error_code="usage_error")
@@ -843,18 +892,23 @@ class ServiceApp:
                 # listeners of a turn that is still running.
                 if worker.turn is not None and (worker.result is None or worker.result.created):
                     self.hub.end(session_id)
+                worker.finished.set()
 
         threading.Thread(target=run, name=f"turn-{session_id}", daemon=True).start()
         if not worker.accepted.wait(ACCEPT_WAIT_SEC) and worker.give_up():
-            return error_response(
-                504,
-                "turn_not_accepted",
+            raise LoopxChatError(
                 f"codex did not accept the turn in {ACCEPT_WAIT_SEC:g}s; it will not run, so "
                 "it is safe to send it again",
+                error_code="turn_not_accepted",
             )
         worker.accepted.wait()  # started: its acceptance (or failure) is a request away
+        return worker
+
+    def _submit(self, session_id: str, doc: dict[str, Any], *, redact: bool = True) -> Response:
+        """`POST .../turns`: answer once the turn is accepted; `GET .../events` streams it."""
+        worker = self._start_turn(session_id, doc)
         if worker.error is not None:
-            return from_error(worker.error)
+            return from_error(worker.error, redact=redact)
         if worker.result is not None:  # finished (or replayed) before we looked
             code = 201 if worker.result.created else 200
             return json_response(
@@ -874,6 +928,77 @@ class ServiceApp:
         return json_response(
             202, {"ok": True, "session_id": session_id, "created": True, "turn": turn.public_dict()}
         )
+
+    def _submit_streaming(
+        self, session_id: str, doc: dict[str, Any], *, redact: bool = True
+    ) -> Response:
+        """`POST .../turns` with `Accept: text/event-stream`: the turn's own events from its
+        first one (`status` running, every `delta`, the final `status`), then one `result`
+        (the document the plain POST answers with, plus `thread_id`) or one `error`. The
+        requester is subscribed before the turn starts, so no delta is lost, and its queue
+        is unbounded: it asked for this reply. A refusal before the turn starts (bad input,
+        busy, another home, not accepted) is the plain JSON error, with its status."""
+        if not self._streams.acquire(blocking=False):
+            raise LoopxChatError(
+                "too many event streams are open on this service; close a page and retry",
+                error_code="too_many_streams",
+            )
+        listener = self.hub.subscribe(session_id, limit=0)
+        handed_over = False
+
+        def unsubscribe() -> None:
+            self.hub.unsubscribe(session_id, listener)
+
+        try:
+            worker = self._start_turn(session_id, doc)
+            if worker.error is not None:
+                return from_error(worker.error, redact=redact)
+
+            def stream() -> Iterator[bytes]:
+                replay = worker.result is not None and not worker.result.created
+                while not replay:
+                    try:
+                        event = listener.get(timeout=15)
+                    except queue.Empty:
+                        if worker.finished.is_set() and listener.empty():
+                            break
+                        yield b": keepalive\n\n"
+                        continue
+                    if event is None:
+                        break
+                    yield _sse(event)
+                worker.finished.wait()
+                unsubscribe()
+                if worker.error is not None or worker.result is None:
+                    error = worker.error or LoopxChatError(
+                        "the turn failed unexpectedly", error_code="internal_error"
+                    )
+                    yield _sse({"type": "error", **error_doc(error, redact=redact)})
+                    return
+                result = worker.result
+                yield _sse(
+                    {
+                        "type": "result",
+                        "ok": True,
+                        "session_id": session_id,
+                        "thread_id": result.session.upstream_thread_id,
+                        "created": result.created,
+                        "turn": result.turn.public_dict(),
+                    }
+                )
+
+            response = Response(
+                200,
+                content_type="text/event-stream",
+                stream=HeldStream(stream(), self._streams.release, unsubscribe),
+                headers=(("Cache-Control", "no-store"),),
+            )
+            handed_over = True
+            return response
+        finally:
+            if not handed_over:
+                unsubscribe()
+                self._streams.release()
 
     def _events(self, session_id: str) -> Response:
         record = self.controller.store.load(session_id)

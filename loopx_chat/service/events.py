@@ -1,8 +1,9 @@
 """Fan a session's turn progress out to Server-Sent-Events listeners.
 
 Owns per-session subscriber queues and the last status per session, so a listener that
-connects mid-turn first learns where the turn is. Queues are bounded: a listener too slow to
-keep up loses deltas, never blocks the turn.
+connects mid-turn first learns where the turn is. A watcher's queue is bounded: a listener
+too slow to keep up loses deltas, never blocks the turn. The one unbounded queue is the
+requester's own (a turn `POST` that streams), which must see every delta of its reply.
 """
 
 from __future__ import annotations
@@ -21,8 +22,12 @@ class EventHub:
         self._listeners: dict[str, list[queue.Queue[dict[str, Any] | None]]] = {}
         self._last_status: dict[str, dict[str, Any]] = {}
 
-    def subscribe(self, session_id: str) -> queue.Queue[dict[str, Any] | None]:
-        q: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=QUEUE_LIMIT)
+    def subscribe(
+        self, session_id: str, limit: int = QUEUE_LIMIT
+    ) -> queue.Queue[dict[str, Any] | None]:
+        """A listener's queue; `limit=0` is unbounded (the requester of a turn, who must get
+        every delta of its own reply)."""
+        q: queue.Queue[dict[str, Any] | None] = queue.Queue(maxsize=limit)
         with self._lock:
             self._listeners.setdefault(session_id, []).append(q)
         return q

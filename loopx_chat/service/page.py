@@ -56,6 +56,7 @@ class GateView:
     decision: str | None = None
     reason: str | None = None
     updated_at: str = ""
+    html: str | None = None  # a host gate's own block (service/host_gates.py), escaped there
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ class GoalActions:
     next_action: str | None = None  # the newest handoff packet's next action
     proposals: tuple[str, ...] = ()  # titles of advisory dreaming proposals
     blockers: tuple[str, ...] = field(default=())  # ids of the blockers this card shows
+    notes: tuple[str, ...] = ()  # service notes, e.g. a notice that could not be sent
     run: RunView | None = None  # the goal's latest run on Codex's own loop
 
 
@@ -189,6 +191,8 @@ def _handoff_cli(goal_id: str) -> str:
 
 
 def _gate(goal_id: str, gate: GateView) -> str:
+    if gate.html is not None:
+        return gate.html
     kind = "blocking" if gate.blocking else "advisory"
     gid = escape(gate.gate_id)
     return (
@@ -277,6 +281,7 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
     if actions.next_action:
         extra.append(f"<li>handoff: {_text(actions.next_action)}</li>")
     extra += [f"<li>dreaming proposal (advisory): {_text(t)}</li>" for t in actions.proposals]
+    extra += [f'<li class="note">{_text(n, words=False)}</li>' for n in actions.notes]
     aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
     aside += _run_bar(actions.run)
     return (
@@ -351,6 +356,8 @@ dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
 .also{margin:10px 0 0;padding-left:18px;font-size:13px;color:#444}
 .next{margin:10px 0 0;padding-top:8px;border-top:1px solid #eee;font-size:14px}
 .empty{padding:24px 28px;color:#666}code{font-size:12px}
+.live.command{white-space:pre-wrap;word-break:break-all;background:#f3f3f6;padding:6px;
+border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color:#a40000}
 """
 
 
@@ -426,12 +433,17 @@ PAGE_SCRIPT = r"""
     if (!button) { return; }
     const gate = button.closest("[data-gate]");
     const card = button.closest("section.card");
-    const reason = gate.querySelector(".reason").value.trim();
+    const reasonField = gate.querySelector(".reason");
+    const reason = reasonField ? reasonField.value.trim() : "";
+    const body = {decision: button.dataset.decision, reason: reason || null};
+    if (button.dataset.forSession) { body.for_session = true; }
+    const typed = gate.querySelector(".answer");
+    if (button.dataset.answer !== undefined) { body.answer = button.dataset.answer; }
+    else if (typed && body.decision === "answer") { body.answer = typed.value; }
     button.disabled = true;
     fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
           encodeURIComponent(gate.dataset.gate) + "/decision", {
-      method: "POST", headers: headers,
-      body: JSON.stringify({decision: button.dataset.decision, reason: reason || null})
+      method: "POST", headers: headers, body: JSON.stringify(body)
     }).then(function (r) { return r.json(); }).then(function (doc) {
       if (doc.ok) { show(doc); } else {
         button.disabled = false;

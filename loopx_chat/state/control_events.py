@@ -59,6 +59,9 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "gate_resolved": frozenset({"goal_id", "gate_id", "decision", "actor"}),
     "handoff_recorded": frozenset({"goal_id", "handoff_id"}),
     "blocker_displayed": frozenset({"goal_id", "blocker_ref", "surface"}),
+    # A notice about a blocker (a gate id, or a failed run's outcome id) reached a channel:
+    # `osascript`/`notify-send` exited 0, or the webhook answered 2xx.
+    "blocker_notified": frozenset({"goal_id", "blocker_ref", "channel"}),
     "stale_detected": frozenset({"goal_id", "lag_turns", "lag_seconds", "position"}),
     # Goal runs: the owner's authority for Codex's own loop, and how each run ended.
     "run_authorized": frozenset({"goal_id", "run_id", "session_id"}),

@@ -14,11 +14,9 @@ secret in an error: a refusal names the file, never its content.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import re
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,21 @@ _RUNTIME_LIMIT = 16 << 10
 def home_identity(codex_home: Path | str) -> str:
     """A short, stable name of a Codex home that does not show its path (the page and the
     CLI compare it; the path itself stays in the owner's state)."""
-    return hashlib.sha256(str(codex_home).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+    return _sha256_hex(str(codex_home).encode("utf-8", "surrogatepass"))[:24]
+
+
+def _sha256_hex(data: bytes) -> str:
+    """SHA-256 from the interpreter's builtin implementation when it has one: the CLI asks
+    for one short digest before it delegates, and `hashlib` would first load OpenSSL
+    (3-4 ms of every delegated command). The digest is the same either way."""
+    try:
+        from _sha2 import sha256  # CPython 3.12+
+    except ImportError:
+        try:
+            from _sha256 import sha256  # CPython 3.11
+        except ImportError:
+            from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -96,14 +108,15 @@ def _read_private(path: Path, limit: int) -> bytes | None:
         os.close(fd)
 
 
-def read_secret(state_dir: Path) -> str | None:
-    """The owner's secret, or None when no service has made one yet."""
-    raw = _read_private(state_dir / SECRET_FILE, 256)
+def read_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str | None:
+    """The owner's secret (or another secret kept the same way, `file_name`), or None when
+    no service has made one yet."""
+    raw = _read_private(state_dir / file_name, 256)
     if raw is None:
         return None
     text = raw.decode("ascii", "replace").strip()
     if not _SECRET_SHAPE.fullmatch(text):
-        raise ValueError(f"{state_dir / SECRET_FILE} does not hold a loopx-chat secret")
+        raise ValueError(f"{state_dir / file_name} does not hold a loopx-chat secret")
     return text
 
 
@@ -150,9 +163,15 @@ def parse_runtime(raw: bytes) -> ServiceRuntime | None:
     )
 
 
-def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRuntime | None:
+def read_runtime(
+    state_dir: Path, *, check_process: bool = True, start_time: bool = True
+) -> ServiceRuntime | None:
     """The running service of this state dir, or None: no file, not ours, or stale (its pid
-    is gone, or now belongs to a process that started after the file was written)."""
+    is gone, or now belongs to a process that started after the file was written).
+
+    `start_time=False` checks only that the pid is alive (no psutil): for a caller that
+    then authenticates the service with the owner's secret, which only a service of this
+    state dir can answer to, a reused pid shows as a service that does not answer."""
     try:
         raw = _read_private(state_dir / RUNTIME_FILE, _RUNTIME_LIMIT)
     except ValueError:
@@ -162,7 +181,7 @@ def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRunti
         return runtime
     if not _pid_alive(runtime.pid):
         return None
-    if runtime.process_started is not None:
+    if start_time and runtime.process_started is not None:
         now_started = _process_started(runtime.pid)
         if now_started is None or abs(now_started - runtime.process_started) > 1.0:
             return None
@@ -172,8 +191,9 @@ def read_runtime(state_dir: Path, *, check_process: bool = True) -> ServiceRunti
 # -- writing (the service's start and stop) --------------------------------------------------
 
 
-def ensure_secret(state_dir: Path) -> str:
+def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
     """The owner's secret, made now (0600, in the private state dir) if there is none.
+    `file_name` keeps another secret the same way (the webhook's signing key).
 
     A file that is there but unusable (another owner, readable by others, not a secret) is
     refused as `state_unsafe` and left as it is: a secret others could read must be replaced
@@ -185,9 +205,9 @@ def ensure_secret(state_dir: Path) -> str:
         state_write,
     )
 
-    path = state_dir / SECRET_FILE
+    path = state_dir / file_name
     try:
-        current = read_secret(state_dir)
+        current = read_secret(state_dir, file_name=file_name)
     except ValueError as exc:
         raise StateError(
             f"the service's secret file is not safe to use: {exc}",
@@ -200,6 +220,8 @@ def ensure_secret(state_dir: Path) -> str:
         ) from None
     if current is not None:
         return current
+    import secrets  # only the service's start makes one; a reader never needs `random`
+
     secret = secrets.token_urlsafe(SECRET_BYTES)
     with state_write(state_dir):
         ensure_private_dir(state_dir)
@@ -211,7 +233,7 @@ def ensure_secret(state_dir: Path) -> str:
                 PRIVATE_FILE_MODE,
             )
         except FileExistsError:  # another start won the race: use its secret
-            return ensure_secret(state_dir)
+            return ensure_secret(state_dir, file_name=file_name)
         try:
             os.fchmod(fd, PRIVATE_FILE_MODE)
             os.write(fd, secret.encode("ascii") + b"\n")

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
+import pytest
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
@@ -25,42 +27,93 @@ def _invoke(tmp_path: Path, fake: FakeCodex, home: Path, args: list[str], scenar
     return CliRunner().invoke(main, [*base, *args], env=env)
 
 
-def test_chat_new_json_is_one_document(tmp_path: Path, fake_codex: FakeCodex) -> None:
+class Invoke:
+    """The CLI in process on one state dir, run directly or through a live `serve` (started
+    on first use with the same fake codex and scenario): the same tests, both ways."""
+
+    def __init__(self, mode: str, tmp_path: Path, fake: FakeCodex, start_service: Any) -> None:
+        self.mode, self.tmp_path, self.fake, self.start_service = (
+            mode,
+            tmp_path,
+            fake,
+            start_service,
+        )
+        self.service: Any = None
+        self.scenario: str | None = None
+        self.posts = 0
+
+    def __call__(self, home: Path, args: list[str], scenario: str = "ok") -> Any:
+        env = {"LOOPX_CHAT_CODEX_HOME": str(home), **self.fake.env(scenario)}
+        state = self.tmp_path / "state"
+        if self.mode == "served" and self.scenario != scenario:
+            if self.service is not None:
+                self.service.stop()
+            self.service = self.start_service(
+                state, home, {**os.environ, **env}, str(self.fake.bin)
+            )
+            self.scenario, self.posts = scenario, 0
+        base = ["--state-dir", str(state), "--codex-bin", str(self.fake.bin)]
+        result = CliRunner().invoke(main, [*base, *args], env=env)
+        assert "not using the service" not in result.stderr
+        return result
+
+    def ran_where(self) -> str:
+        """Where the commands since the last call ran: `served` when the service logged a
+        POST for them, else `direct`."""
+        if self.service is None:
+            return "direct"
+        posts = len([line for line in self.service.served() if " POST " in line])
+        new, self.posts = posts - self.posts, posts
+        return "served" if new else "direct"
+
+
+@pytest.fixture(params=["direct", "served"])
+def invoke(
+    request: pytest.FixtureRequest, tmp_path: Path, fake_codex: FakeCodex, start_service: Any
+) -> Invoke:
+    return Invoke(request.param, tmp_path, fake_codex, start_service)
+
+
+def test_chat_new_json_is_one_document(
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    result = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g1", "--json", "hi"])
+    result = invoke(home, ["chat", "new", "--goal", "g1", "--json", "hi"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert doc["ok"] is True and doc["session_id"] and doc["thread_id"]
     assert doc["turn"]["status"] == "completed"
     assert doc["turn"]["total_tokens"] == recorded_turn_tokens()
     assert recorded_reply() not in result.stdout  # JSON mode does not echo agent text
+    assert invoke.ran_where() == invoke.mode
 
 
 def test_chat_send_streams_text_and_retry_is_not_rerun(
-    tmp_path: Path, fake_codex: FakeCodex
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    created = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--json", "hi"])
+    created = invoke(home, ["chat", "new", "--goal", "g", "--json", "hi"])
     sid = json.loads(created.stdout)["session_id"]
     send = ["chat", "send", sid, "--client-turn-id", "retry-1", "again"]
-    first = _invoke(tmp_path, fake_codex, home, send)
+    first = invoke(home, send)
     assert first.exit_code == 0, first.output
     assert first.stdout.strip() == recorded_reply().strip()
     assert "completed" in first.stderr
-    second = _invoke(tmp_path, fake_codex, home, send)
+    second = invoke(home, send)
     assert second.exit_code == 0
     assert "already submitted" in second.stderr and second.stdout == ""
     assert SessionStore(tmp_path / "state").load(sid).turn_count == 2
+    assert invoke.ran_where() == invoke.mode
 
 
-def test_failed_turn_exits_non_zero_with_code(tmp_path: Path, fake_codex: FakeCodex) -> None:
+def test_failed_turn_exits_non_zero_with_code(
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    result = _invoke(
-        tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--json", "hi"], "crash_mid_turn"
-    )
+    result = invoke(home, ["chat", "new", "--goal", "g", "--json", "hi"], "crash_mid_turn")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     assert (doc["ok"], doc["error_code"], doc["turn"]["status"]) == (
@@ -68,6 +121,7 @@ def test_failed_turn_exits_non_zero_with_code(tmp_path: Path, fake_codex: FakeCo
         "app_server_exited",
         "interrupted",
     )
+    assert invoke.ran_where() == invoke.mode
 
 
 def test_missing_codex_is_a_clear_error(tmp_path: Path) -> None:
@@ -86,14 +140,17 @@ def test_missing_codex_is_a_clear_error(tmp_path: Path) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit)
 
 
-def test_interrupt_without_active_turn(tmp_path: Path, fake_codex: FakeCodex) -> None:
+def test_interrupt_without_active_turn(
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    created = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--json", "hi"])
+    created = invoke(home, ["chat", "new", "--goal", "g", "--json", "hi"])
     sid = json.loads(created.stdout)["session_id"]
-    result = _invoke(tmp_path, fake_codex, home, ["chat", "interrupt", sid, "--json"])
+    result = invoke(home, ["chat", "interrupt", sid, "--json"])
     assert result.exit_code == 1
     assert json.loads(result.stdout)["error_code"] == "turn_not_active"
+    assert invoke.ran_where() == invoke.mode
 
 
 def test_sigterm_mid_turn_records_interrupted_and_leaves_no_app_server(
@@ -141,10 +198,12 @@ def _state_files(state: Path) -> dict[Path, bytes]:
     return {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} if state.exists() else {}
 
 
-def test_an_empty_or_unreadable_message_runs_nothing(tmp_path: Path, fake_codex: FakeCodex) -> None:
+def test_an_empty_or_unreadable_message_runs_nothing(
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
+) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    created = _invoke(tmp_path, fake_codex, home, ["chat", "new", "--goal", "g", "--json", "hi"])
+    created = invoke(home, ["chat", "new", "--goal", "g", "--json", "hi"])
     sid = json.loads(created.stdout)["session_id"]
     spawned = len(fake_codex.app_servers())
     before = _state_files(tmp_path / "state")

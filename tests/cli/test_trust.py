@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -204,15 +207,39 @@ def test_a_goal_known_only_from_a_session_is_found(tmp_path: Path) -> None:
     assert [g["goal_id"] for g in doc["attention_queue"]] == ["chat-only-goal"]
 
 
+def _settled(state: Path) -> dict[str, str]:
+    """The state tree once it has stopped changing (a service's start-up writes are done)."""
+    last, since = tree(state), time.monotonic()
+    while time.monotonic() - since < 1.0:
+        time.sleep(0.1)
+        now = tree(state)
+        if now != last:
+            last, since = now, time.monotonic()
+    return last
+
+
+@pytest.mark.parametrize("mode", ["direct", "served"])
 def test_a_failed_gate_resolve_leaves_nothing_and_the_typo_never_becomes_a_goal(
-    tmp_path: Path,
+    tmp_path: Path, mode: str, start_service: Any
 ) -> None:
     state = populated(tmp_path)
-    before = tree(state)
+    if mode == "served":  # the same refusals through the running service, as its owner's CLI
+        service = start_service(state, state.parent / "codex-home", dict(os.environ), "codex")
+    before = _settled(state)
     typo = run(state, "gate", "resolve", "gate-nope", "--goal", "relase-1", "--decision", "reject")
     wrong_gate = run(state, "gate", "resolve", "gate-nope", "--goal", GOAL, "--decision", "reject")
     assert (typo.exit_code, wrong_gate.exit_code) == (1, 1)
+    assert typo.stderr.startswith("error [goal_not_found]: no goal relase-1 (goals: ")
     assert "[gate_not_found]" in wrong_gate.stderr
+    assert "not using the service" not in typo.stderr + wrong_gate.stderr
+    if mode == "served":  # each went there (the log line follows the answer: wait for it)
+        posts: list[str] = []
+        for _ in range(50):
+            posts = [line for line in service.served() if " POST " in line]
+            if len(posts) >= 2:
+                break
+            time.sleep(0.05)
+        assert [line.split()[4] for line in posts] == ["404", "404"], posts
     assert tree(state) == before
     assert not (state / "goals" / "relase-1").exists()
     listed = ok(state, "status")

@@ -1,14 +1,18 @@
-"""`loopx-chat serve` as a real process on a free loopback port, and the Debian Chromium that
-loads its first screen (missing: a skip locally, a failure under CI)."""
+"""`loopx-chat serve` as a real process on a free loopback port (`start_serve`; and
+`start_service`, ready once its service.json names it, its log kept for the requests it
+served), and the Debian Chromium that loads its first screen (missing: a skip locally, a
+failure under CI)."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -60,3 +64,58 @@ def chromium() -> str:
             pytest.fail(message)
         pytest.skip(message)
     return exe
+
+
+@dataclass
+class RunningService:
+    """A `loopx-chat serve` process of the tests, its port and its log."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    state: Path
+    log: Path
+
+    def served(self) -> list[str]:
+        """The request lines it logged so far (`POST /api/... 200 3ms`)."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return [line for line in text.splitlines() if " /api/" in line]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+def start_service(
+    state: Path, home: Path, env: dict[str, str], codex_bin: str, log: Path, *serve_args: str
+) -> RunningService:
+    """`serve` for a state dir, a home and an environment, its stderr in `log`; ready once
+    its `service.json` names it (written after it listens)."""
+    from loopx_chat.state.service_runtime import read_runtime
+
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
+                *("--codex-bin", codex_bin, "serve", "--port", str(port), *serve_args),
+            ],
+            env={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    service = RunningService(proc=proc, port=port, state=state, log=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        runtime = read_runtime(state)
+        if runtime is not None and runtime.pid == proc.pid:
+            return service
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    service.stop()
+    raise AssertionError(f"serve did not start: {log.read_text(errors='replace')[-2000:]}")

@@ -154,7 +154,9 @@ def _serve(
 def served(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> Iterator[Served]:
-    svc = _serve(tmp_path / "state", bound_home, base_env, codex_bin)
+    # No notices: their background writes (the notice log, the status they are read from)
+    # are not what an unauthenticated request may cause, and would race the snapshots.
+    svc = _serve(tmp_path / "state", bound_home, base_env, codex_bin, "--notify", "none")
     try:
         yield svc
     finally:

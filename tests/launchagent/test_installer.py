@@ -172,7 +172,15 @@ def test_generated_plist_parses_with_plistutil(tmp_path: Path) -> None:
 def test_reference_plist_matches_the_builder() -> None:
     data = plistlib.loads((ROOT / "launchagents" / "com.loopx.chat.plist").read_bytes())
     assert set(data) == set(build_plist(spec("/x")))
-    assert data["ProgramArguments"][-5:] == ["serve", "--host", "127.0.0.1", "--port", "8767"]
+    assert data["ProgramArguments"][-7:] == [
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8767",
+        "--notify",
+        "desktop",
+    ]
 
 
 def test_fixture_smoke_passes() -> None:

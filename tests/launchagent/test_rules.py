@@ -268,7 +268,23 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
     data, kept, dropped = installer.build(InstallBinding("/h", "explicit"), None, 8767, warnings)
     assert (kept, dropped) == ([], [])
     parsed = parse_plist(data, where="generated")
-    assert parsed.program_arguments[-4:] == ("--host", "127.0.0.1", "--port", "8767")
+    assert parsed.program_arguments[-6:] == (
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "8767",
+        "--notify",
+        "desktop",
+    )
+    # A chosen notice mode and webhook are carried, and an upgrade that names none keeps them.
+    data, _, _ = installer.build(
+        InstallBinding("/h", "explicit"), None, 8767, [], notify="both", notify_url="http://h/x"
+    )
+    chosen = parse_plist(data, where="generated")
+    assert chosen.program_arguments[-4:] == ("--notify", "both", "--notify-url", "http://h/x")
+    again, _, _ = installer.build(InstallBinding("/h", "explicit"), chosen, 8767, [])
+    kept_args = parse_plist(again, where="generated").program_arguments
+    assert kept_args[-4:] == ("--notify", "both", "--notify-url", "http://h/x")
     # launchd's own PATH is /usr/bin:/bin:/usr/sbin:/sbin; Homebrew's two go first.
     assert parsed.environment["PATH"] == (
         "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"

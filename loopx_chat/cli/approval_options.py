@@ -1,0 +1,82 @@
+"""`--approval` and `--plan`: what Codex may ask its owner, on `chat new|send` and `serve`.
+
+Owns the options and where their values go: into the command's controller config
+(`CliContext.controller_config`, read by `controller_scope.command_controller`) for chat
+commands, or handed to the callback for `serve`. Only `codex.turn_defaults` is loaded to
+show them. It never decides anything about a request itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from loopx_chat.cli.options import POSITIVE_SECONDS
+from loopx_chat.codex import turn_defaults
+from loopx_chat.codex.turn_defaults import APPROVAL_POLICIES, DECISION_TIMEOUT_SEC
+
+APPROVAL_HELP = (
+    "When Codex asks you before it acts: never (the default: it never asks), on-request "
+    "(only when it wants more than the sandbox allows), untrusted (before every command not "
+    "known to be safe)."
+)
+PLAN_HELP = "Run turns in Codex's Plan mode, the only mode in which it may ask you a question."
+
+
+def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--approval`, `--plan` and `--decision-timeout` to a command; the callback gets
+    `approval`, `plan` and `decision_timeout`."""
+    func = click.option(
+        "--decision-timeout",
+        type=POSITIVE_SECONDS,
+        default=DECISION_TIMEOUT_SEC,
+        show_default=True,
+        help="Seconds an approval or question waits for you; then Codex is told you have not "
+        "answered yet (decline, or an empty answer) and the gate stays open.",
+    )(func)
+    func = click.option("--plan", is_flag=True, default=False, help=PLAN_HELP)(func)
+    return click.option(
+        "--approval",
+        type=click.Choice(APPROVAL_POLICIES),
+        default=turn_defaults.APPROVAL,
+        show_default=True,
+        help=APPROVAL_HELP,
+    )(func)
+
+
+def chat_policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """`policy_options` for a chat subcommand: a value given goes into the command's
+    controller config (and keeps the command from delegating to the service)."""
+
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any, approval: str, plan: bool, decision_timeout: float, **kwargs: Any
+    ) -> Any:
+        ctx = click.get_current_context()
+        given = tuple(
+            name
+            for name in ("approval", "plan", "decision_timeout")
+            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        )
+        if given:
+            # A policy of this command's own: it runs here, not in the service (whose turns
+            # run with the service's settings), on a config that says so.
+            from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
+            ctx.meta["chat_options_given"] = (*ctx.meta.get("chat_options_given", ()), *given)
+            config = ctx.obj.controller_config or DEFAULT_CONFIG
+            ctx.obj = replace(
+                ctx.obj,
+                controller_config=replace(
+                    config,
+                    options=replace(config.options, approval_policy=approval, plan=plan),
+                    decision_timeout=decision_timeout,
+                ),
+            )
+        return func(*args, **kwargs)
+
+    return policy_options(wrapper)

@@ -1,0 +1,202 @@
+"""Whether a command runs here or in the owner's running service, and the two ways it runs.
+
+Owns the choice: `service_for(cli)` is the running service of this state dir serving the
+Codex home this CLI resolved (found through `service.json`, checked by its `capabilities`),
+or None: `--direct`, no service, or one skipped with a one-line note on stderr (stale file,
+no answer in 1 s, another home). `chat_backend(ctx)` is what `chat new|send|resume|interrupt`
+call: the service through `service.client`, or a controller in this process. Both answer
+with the same plain documents, so the commands render one way, whichever ran.
+
+It loads the controller only on the direct path, and the service client only when a
+`service.json` is there; it never talks to a service that failed the identity check.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import click
+
+from loopx_chat.cli.context import CliContext
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.home import resolve_home_path
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ChatController
+    from loopx_chat.service.client import ServiceClient
+
+# `chat` options the service does not take per turn (its turns run with its own settings).
+CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout")
+
+
+def _note(text: str) -> None:
+    click.echo(f"[loopx-chat] {text}", err=True)
+
+
+def _runtime_file_exists(cli: CliContext) -> bool:
+    # A stat, before anything of the service is imported: most commands find no service.
+    # The name is `state.service_runtime.RUNTIME_FILE` (the delegation tests find a service
+    # by it); importing it here would load that module for every direct command.
+    return os.path.exists(cli.state_dir / "service.json")
+
+
+def service_for(cli: CliContext) -> ServiceClient | None:
+    """The owner's running service for this state dir and home, or None (run here)."""
+    if cli.direct or not _runtime_file_exists(cli):
+        return None
+    from loopx_chat.service.client import ServiceClient, Skipped, find_service
+
+    # The home's path is its identity: no need to read its config.toml for the sqlite home.
+    found = find_service(cli.state_dir, resolve_home_path(cli.environ, cli.cwd)[0])
+    if isinstance(found, Skipped):
+        _note(f"not using the service: {found.note}; running here")
+        return None
+    return found if isinstance(found, ServiceClient) else None
+
+
+class DirectChat:
+    """The chat calls on a controller in this process."""
+
+    def __init__(
+        self, controller: ChatController, notice: Callable[[ChatController], None] | None = None
+    ) -> None:
+        self.controller = controller
+        self._notice = notice  # what the command says after the controller's work, if anything
+
+    def _said(self) -> None:
+        if self._notice is not None:
+            self._notice(self.controller)
+
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        return self.controller.open_session(goal_id, Path(work_dir)).public_dict()
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        record = self.controller.resume_session(session_id).public_dict()
+        self._said()
+        return record
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return self.controller.interrupt_turn(session_id).public_dict()
+
+    def submit_turn(
+        self,
+        session_id: str,
+        text: str,
+        client_turn_id: str | None,
+        *,
+        on_delta: Callable[[str], None],
+        on_started: Callable[[str], None],
+    ) -> dict[str, Any]:
+        result = self.controller.submit_turn(
+            session_id,
+            text,
+            client_turn_id=client_turn_id,
+            on_delta=on_delta,
+            on_started=lambda turn: on_started(turn.turn_id),
+        )
+        self._said()
+        return {
+            "session_id": result.session.session_id,
+            "thread_id": result.session.upstream_thread_id,
+            "created": result.created,
+            "turn": result.turn.public_dict(),
+        }
+
+
+class ServedChat:
+    """The chat calls through the service; one it refuses as `busy` (every app-server it
+    may keep loaded is running a turn: nothing was tried) runs here instead, after a note,
+    and so does the rest of the command (a session opened here is driven from here)."""
+
+    def __init__(self, service: ServiceClient, direct: Callable[[], DirectChat]) -> None:
+        self.service = service
+        self._direct = direct
+        self._here: DirectChat | None = None
+
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        if self._here is None:
+            try:
+                result: dict[str, Any] = getattr(self.service, name)(*args, **kwargs)
+                return result
+            except LoopxChatError as exc:
+                if exc.error_code != "busy" or name == "interrupt_turn":
+                    raise
+            _note("not using the service: every app-server it may keep loaded is busy; "
+                  "running here")  # fmt: skip
+            self._here = self._direct()
+        result = getattr(self._here, name)(*args, **kwargs)
+        return result
+
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        return self._call("open_session", goal_id, work_dir)
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        return self._call("resume_session", session_id)
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return self._call("interrupt_turn", session_id)
+
+    def submit_turn(
+        self, session_id: str, text: str, client_turn_id: str | None, **stream: Any
+    ) -> dict[str, Any]:
+        """`stream`: `on_delta` and `on_started`, as both paths take them."""
+        return self._call("submit_turn", session_id, text, client_turn_id, **stream)
+
+
+# What the chat commands call: the same methods, each answering with a plain document.
+ChatBackend: TypeAlias = "DirectChat | ServedChat"
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextmanager
+def chat_backend(
+    ctx: click.Context,
+    message: str | None = None,
+    client_turn_id: str | None = None,
+    notice: Callable[[ChatController], None] | None = None,
+) -> Iterator[ChatBackend]:
+    """The service when one of ours is up (and neither a per-turn `chat` option nor a
+    message larger than the service reads asks otherwise), else a controller here; SIGTERM
+    unwinds through either (a delegated turn is then interrupted in the service, as a
+    direct one is stopped here)."""
+    cli: CliContext = ctx.obj
+    given = ctx.meta.get("chat_options_given", ())
+    service = None
+    if given and not cli.direct and _runtime_file_exists(cli):
+        flags = ", ".join("--" + name.replace("_", "-") for name in given)
+        _note(f"not using the service: it runs turns with its own settings, not {flags}")
+    else:
+        service = service_for(cli)
+    if service is not None and message is not None:
+        from loopx_chat.service.client import BODY_LIMIT, turn_body
+
+        if len(turn_body(message, client_turn_id)) > BODY_LIMIT:
+            _note(
+                f"not using the service: the message is larger than the "
+                f"{BODY_LIMIT >> 20} MiB it reads; running here"
+            )
+            service = None
+    if service is None:
+        from loopx_chat.cli.controller_scope import command_controller
+
+        with command_controller(ctx) as controller:
+            yield DirectChat(controller, notice)
+        return
+    with ExitStack() as stack:
+
+        def here() -> DirectChat:  # made on first use: a served command never loads it
+            from loopx_chat.cli.controller_scope import command_controller
+
+            return DirectChat(stack.enter_context(command_controller(ctx)), notice)
+
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        stack.callback(signal.signal, signal.SIGTERM, previous)
+        yield ServedChat(service, here)

@@ -1,0 +1,17 @@
+"""The defaults of a turn's sandbox, timeouts and approval policy, defined once and importing
+nothing.
+
+`codex.thread.Timeouts` and `ThreadOptions` take their defaults from here, and so do the
+`chat` group's options, so a CLI command can show and compare them without loading the codex
+adapter or the controller (a command the running service runs loads neither).
+"""
+
+SANDBOX = "read-only"
+IDLE_TIMEOUT_SEC = 180.0  # no notification at all for this long during a turn
+HARD_TIMEOUT_SEC = 900.0  # the whole turn
+# What codex may ask the owner before it acts (`approvalPolicy`): never asks (the default);
+# asks only when the model requests more than the sandbox allows; asks before every command
+# that is not known to be safe.
+APPROVAL_POLICIES = ("never", "on-request", "untrusted")
+APPROVAL = "never"
+DECISION_TIMEOUT_SEC = 15 * 60.0  # how long an approval or question waits for the owner

@@ -1,0 +1,484 @@
+"""What codex asks its owner (approvals, questions), held live until the owner decides.
+
+Owns the desk: each approval or question codex sends during a turn becomes a blocking host
+gate on the goal (compact facts only, see `compact_facts`), while the request itself and its
+live details (the full command, its cwd, the justification, the question and its options)
+stay in this process's memory, for the page and the terminal, and are never written to
+state, logs, status, events or notices. A decision from any surface is answered to the live
+request; one recorded by another process (`gate resolve` without the service) is picked up
+by polling the goal's gate log. The decision window answers `decline` (or an empty answer)
+when it passes, leaving the gate open; a decision that can no longer reach codex (window
+passed, turn ended, host restarted) is carried into the session's next turn as one line.
+
+It never answers a request the owner did not decide, except when the window passes, and
+never re-asks codex for a request codex forgot: when the holder dies, the gate is marked
+`expired` on the next start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import shlex
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.host_connection import ServerRequest
+from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
+from loopx_chat.errors import LoopxChatError, StateError, UsageError
+from loopx_chat.goals.gate_store import HOST_GATE_PREFIX, Gate, GateStore, public_text
+
+KINDS = {
+    "item/commandExecution/requestApproval": "command",
+    "item/fileChange/requestApproval": "file_change",
+    "item/permissions/requestApproval": "permissions",
+    "item/tool/requestUserInput": "question",
+}
+POLL_SEC = 0.5
+# What the owner may choose. `amend` (acceptWithExecpolicyAmendment) writes a rule into the
+# user's Codex home that allows the command's prefix in every thread from then on.
+CHOICES = ("approve", "decline", "cancel", "amend", "answer")
+_SAFE_NAME = re.compile(r"[A-Za-z0-9._+-]{1,40}")
+_SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
+
+
+@dataclass(frozen=True)
+class Choice:
+    decision: str  # one of CHOICES
+    for_session: bool = False
+    answer: str | None = None  # a question's answer (an option label or typed text)
+
+
+@dataclass(frozen=True)
+class Binding:
+    session_id: str
+    goal_id: str
+
+
+@dataclass
+class Live:
+    """One pending request in this process. `details` never leave memory."""
+
+    gate_id: str
+    goal_id: str
+    session_id: str
+    thread_id: str
+    kind: str
+    proc: AppServerProcess
+    request: ServerRequest
+    details: dict[str, Any]
+    received: float  # monotonic
+    timer: threading.Timer | None = None
+    done: bool = False
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+# -- pure helpers --------------------------------------------------------------------------
+
+
+def program_of(command: object) -> tuple[str, int]:
+    """(base name of the program, argument count) of a command, through one `sh -c` layer.
+
+    Never the arguments, never a path: a name that is not a plain word is "a program"."""
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]  # type: ignore[union-attr]
+        if len(argv) >= 3 and posixpath.basename(argv[0]) in _SHELLS and argv[1] in ("-c", "-lc"):
+            argv = shlex.split(argv[2])
+    except (ValueError, TypeError):
+        return "a program", 0
+    if not argv:
+        return "a program", 0
+    name = posixpath.basename(argv[0])
+    return (name if _SAFE_NAME.fullmatch(name) else "a program"), len(argv) - 1
+
+
+def _safe(text: object, what: str) -> str | None:
+    try:
+        return public_text(text, what)[:80]
+    except UsageError:
+        return None
+
+
+def _questions(params: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found = params.get("questions")
+    return [q for q in found if isinstance(q, Mapping)] if isinstance(found, list) else []
+
+
+def compact_facts(
+    kind: str, params: Mapping[str, Any], binding: Binding, request_id: object
+) -> dict[str, Any]:
+    """What a host gate records: kind, ids and a public-safe summary, nothing else."""
+    facts: dict[str, Any] = {
+        "kind": kind,
+        "session_id": binding.session_id,
+        "thread_id": str(params.get("threadId", ""))[:80],
+        "turn_id": str(params.get("turnId", ""))[:80],
+        "item_id": str(params.get("itemId", ""))[:80],
+        "request_id": request_id if isinstance(request_id, int) else str(request_id)[:80],
+        "state": "live",
+        "holder_pid": os.getpid(),
+        "received_at": time.time(),
+    }
+    if kind == "command":
+        facts["program"], facts["argc"] = program_of(params.get("command", ""))
+    if kind == "question":
+        questions = _questions(params)
+        first = questions[0] if questions else {}
+        facts["header"] = _safe(first.get("header"), "question header") or "a question"
+        labels = [
+            _safe(o.get("label"), "option")
+            for o in first.get("options") or []
+            if isinstance(o, Mapping)
+        ]
+        facts["options"] = [label for label in labels if label][:8]
+        facts["secret"] = any(bool(q.get("isSecret")) for q in questions)
+    return facts
+
+
+def summary(facts: Mapping[str, Any]) -> str:
+    kind = facts.get("kind")
+    if kind == "command":
+        argc = int(facts.get("argc", 0))
+        plural = "" if argc == 1 else "s"
+        return f"Codex asks to run `{facts.get('program')}` ({argc} argument{plural})"
+    if kind == "question":
+        options = facts.get("options") or []
+        listed = f" ({' / '.join(options)})" if options else ""
+        return f"Codex asks: {facts.get('header')}{listed}"
+    if kind == "file_change":
+        return "Codex asks to change files"
+    return "Codex asks for more permissions"
+
+
+def live_details(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """What the owner sees while deciding; memory only."""
+    details: dict[str, Any] = {"kind": kind}
+    for key in ("command", "cwd", "reason", "grantRoot"):
+        if isinstance(params.get(key), str):
+            details[key] = params[key]
+    if kind == "command":
+        details["amendment"] = _amendment(params) is not None
+    if kind == "permissions":
+        details["permissions"] = params.get("permissions")
+    if kind == "question":
+        details["questions"] = [
+            {
+                "id": str(q.get("id", "")),
+                "header": str(q.get("header", "")),
+                "question": str(q.get("question", "")),
+                "secret": bool(q.get("isSecret")),
+                "other": bool(q.get("isOther", True)),
+                "options": [
+                    str(o.get("label", ""))
+                    for o in q.get("options") or []
+                    if isinstance(o, Mapping)
+                ],
+            }
+            for q in _questions(params)
+        ]
+    return details
+
+
+def _amendment(params: Mapping[str, Any]) -> Any:
+    for option in params.get("availableDecisions") or []:
+        if isinstance(option, Mapping) and "acceptWithExecpolicyAmendment" in option:
+            return dict(option)
+    return None
+
+
+def reply_for(kind: str, params: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
+    """The JSON-RPC result codex 0.171.0 takes for this choice."""
+    if kind == "question":
+        if choice.decision != "answer" or choice.answer is None:
+            return {"answers": {}}
+        return {
+            "answers": {
+                str(q.get("id", "")): {"answers": [choice.answer]} for q in _questions(params)
+            }
+        }
+    if kind == "permissions":
+        if choice.decision == "approve":
+            scope = "session" if choice.for_session else "turn"
+            return {"permissions": params.get("permissions") or {}, "scope": scope}
+        return {"permissions": {}, "scope": "turn"}
+    if choice.decision == "approve":
+        return {"decision": "acceptForSession" if choice.for_session else "accept"}
+    if choice.decision == "amend":
+        amendment = _amendment(params)
+        if amendment is None:
+            raise UsageError("codex offered no rule for this command", error_code="usage_error")
+        return {"decision": amendment}
+    if choice.decision == "cancel":
+        return {"decision": "cancel"}
+    return {"decision": "decline"}
+
+
+def empty_choice(kind: str) -> Choice:
+    return Choice("answer" if kind == "question" else "decline")
+
+
+def gate_decision(choice: Choice) -> str:
+    """The goal gate's own decision word for a host choice."""
+    return "approve" if choice.decision in ("approve", "amend", "answer") else "reject"
+
+
+def carry_line(gate: Gate) -> str:
+    """The one compact line a decision that could not reach codex becomes in the next turn."""
+    host = gate.host or {}
+    kind = host.get("kind")
+    if kind == "command":
+        argc = int(host.get("argc", 0))
+        what = f"running `{host.get('program')}` ({argc} argument{'' if argc == 1 else 's'})"
+        if gate.status == "approved":
+            return f"The owner approved {what}; run it again."
+        return f"The owner declined {what}; do not run it."
+    if kind == "question":
+        header = host.get("header", "your question")
+        if host.get("secret"):
+            return f'The owner answered "{header}" (the answer is not kept); ask again.'
+        if host.get("answer"):
+            return f'The owner answered "{header}": {host["answer"]}'
+        return f'The owner did not answer "{header}".'
+    verb = "approved" if gate.status == "approved" else "declined"
+    return f"The owner {verb} your request ({kind}); ask again if you still need it."
+
+
+# -- the desk ------------------------------------------------------------------------------
+
+
+class HostRequestDesk:
+    """Pending host requests of one controller; thread-safe."""
+
+    def __init__(
+        self,
+        goals: GateStore,
+        *,
+        decision_timeout: float = DECISION_TIMEOUT_SEC,
+        alive: Callable[[int], bool] | None = None,
+    ) -> None:
+        self.goals = goals
+        self.decision_timeout = decision_timeout
+        self._alive = alive or _pid_alive
+        self._lock = threading.Lock()
+        self._bindings: dict[str, Binding] = {}
+        self._live: dict[str, Live] = {}
+        self.listeners: list[Callable[[Live], None]] = []
+        self._stop = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    # -- binding threads to sessions --------------------------------------------------------
+    def bind(self, thread_id: str, session_id: str, goal_id: str) -> None:
+        with self._lock:
+            self._bindings[thread_id] = Binding(session_id, goal_id)
+
+    # -- codex asks ---------------------------------------------------------------------------
+    def take(self, proc: AppServerProcess, request: ServerRequest) -> bool:
+        """The app-server reader's holder: True when the request became a live host gate."""
+        kind = KINDS.get(request.method)
+        thread_id = str(request.params.get("threadId", ""))
+        with self._lock:
+            binding = self._bindings.get(thread_id)
+        if kind is None or binding is None:
+            return False
+        facts = compact_facts(kind, request.params, binding, request.request_id)
+        try:
+            gate = self.goals.request_gate(
+                binding.goal_id, summary(facts), actor="owner", host=facts
+            )
+        except LoopxChatError:
+            return False  # not recorded: answered by policy (decline), never silently held
+        live = Live(
+            gate_id=gate.gate_id,
+            goal_id=binding.goal_id,
+            session_id=binding.session_id,
+            thread_id=thread_id,
+            kind=kind,
+            proc=proc,
+            request=request,
+            details=live_details(kind, request.params),
+            received=time.monotonic(),
+        )
+        live.timer = threading.Timer(self.decision_timeout, self._window_passed, (gate.gate_id,))
+        live.timer.daemon = True
+        with self._lock:
+            self._live[gate.gate_id] = live
+        live.timer.start()
+        self._ensure_poller()
+        for listener in list(self.listeners):
+            with contextlib.suppress(Exception):
+                listener(live)
+        return True
+
+    def live(self, gate_id: str) -> Live | None:
+        with self._lock:
+            return self._live.get(gate_id)
+
+    def live_gates(self) -> list[Live]:
+        with self._lock:
+            return list(self._live.values())
+
+    # -- the owner decides -----------------------------------------------------------------
+    def decide(
+        self, goal_id: str, gate_id: str, choice: Choice, *, actor: str, reason: str | None = None
+    ) -> Gate:
+        """Answer the live request (if this process holds it) and record the decision."""
+        if choice.decision not in CHOICES:
+            raise UsageError(
+                f"decision must be one of {', '.join(CHOICES)}", error_code="usage_error"
+            )
+        live = self.live(gate_id)
+        gate = self.goals.gate(goal_id, gate_id)
+        if gate.host is None:
+            raise UsageError(f"gate {gate_id} is not a host gate", error_code="usage_error")
+        if gate.status != "pending":
+            raise StateError(
+                f"gate {gate_id} was already {gate.status}", error_code="gate_already_resolved"
+            )
+        secret = bool((gate.host or {}).get("secret"))
+        record: dict[str, Any] = {"choice": choice.decision, "for_session": choice.for_session}
+        if choice.answer is not None and not secret:
+            record["answer"] = _safe(choice.answer, "answer") or "(not shown)"
+        if live is not None and self._answer(live, choice):
+            record.update(state="answered", decided_after_ms=_ms_since(live.received))
+        else:
+            received = (gate.host or {}).get("received_at")
+            if isinstance(received, (int, float)):
+                record["decided_after_ms"] = int((time.time() - received) * 1000)
+        return self.goals.resolve_gate(
+            goal_id, gate_id, gate_decision(choice), reason, decided_by=actor, host=record
+        )
+
+    def _answer(self, live: Live, choice: Choice) -> bool:
+        """Send the answer once; False when it was already answered or codex is gone."""
+        result = reply_for(live.kind, live.request.params, choice)  # may raise usage_error
+        with live.lock:
+            if live.done:
+                return False
+            live.done = True
+        if live.timer is not None:
+            live.timer.cancel()
+        with self._lock:
+            self._live.pop(live.gate_id, None)
+        return live.proc.reply(live.request.request_id, result=result)
+
+    def _window_passed(self, gate_id: str) -> None:
+        live = self.live(gate_id)
+        if live is None:
+            return
+        with contextlib.suppress(LoopxChatError):
+            if self._answer(live, empty_choice(live.kind)):
+                self.goals.note_host(
+                    live.goal_id, gate_id, {"state": "window_passed", "window_passed": True}
+                )
+
+    def turn_ended(self, thread_id: str) -> None:
+        """Codex forgets a request when its turn ends: what is still live here is expired."""
+        with self._lock:
+            ended = [live for live in self._live.values() if live.thread_id == thread_id]
+        for live in ended:
+            self._expire(live, "turn ended")
+
+    def close(self) -> None:
+        self._stop.set()
+        for live in self.live_gates():
+            self._expire(live, "host stopped")
+
+    def _expire(self, live: Live, why: str) -> None:
+        with live.lock:
+            if live.done:
+                return
+            live.done = True
+        if live.timer is not None:
+            live.timer.cancel()
+        with self._lock:
+            self._live.pop(live.gate_id, None)
+        with contextlib.suppress(LoopxChatError):
+            self.goals.note_host(live.goal_id, live.gate_id, {"state": "expired", "expired": why})
+
+    # -- decisions recorded elsewhere --------------------------------------------------------
+    def _ensure_poller(self) -> None:
+        with self._lock:
+            if self._poller is not None:
+                return
+            self._poller = threading.Thread(target=self._poll, name="host-requests", daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_SEC):
+            for live in self.live_gates():
+                with contextlib.suppress(LoopxChatError):
+                    gate = self.goals.gate(live.goal_id, live.gate_id)
+                    if gate.status != "pending":
+                        self._deliver_recorded(live, gate)
+
+    def _deliver_recorded(self, live: Live, gate: Gate) -> None:
+        host = gate.host or {}
+        choice = Choice(
+            str(host.get("choice") or ("approve" if gate.status == "approved" else "decline")),
+            bool(host.get("for_session")),
+            host.get("answer") if isinstance(host.get("answer"), str) else None,
+        )
+        try:
+            answered = self._answer(live, choice)
+        except UsageError:
+            answered = self._answer(live, empty_choice(live.kind))
+        if answered:
+            self.goals.note_host(
+                live.goal_id,
+                live.gate_id,
+                {"state": "answered", "decided_after_ms": _ms_since(live.received)},
+            )
+
+    # -- after the fact ----------------------------------------------------------------------
+    def expire_orphans(self, gates: Iterable[Gate]) -> int:
+        """Mark the live host gates among `gates` whose holder process is gone
+        `expired: host restarted`."""
+        count = 0
+        for gate in gates:
+            host = gate.host or {}
+            if gate.host is None or host.get("state") != "live":
+                continue
+            pid = host.get("holder_pid")
+            mine = gate.gate_id in self._live
+            if mine or (isinstance(pid, int) and pid != os.getpid() and self._alive(pid)):
+                continue
+            self.goals.note_host(
+                gate.goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
+            )
+            count += 1
+        return count
+
+    def carry_lines(self, goal_id: str, session_id: str) -> Iterator[str]:
+        """Decisions on this session's host gates that never reached codex, each once."""
+        for gate in self.goals.gates(goal_id):
+            host = gate.host or {}
+            if (
+                not gate.gate_id.startswith(HOST_GATE_PREFIX)
+                or gate.status == "pending"
+                or host.get("session_id") != session_id
+                or host.get("state") == "answered"
+                or host.get("carried")
+            ):
+                continue
+            self.goals.note_host(goal_id, gate.gate_id, {"carried": True})
+            yield carry_line(gate)
+
+
+def _ms_since(start: float) -> int:
+    return int((time.monotonic() - start) * 1000)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

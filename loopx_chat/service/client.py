@@ -1,0 +1,371 @@
+"""The owner's programs as clients of the running service: find it, check it, call it.
+
+Owns finding the service of a state dir (`service.json`, the owner's secret), the identity
+check (its `capabilities` must name the Codex home the caller resolved, else it is not ours),
+and the calls the CLI delegates: open a session, run a turn streamed from its first delta
+(`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, resolve a gate. Every
+request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
+
+It speaks HTTP/1.1 over a plain socket (one request per connection, `Connection: close`):
+the service is ours and answers with `Content-Length` or, for a stream, until it closes, so
+`http.client` (and the `email` parser and `ssl` it loads, a third of a delegated command's
+imports) is not needed. Standard library only, plus the reader of the service's two files
+(`state/service_runtime`): a delegating CLI command loads no controller, no session store,
+no filelock, no psutil. It never prints, logs or returns the secret; a
+service it does not use is said in one line (`Skipped.note`) and nothing is sent to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.errors import LoopxChatError, Remedy
+from loopx_chat.state.service_runtime import (
+    ServiceRuntime,
+    home_identity,
+    read_runtime,
+    read_secret,
+)
+
+PROBE_TIMEOUT_SEC = 1.0  # a service that does not answer its identity in this long is skipped
+CALL_TIMEOUT_SEC = 120.0  # opening a session may start an app-server
+# Between two events of a streamed turn: the service sends a keepalive every 15 s.
+STREAM_GAP_SEC = 60.0
+INTERRUPT_ON_EXIT_SEC = 2.0
+SURFACE = "cli"
+# The largest request body the service reads (`service.app.MAX_BODY`; a test keeps the two
+# equal). A turn whose body is larger runs on the direct path.
+BODY_LIMIT = 1 << 20
+_LINE_LIMIT = 64 << 10
+_BODY_READ_LIMIT = 8 << 20  # no answer the CLI asks for is near this
+# What a transport failure looks like: the socket's errors, or an answer that is not HTTP.
+TRANSPORT_ERRORS = (OSError, ValueError)
+
+
+class ServiceLost(LoopxChatError):
+    """The service went away in the middle of a call."""
+
+    default_code = "service_lost"
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A service.json was there, but the service is not used; `note` says why, in one line."""
+
+    note: str
+
+
+def _encode(body: Mapping[str, Any]) -> bytes:
+    """A request body as compact UTF-8 JSON (a lone surrogate escaped, as the direct path
+    would pass it on)."""
+    try:
+        return json.dumps(body, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body).encode("ascii")
+
+
+def turn_body(text: str, client_turn_id: str | None) -> bytes:
+    return _encode({"text": text, "client_turn_id": client_turn_id})
+
+
+def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped | None:
+    """The service of `state_dir` serving `codex_home`, ready to call; `Skipped` when a
+    service.json is there but the service is stale, silent, or someone else's; None when no
+    service was ever started (or it stopped cleanly: its file is gone)."""
+    listed = read_runtime(state_dir, check_process=False)
+    if listed is None:
+        return None
+    # Only the pid: the secret-authenticated identity check below is what says it is ours.
+    runtime = read_runtime(state_dir, start_time=False)
+    if runtime is None:
+        return Skipped(f"service.json names pid {listed.pid}, which is gone (a stale file)")
+    where = f"the service on port {runtime.port}"
+    try:
+        secret = read_secret(state_dir)
+    except ValueError:
+        return Skipped(f"{where} has a secret file this user cannot trust")
+    if secret is None:
+        return Skipped(f"{where} has no secret file")
+    client = ServiceClient(runtime, secret)
+    try:
+        status, doc = client.call(
+            "GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC, total=True
+        )
+    except TRANSPORT_ERRORS:
+        return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
+    if status != 200:
+        return Skipped(f"{where} refused this user ({status})")
+    home = doc.get("codex_home") if isinstance(doc, dict) else None
+    if not isinstance(home, dict) or home.get("id") != home_identity(codex_home):
+        return Skipped(f"{where} serves another Codex home")
+    return client
+
+
+def _error(doc: object, status: int) -> LoopxChatError:
+    """The service's JSON error as the error the direct path raises (same code, message,
+    remedy)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("error_code"), str):
+        return ServiceLost(f"the service answered {status} without an error document")
+    gate = doc.get("gate")
+    remedy = None
+    if isinstance(gate, dict):
+        remedy = Remedy(
+            summary=str(gate.get("summary", "")), next_action=str(gate.get("next_action", ""))
+        )
+    return LoopxChatError(str(doc.get("error", "")), error_code=doc["error_code"], remedy=remedy)
+
+
+class _Reply:
+    """One response read off its socket: the status, the headers, then the body or lines."""
+
+    def __init__(self, sock: socket.socket, deadline: float | None) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self._buf = bytearray()
+        parts = self.readline().split(None, 2)
+        if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
+            raise ValueError("not an HTTP response")
+        self.status = int(parts[1])
+        self.headers: dict[str, str] = {}
+        while True:
+            line = self.readline()
+            if not line.endswith(b"\n"):
+                raise ValueError("the response's headers were cut short")
+            if line in (b"\r\n", b"\n"):
+                break
+            name, _, value = line.decode("latin-1").partition(":")
+            self.headers[name.strip().lower()] = value.strip()
+
+    def _fill(self) -> bool:
+        """Read what the socket has; False at its end. With a deadline, each wait is only
+        for what is left of it (a server that sends a byte now and then cannot stretch the
+        probe's one second)."""
+        if self._deadline is not None:
+            left = self._deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the service did not answer in time")
+            self._sock.settimeout(left)
+        chunk = self._sock.recv(1 << 16)
+        self._buf += chunk
+        return bool(chunk)
+
+    def readline(self) -> bytes:
+        """The next line with its newline; what is left (maybe nothing) at the end."""
+        while (end := self._buf.find(b"\n")) < 0:
+            if len(self._buf) > _LINE_LIMIT:
+                raise ValueError("a line of the response is too long")
+            if not self._fill():
+                line = bytes(self._buf)
+                self._buf.clear()
+                return line
+        line = bytes(self._buf[: end + 1])
+        del self._buf[: end + 1]
+        return line
+
+    def read(self) -> bytes:
+        """The body: `Content-Length` bytes, or up to the end; bounded."""
+        length = self.headers.get("content-length")
+        want = int(length) if length is not None and length.isdigit() else None
+        if want is not None and want > _BODY_READ_LIMIT:
+            raise ValueError("the response is larger than any answer the CLI asks for")
+        while want is None or len(self._buf) < want:
+            if len(self._buf) > _BODY_READ_LIMIT:
+                raise ValueError("the response is larger than any answer the CLI asks for")
+            if not self._fill():
+                if want is not None:
+                    raise ValueError("the response's body was cut short")
+                break
+        body = bytes(self._buf[:want] if want is not None else self._buf)
+        self._buf.clear()
+        return body
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def _events(response: _Reply) -> Iterator[dict[str, Any]]:
+    """The server-sent events of a response, each as its JSON data (keepalives skipped)."""
+    data: list[bytes] = []
+    while True:
+        line = response.readline()
+        if not line:
+            return
+        line = line.rstrip(b"\r\n")
+        if line.startswith(b"data:"):
+            data.append(line[5:].strip())
+        elif not line and data:
+            event = json.loads(b"\n".join(data))
+            data = []
+            if isinstance(event, dict):
+                yield event
+
+
+class ServiceClient:
+    """Calls to one running service, as its owner's CLI."""
+
+    def __init__(self, runtime: ServiceRuntime, secret: str) -> None:
+        self.runtime = runtime
+        self._secret = secret
+
+    def __repr__(self) -> str:  # never the secret
+        return f"ServiceClient(port={self.runtime.port}, pid={self.runtime.pid})"
+
+    def _open(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | bytes | None,
+        accept: str,
+        timeout: float,
+        total: bool = False,
+    ) -> _Reply:
+        """Send one request; the response once its headers are in (`timeout` per read, or
+        for the whole exchange when `total`)."""
+        deadline = time.monotonic() + timeout if total else None
+        port = self.runtime.port
+        payload = body if isinstance(body, bytes) else _encode(body) if body is not None else b""
+        head = (
+            f"{method} {path} HTTP/1.1\r\n"
+            f"Host: 127.0.0.1:{port}\r\n"
+            f"Authorization: Bearer {self._secret}\r\n"
+            f"X-Loopx-Surface: {SURFACE}\r\n"
+            f"Accept: {accept}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\n"
+            "Connection: close\r\n\r\n"
+        )
+        # A plain IPv4 socket: `create_connection` would resolve the literal address through
+        # getaddrinfo and load the IDNA codec for it.
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(head.encode("ascii") + payload)
+            return _Reply(sock, deadline)
+        except BaseException:
+            sock.close()
+            raise
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = CALL_TIMEOUT_SEC,
+        total: bool = False,
+    ) -> tuple[int, Any]:
+        """(HTTP status, JSON document) of one request; transport errors as they come."""
+        response = self._open(method, path, body, "application/json", timeout, total)
+        try:
+            return response.status, json.loads(response.read() or b"null")
+        finally:
+            response.close()
+
+    def _checked(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
+        try:
+            status, doc = self.call(method, path, body)
+        except TRANSPORT_ERRORS as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} stopped answering "
+                f"({type(exc).__name__}); run the command again (with --direct to run it here)"
+            ) from None
+        if status >= 300 or not isinstance(doc, dict) or doc.get("ok") is not True:
+            raise _error(doc, status)
+        return doc
+
+    # -- what the CLI delegates ----------------------------------------------------------
+    def open_session(self, goal_id: str, work_dir: str) -> dict[str, Any]:
+        """A new session for GOAL (made if new, as `chat new` does): its public record."""
+        body = {"goal_id": goal_id, "work_dir": work_dir, "create_goal": True}
+        return dict(self._checked("POST", "/api/chat/sessions", body)["session"])
+
+    def resume_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/resume")["session"])
+
+    def interrupt_turn(self, session_id: str) -> dict[str, Any]:
+        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")["turn"])
+
+    def resolve_gate(
+        self, goal_id: str, gate_id: str, decision: str, reason: str | None, **host: Any
+    ) -> dict[str, Any]:
+        """`host`: a host gate's `for_session` / `answer` (what codex asked)."""
+        path = f"/api/goals/{goal_id}/gates/{gate_id}/decision"
+        body = {"decision": decision, "reason": reason, **host}
+        return dict(self._checked("POST", path, body)["gate"])
+
+    def submit_turn(
+        self,
+        session_id: str,
+        text: str,
+        client_turn_id: str | None,
+        *,
+        on_delta: Callable[[str], None],
+        on_started: Callable[[str], None],
+    ) -> dict[str, Any]:
+        """Run one turn in the service and stream it: `on_started(turn_id)` once codex has
+        it, `on_delta` for every piece of the reply; the result document (session_id,
+        thread_id, created, turn) at the end. Ending this process mid-turn (Ctrl-C, SIGTERM)
+        asks the service to interrupt the turn, as the direct path would stop it."""
+        path = f"/api/chat/sessions/{session_id}/turns"
+        body = turn_body(text, client_turn_id)
+        try:
+            response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
+        except TRANSPORT_ERRORS as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} did not take the turn "
+                f"({type(exc).__name__}); run it again (with --direct to run it here)"
+            ) from None
+        started = False
+        try:
+            if response.status != 200:
+                try:
+                    doc = json.loads(response.read() or b"null")
+                except ValueError:
+                    doc = None
+                raise _error(doc, response.status)
+            for event in _events(response):
+                kind = event.get("type")
+                if kind == "delta":
+                    on_delta(str(event.get("delta", "")))
+                elif kind == "status" and event.get("status") == "running" and not started:
+                    started = True
+                    on_started(str(event.get("turn_id")))
+                elif kind == "result":
+                    started = False  # over: nothing to interrupt on the way out
+                    return event
+                elif kind == "error":
+                    started = False
+                    raise _error(event, 500)
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} ended the turn's stream early; "
+                f"`loopx-chat sessions show {session_id}` says how the turn ended"
+            )
+        except TRANSPORT_ERRORS as exc:
+            raise ServiceLost(
+                f"the service on port {self.runtime.port} stopped answering mid-turn "
+                f"({type(exc).__name__}); `loopx-chat sessions show {session_id}` says how "
+                "the turn ended"
+            ) from None
+        except BaseException:
+            if started:  # this process is ending mid-turn: the turn ends with it
+                self._interrupt_quietly(session_id)
+            raise
+        finally:
+            response.close()
+
+    def _interrupt_quietly(self, session_id: str) -> None:
+        # The service gone too: its turn ended with it.
+        with contextlib.suppress(*TRANSPORT_ERRORS):
+            self.call(
+                "POST",
+                f"/api/chat/sessions/{session_id}/interrupt",
+                timeout=INTERRUPT_ON_EXIT_SEC,
+            )

@@ -1,0 +1,193 @@
+"""`serve --notify both`: a real service tells the owner once per gate, through a recording
+`osascript` on PATH and a webhook receiver that fails; the page stays quick and shows the
+failure as a note on the card, and a restart never notifies the same gate again."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from loopx_chat.state.service_runtime import read_secret
+
+RECORDER = r"""
+import json, os, sys
+with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\n")
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _cli(state: Path, *args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), *args],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _until(predicate: Any, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+class FailingReceiver:
+    def __init__(self, secret_of: Any) -> None:
+        self.posts: list[tuple[dict[str, Any], bool]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                key = secret_of()
+                want = "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
+                good = hmac.compare_digest(want, self.headers.get("X-Loopx-Signature", ""))
+                outer.posts.append((json.loads(body), good))
+                self.send_response(500)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+def _serve(state: Path, env: dict[str, str], url: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "loopx_chat",
+            "--state-dir",
+            str(state),
+            "serve",
+            "--port",
+            str(port),
+            "--notify",
+            "both",
+            "--notify-url",
+            url,
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    def listening() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    _until(listening, 30)
+    return proc, port
+
+
+def _page(port: int, state: Path) -> tuple[float, str]:
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(
+        "GET",
+        "/",
+        headers={"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {read_secret(state)}"},
+    )
+    body = conn.getresponse().read().decode()
+    conn.close()
+    return time.monotonic() - started, body
+
+
+def test_each_gate_is_told_once_and_a_failing_webhook_shows_on_the_card(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "rec.py").write_text(RECORDER)
+    exe = bindir / "osascript"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{bindir / "rec.py"}" "$@"\n')
+    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
+    log = tmp_path / "osascript.log"
+    env = {
+        **{k: v for k, v in os.environ.items() if k != "LOOPX_CHAT_CODEX_HOME"},
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "STANDIN_LOG": str(log),
+        "LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home"),
+    }
+    receiver = FailingReceiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    _cli(state, "gate", "request", "--goal", "ship-it", "--question", "Deploy to prod?")
+
+    def desktop() -> list[list[str]]:
+        return [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+
+    proc, port = _serve(state, env, receiver.url)
+    try:
+        _until(lambda: len(desktop()) == 1)
+        assert "Goal ship-it: an owner gate needs your decision." in desktop()[0][1]
+        assert "token" not in desktop()[0][1]
+        # While the webhook is still being retried, the page answers at once and another
+        # gate's desktop notice goes out.
+        took, _ = _page(port, state)
+        assert took < 1.0
+        _cli(state, "gate", "request", "--goal", "other", "--question", "Spend more?")
+        _until(lambda: len(desktop()) == 2, timeout=5)
+        _until(lambda: "The webhook notice failed (http_500)" in _page(port, state)[1])
+        body = _page(port, state)[1]
+        card = body[body.index('data-goal="ship-it"') :]
+        assert "The webhook notice failed (http_500)" in card.split("</section>")[0]
+        assert receiver.posts and all(good for _, good in receiver.posts)
+        assert {p["goal_id"] for p, _ in receiver.posts} <= {"ship-it", "other"}
+        assert all("Deploy" not in json.dumps(p) for p, _ in receiver.posts)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    secret_file = state / "notify-webhook-secret"
+    assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+    # A restart: the same gates are never told again.
+    before = len(desktop())
+    proc, port = _serve(state, env, receiver.url)
+    try:
+        time.sleep(2.0)
+        assert len(desktop()) == before
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        receiver.server.shutdown()
+
+
+def test_serve_refuses_a_webhook_mode_without_a_usable_url(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    for args, needle in (
+        (["--notify", "webhook"], "needs --notify-url"),
+        (["--notify-url", "file:///etc/passwd"], "http:// or https://"),
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "serve", *args],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode != 0 and "Traceback" not in done.stderr
+        assert "[usage_error]" in done.stderr and needle in done.stderr
+    assert not state.exists()

@@ -1,0 +1,86 @@
+"""A host gate's card: live details escaped, a secret question's password field, the home
+rule only as its own worded choice, and the decision body read strictly."""
+
+from __future__ import annotations
+
+import pytest
+
+from loopx_chat.errors import UsageError
+from loopx_chat.goals.gate_store import Gate
+from loopx_chat.service.host_gates import choice_from, render_host_gate
+
+
+def _gate(**host: object) -> Gate:
+    return Gate(
+        "host-1",
+        "g",
+        "Codex asks to run `rm` (2 arguments)",
+        "owner",
+        True,
+        "pending",
+        "2026-12-01T00:00:00Z",
+        "t",
+        host={"state": "live", **host},
+    )
+
+
+def test_live_details_are_escaped_and_every_choice_is_offered() -> None:
+    details = {
+        "kind": "command",
+        "command": "rm -rf '<script>alert(1)</script>'",
+        "cwd": '/tmp/"x"',
+        "reason": "<b>why</b>",
+        "amendment": True,
+    }
+    html = render_host_gate("g", _gate(kind="command"), details)
+    assert "<script>" not in html and "&lt;script&gt;" in html and "&lt;b&gt;why" in html
+    for label in ("Approve once", "Approve for this session", "Decline", "Stop the turn"):
+        assert label in html
+    assert "every thread of this Codex home" in html
+    assert 'data-decision="amend"' in html
+
+
+def test_no_home_rule_button_unless_codex_offered_one_and_not_live_says_so() -> None:
+    html = render_host_gate("g", _gate(kind="command"), {"kind": "command", "amendment": False})
+    assert 'data-decision="amend"' not in html
+    gone = render_host_gate(
+        "g", _gate(kind="command", state="expired", expired="host restarted"), None
+    )
+    assert "expired: host restarted" in gone and "Stop the turn" not in gone
+
+
+def test_a_secret_question_gets_a_password_field() -> None:
+    details = {
+        "kind": "question",
+        "questions": [
+            {
+                "id": "q",
+                "header": "Token",
+                "question": "Which <token>?",
+                "secret": True,
+                "options": ['a "b"'],
+            }
+        ],
+    }
+    html = render_host_gate("g", _gate(kind="question", secret=True, header="Token"), details)
+    assert 'type="password"' in html and "Which &lt;token&gt;?" in html
+    assert 'data-answer="a &quot;b&quot;"' in html
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {"decision": "always"},
+        {"decision": "approve", "for_session": "yes"},
+        {"decision": "answer"},
+        {"decision": "answer", "answer": 3},
+        {"decision": "answer", "answer": "x" * 5000},
+    ],
+)
+def test_a_bad_decision_body_is_a_usage_error(doc: dict[str, object]) -> None:
+    with pytest.raises(UsageError):
+        choice_from(doc)
+
+
+def test_reject_means_decline() -> None:
+    assert choice_from({"decision": "reject"}).decision == "decline"
