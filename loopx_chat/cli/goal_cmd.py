@@ -19,7 +19,6 @@ from loopx_chat.cli.context import (
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.gate_store import validate_goal_id
-from loopx_chat.goals.memory_input import clear_memory_input, memory_field, set_memory_input
 
 
 @click.group()
@@ -195,6 +194,9 @@ def goal_memory(
 
     Stored is what the read-only adapter made of it (never raw material, never a retrieval);
     `status --json` and /status.json show it as the goal's `memory`."""
+    # The OpenViking adapter loads for this command only (not for `goal run` or `goal set`).
+    from loopx_chat.goals.memory_input import clear_memory_input, memory_field, set_memory_input
+
     records, gid = cli.goal_ledger(), known_goal(cli, goal_id)
     if source is not None and clear:
         raise UsageError("give --input or --clear, not both", error_code="usage_error")

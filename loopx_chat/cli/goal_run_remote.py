@@ -10,7 +10,6 @@ It never follows codex itself and never writes state: the service does both.
 
 from __future__ import annotations
 
-import http.client
 import json
 import sys
 import time
@@ -30,6 +29,8 @@ class _Service:
         self.secret = secret
 
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        import http.client  # only when a service runs the goal
+
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         headers = {
             "Host": f"127.0.0.1:{self.port}",

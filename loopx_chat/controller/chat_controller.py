@@ -497,13 +497,13 @@ class ChatController:
         loop spends while the thread is held, and a loop without a budget never goes quiet.
         The host goal is never touched. Returns how many turns were recorded."""
         from loopx_chat.codex.goal_loop import GoalLoopWatch
+        from loopx_chat.controller.loop_turns import LoopTurns
 
         warm = self._warm.get(session_id)
         if warm is None or session_id not in self.host_loop_notices:
             return 0
         watch = GoalLoopWatch(warm.thread)
-        open_turns: dict[str, TurnRecord] = {}
-        recorded = 0
+        loop = LoopTurns(self.turns, session_id)
         deadline = time.monotonic() + most_sec
         last_seen = time.monotonic()
         with self._session_lock(session_id):
@@ -514,25 +514,13 @@ class ChatController:
                     break
                 if event is None:
                     # Nothing of the loop (or a notification it does not need) came.
-                    if not open_turns and time.monotonic() - last_seen > quiet_sec:
+                    if not loop.open_turns and time.monotonic() - last_seen > quiet_sec:
                         break
                     continue
                 last_seen = time.monotonic()
-                if event.kind == "turn_started" and event.turn_id:
-                    turn = self.turns.draft(
-                        session_id, None, origin="goal_loop", upstream_turn_id=event.turn_id
-                    )
-                    self.turns.begin(turn)
-                    open_turns[event.turn_id] = turn
-                elif event.kind == "turn_ended" and event.outcome is not None:
-                    turn = open_turns.pop(str(event.turn_id), None)
-                    if turn is not None:
-                        self.turns.finish(turn, event.outcome)
-                        recorded += 1
-            for upstream, turn in open_turns.items():
-                self.turns.finish(turn, TurnOutcome(upstream, "interrupted", None, TokenCounts()))
-                recorded += 1
-        return recorded
+                loop.on(event)
+            loop.settle()
+        return loop.recorded
 
     def holds(self, session_id: str) -> bool:
         """Whether this controller has the session's thread loaded (its writer lock is ours)."""

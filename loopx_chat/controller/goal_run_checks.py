@@ -148,8 +148,11 @@ class RunChecks:
         return max(candidates, key=lambda s: s.updated_at)
 
     def _raw_material(self, goal_id: str) -> bool:
+        """The status boundary's rule on the goal's facts: a top-level key of an item the
+        projection would read that names raw material. Classified here without building the
+        projection (it and the status reader load only for a status)."""
         from loopx_chat.goals.goal_facts import facts_from_state
-        from loopx_chat.goals.status import goal_status
+        from loopx_chat.session_runtime.keys import KeyState, classify_session_runtime_key
 
         facts = facts_from_state(
             goal_id,
@@ -157,8 +160,14 @@ class RunChecks:
             goals=self.goals,
             codex_home=str(self.controller.codex_home),
         )
-        boundary = goal_status(facts)["projection"].get("boundary", {})
-        return bool(boundary.get("raw_material_detected"))
+        items = facts.builder_kwargs()
+        for group in ("sessions", "outcomes", "gates", "decision_results"):
+            for item in items[group]:
+                for key in item:
+                    found = classify_session_runtime_key(key)
+                    if found.state is KeyState.RAW_MATERIAL and found.category is not None:
+                        return True
+        return False
 
     def _pending_handoff(self, goal_id: str, handoffs: list[Any]) -> Any:
         from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers

@@ -58,10 +58,19 @@ def host_goal_view(
             base = int(started[-1].get("host_tokens_before") or 0)
             shown["run_tokens_used"] = max(0, shown["tokens_used"] - base)
             shown["run_token_budget"] = run.token_budget
+    paused = runs.host_loop_paused(goal_id)
+    paused_by = (
+        str(paused.get("actor"))
+        if paused is not None
+        and seen is not None
+        and str(paused.get("at")) >= str(seen.get("at"))
+        and (run is None or str(paused.get("at")) > run.authorized_at)
+        else None
+    )
     state = GoalLedger(goals).goal_state(goal_id)
     acceptance = list(state.acceptance) if state else []
     return {
         **view,
         "goal": shown,
-        "words": host_goal_words(shown, run, acceptance),
+        "words": host_goal_words(shown, run, acceptance, paused_by=paused_by),
     }

@@ -39,6 +39,9 @@ RUN_EVENTS = (
 )
 # Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
 HOST_LOOP_EVENT = "host_loop_seen"
+# ... and the owner paused that loop (Pause on the card or the API), with who did.
+HOST_LOOP_PAUSED = "host_loop_paused"
+HOST_LOOP_EVENTS = (HOST_LOOP_EVENT, HOST_LOOP_PAUSED)
 SURFACES = ("cli", "page", "api")
 
 # How `loopx-chat goal run` ends, by the host goal's final status (docs/reference.md).
@@ -172,7 +175,7 @@ class GoalRuns:
     def runs(self, goal_id: str) -> list[GoalRun]:
         folded: dict[str, GoalRun] = {}
         for event in read_records(self._path(goal_id), RUN_SCHEMA):
-            if event.get("event") == HOST_LOOP_EVENT:
+            if event.get("event") in HOST_LOOP_EVENTS:
                 continue
             run_id = str(event.get("run_id"))
             run = _fold(event, folded.get(run_id))
@@ -230,11 +233,14 @@ class GoalRuns:
 
     def host_loop_seen(self, goal_id: str) -> dict[str, Any] | None:
         """The latest sighting of a loop loopx-chat did not start, or None."""
-        seen = [
-            e
-            for e in read_records(self._path(goal_id), RUN_SCHEMA)
-            if e.get("event") == HOST_LOOP_EVENT
-        ]
+        return self._latest_of(goal_id, HOST_LOOP_EVENT)
+
+    def host_loop_paused(self, goal_id: str) -> dict[str, Any] | None:
+        """The owner's latest Pause of a loop loopx-chat did not start, or None."""
+        return self._latest_of(goal_id, HOST_LOOP_PAUSED)
+
+    def _latest_of(self, goal_id: str, kind: str) -> dict[str, Any] | None:
+        seen = [e for e in read_records(self._path(goal_id), RUN_SCHEMA) if e.get("event") == kind]
         return seen[-1] if seen else None
 
     def _append(self, goal_id: str, event: str, fields: dict[str, Any]) -> None:
@@ -255,6 +261,17 @@ class GoalRuns:
             "host_loop_detected", goal_id=goal_id, session_id=session_id, thread_id=thread_id
         )
 
+    def record_host_loop_paused(
+        self, goal_id: str, session_id: str, thread_id: str | None, *, actor: str, host_status: str
+    ) -> dict[str, Any]:
+        """The owner paused a loop loopx-chat did not start: who, and what codex answered."""
+        fields = {"session_id": session_id, "thread_id": thread_id, "actor": actor}
+        self._append(goal_id, HOST_LOOP_PAUSED, {**fields, "host_status": host_status})
+        self.goals.control.record("host_loop_paused", goal_id=goal_id, **fields)
+        paused = self.host_loop_paused(goal_id)
+        assert paused is not None
+        return paused
+
     def note(self, goal_id: str, run_id: str, event: str, **fields: Any) -> GoalRun:
         """Append one event of a run (what the host did, or what the owner decided)."""
         if event not in RUN_EVENTS or event == "run_authorized":
@@ -265,8 +282,15 @@ class GoalRuns:
         return self.run(goal_id, run_id)
 
 
-def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance: list[str]) -> str:
-    """The host goal on the first screen, in plain words (one line)."""
+def host_goal_words(
+    goal: dict[str, Any] | None,
+    run: GoalRun | None,
+    acceptance: list[str],
+    *,
+    paused_by: str | None = None,
+) -> str:
+    """The host goal on the first screen, in plain words (one line); `paused_by`: who paused
+    a loop loopx-chat did not start (its Pause is newer than any run)."""
     if goal is None:
         return "no Codex goal on this thread"
     status = goal.get("status")
@@ -297,6 +321,8 @@ def host_goal_words(goal: dict[str, Any] | None, run: GoalRun | None, acceptance
             return f"blocked by owner gate {run.blocked_by}"
         return "blocked by the agent" + (f": {run.reason}" if run and run.reason else "")
     if status == "paused":
+        if paused_by:
+            return f"paused by {paused_by} (a goal loopx-chat did not start)"
         who = run.ended_by if run is not None and run.ended_by else "someone outside loopx-chat"
         return f"paused by {who}"
     return f"Codex goal status {status}"

@@ -27,6 +27,7 @@ from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
+from loopx_chat.controller.host_loops import HostLoops
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
 from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, GateStore, validate_goal_id
@@ -288,6 +289,9 @@ class ServiceApp:
         self.goals = goals
         # Goal runs this service follows: each keeps its thread loaded while the goal runs.
         self.runs = RunPool(controller, goals, max_running=max_running)
+        # Loops loopx-chat did not start on threads this service loaded: their turns are
+        # recorded while it holds them, and the owner may Pause them.
+        self.host_loops = HostLoops(controller, goals)
         self.port = port
         self.work_dir = work_dir
         self.hub = EventHub()
@@ -446,7 +450,10 @@ class ServiceApp:
         )
 
     def _resume(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
-        record = self.controller.resume_session(validate_session_id(session_id))
+        try:
+            record = self.controller.resume_session(validate_session_id(session_id))
+        finally:
+            self.host_loops.take_up()  # a resume restarts an `active` goal's loop at once
         return json_response(200, {"ok": True, "session": record.public_dict()})
 
     def _interrupt(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
@@ -502,13 +509,20 @@ class ServiceApp:
         gid = validate_goal_id(goal_id)
         if not goal_exists(self.controller.store, self.goals, gid):
             raise StateError(f"no goal {gid}", error_code="goal_not_found")
-        run = self.runs.start(
-            gid,
-            session_id=session_id,
-            token_budget=budget,
-            actor=decision.actor or "owner-api",
-            surface="page" if decision.surface == "page" else "api",
-        )
+        # A loop loopx-chat did not start, followed here, is adopted: the run follows it.
+        adopted = self.host_loops.let_go(gid)
+        try:
+            run = self.runs.start(
+                gid,
+                session_id=session_id,
+                token_budget=budget,
+                actor=decision.actor or "owner-api",
+                surface="page" if decision.surface == "page" else "api",
+            )
+        except LoopxChatError:
+            if adopted is not None:
+                self.host_loops.follow_again(adopted)
+            raise
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
         return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
@@ -539,11 +553,19 @@ class ServiceApp:
         return json_response(202, {**self._cards_event(status), "run": run.to_dict()})
 
     def _pause_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
-        """Pause: the host goal is set paused; its running turn finishes and is recorded."""
-        run = self.runs.pause(validate_goal_id(goal_id))
+        """Pause: the host goal is set paused; its running turn finishes and is recorded.
+        A loop loopx-chat did not start is paused the same way, on the owner's record."""
+        gid = validate_goal_id(goal_id)
+        try:
+            result: dict[str, Any] = {"run": self.runs.pause(gid).to_dict()}
+        except StateError as exc:
+            if exc.error_code != "run_not_found":
+                raise
+            paused = self.host_loops.pause(gid, actor=decision.actor or "owner-api")
+            result = {"host_loop": {k: paused[k] for k in ("actor", "at", "host_status")}}
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
-        return json_response(200, {**self._cards_event(status), "run": run.to_dict()})
+        return json_response(200, {**self._cards_event(status), **result})
 
     def _run_state_route(
         self, request: Request, decision: AccessDecision, goal_id: str
@@ -601,6 +623,7 @@ class ServiceApp:
             runs = GoalRuns(self.goals)
             run = runs.latest(goal_id)
             seen = runs.host_loop_seen(goal_id)
+            paused = runs.host_loop_paused(goal_id)
             turns = (
                 [
                     t
@@ -622,6 +645,7 @@ class ServiceApp:
                     len(turns),
                     sum(t.tokens.total_tokens for t in turns),
                     host_loop_seen_at=str(seen["at"]) if seen else None,
+                    host_loop_paused=paused,
                 ),
             )
         return actions
@@ -878,6 +902,7 @@ class ServiceApp:
                 )
                 log(f"turn on session {session_id} crashed: {type(exc).__name__}")
             finally:
+                self.host_loops.take_up()  # the turn's resume may have restarted a loop
                 worker.accepted.set()
                 # Only a turn this request started ends the session's event stream; a request
                 # refused before starting one (bad input, busy, replay) must not cut off the

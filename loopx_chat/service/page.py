@@ -89,14 +89,23 @@ def run_view(
     tokens: int = 0,
     *,
     host_loop_seen_at: str | None = None,
+    host_loop_paused: Mapping[str, Any] | None = None,
 ) -> RunView | None:
     """The card's view of a `GoalRun` (None: the goal never ran on Codex's loop); `turns`
     and `tokens` are what the ledger recorded of the run so far. A loop loopx-chat saw and
-    did not start, newer than the run, is said as such (Run adopts it with a budget)."""
+    did not start, newer than the run, is said as such (Pause stops it, Run adopts it with
+    a budget), and so is the owner's Pause of it (`host_loop_paused`: who, when)."""
     if host_loop_seen_at is not None and (run is None or host_loop_seen_at > run.authorized_at):
+        paused_at = str(host_loop_paused["at"]) if host_loop_paused else ""
+        if paused_at >= host_loop_seen_at:
+            words = (
+                f"the goal loopx-chat did not start was paused by {host_loop_paused['actor']}"
+                f" ({paused_at}): Run adopts it with a budget"
+            )
+            return RunView("", "not_ours_paused", "paused", False, words)
         words = (
             "Codex is running a goal loopx-chat did not start (no budget set here; seen "
-            f"{host_loop_seen_at}): Run adopts it with a budget"
+            f"{host_loop_seen_at}): Pause stops it, Run adopts it with a budget"
         )
         return RunView("", "not_ours", "active", False, words)
     if run is None:
@@ -289,6 +298,12 @@ def _run_bar(run: RunView | None) -> str:
     (the run this service follows); the owner's page token goes with either."""
     if run is not None and run.running_here:
         button = '<button class="pause" data-run="pause">Pause</button>'
+    elif run is not None and run.state == "not_ours":
+        # Codex runs a goal nobody here started: the owner may pause it, or adopt it.
+        button = (
+            '<button class="pause" data-run="pause">Pause</button>'
+            '<button class="run" data-run="run">Run</button>'
+        )
     elif run is not None and run.state == "ended" and run.host_status == "complete":
         # Codex says it is done: the owner accepts it, or reopens it with a note.
         button = (

@@ -321,6 +321,7 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
         log("stopping: interrupting active turns and closing app-servers")
         server.shutdown()
         server.app.runs.close()  # goal runs: paused, their running turns recorded
+        server.app.host_loops.close()  # loops we did not start: let go, the goal untouched
         server.app.controller.close()
         server.server_close()
         log("stopped")

@@ -70,6 +70,8 @@ EVENT_FIELDS: dict[str, frozenset[str]] = {
     "run_reopened": frozenset({"goal_id", "run_id"}),
     # codex ran a goal loop on a thread loopx-chat loaded without a run of its own
     "host_loop_detected": frozenset({"goal_id", "session_id", "thread_id"}),
+    # ... and the owner paused it (its actor: who)
+    "host_loop_paused": frozenset({"goal_id", "session_id", "thread_id", "actor"}),
 }
 
 

@@ -159,3 +159,29 @@ def test_a_first_status_loads_no_scanner_no_logging_and_no_openssl(tmp_path: Pat
     done, loaded = _probe(args, env)
     assert "loopx_chat.codex.rollouts.scanner" in loaded
     assert json.loads(done.stdout)["host_scan"]["bytes_read"] > 0
+
+
+def test_goal_run_up_to_its_checks_loads_no_memory_adapter_status_reader_or_http(
+    tmp_path: Path,
+) -> None:
+    """`goal run` pays for its own path: the OpenViking memory adapter loads for `goal
+    memory` only, the status reader for a status, `http.client` when a service runs it."""
+    state = ["--state-dir", str(tmp_path / "state")]
+    fields = ["--objective", "x", "--acceptance", "it works"]
+    made = subprocess.run(
+        [sys.executable, "-m", "loopx_chat", *state, "goal", "set", "g", *fields],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == 0, made.stderr
+    done, loaded = _probe([*state, "goal", "run", "g", "--token-budget", "5"])
+    assert "no_session" in done.stderr  # it ran the run's checks
+    assert "loopx_chat.controller.goal_run_checks" in loaded
+    forbidden = (
+        "loopx_chat.goals.memory_input",
+        "loopx_chat.session_runtime.openviking",
+        "loopx_chat.goals.status",
+        "http.client",
+    )
+    assert [m for m in loaded if m.startswith(forbidden)] == []

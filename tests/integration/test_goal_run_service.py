@@ -4,18 +4,24 @@ mock): the run follows Codex's own loop to its budget, Pause lets the last turn 
 
 from __future__ import annotations
 
+import html
 import http.client
 import json
+import re
 import signal
 import socket
 import subprocess
 import sys
+import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.model_mock.responses import MockResponsesServer
+from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.goal_runs import goal_loop_turns, run_events
@@ -260,3 +266,153 @@ def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
         assert SessionStore(setup.state).load(sid).active_turn_id is None
     finally:
         _stop(proc)
+
+
+def _page_call(setup: Setup, path: str, csrf: str | None) -> tuple[int, dict[str, Any]]:
+    """A write the page makes: the owner's cookie, and the page's token when given."""
+    conn = http.client.HTTPConnection("127.0.0.1", setup.port, timeout=60)
+    headers = {
+        "Host": f"127.0.0.1:{setup.port}",
+        "Cookie": f"{COOKIE_NAME}={read_secret(setup.state)}",
+        "Content-Type": "application/json",
+    }
+    if csrf is not None:
+        headers["X-Loopx-Csrf"] = csrf
+    conn.request("POST", path, body=b"{}", headers=headers)
+    resp = conn.getresponse()
+    doc = json.loads(resp.read())
+    conn.close()
+    return resp.status, doc
+
+
+def _in_codex(
+    setup: Setup, codex_bin: str, sid: str, method: str, params: dict[str, Any]
+) -> dict[str, Any]:
+    """A thread-goal call as Codex's own UI makes it: a client that loads no thread."""
+    store = SessionStore(setup.state)
+    with (
+        ChatController(store=store, environ=setup.env, cwd=setup.tmp, codex_bin=codex_bin) as c,
+        c.thread_metadata(sid) as call,
+    ):
+        return dict(call(method, params).get("goal") or {})
+
+
+def _active_in_codex(setup: Setup, codex_bin: str, sid: str) -> None:
+    goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 10**6}
+    _in_codex(setup, codex_bin, sid, "thread/goal/set", {**goal, "origin": "user"})
+
+
+def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    sid = setup.goal("g", 400000)
+
+    def host_goal() -> dict[str, Any]:
+        return _in_codex(setup, codex_bin, sid, "thread/goal/get", {})
+
+    _active_in_codex(setup, codex_bin, sid)
+    mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
+
+    # 1. The service's resume loads the thread: codex's loop starts, its turns are recorded
+    # while the service holds it, the card says so, and a stop of the service leaves the
+    # host goal as it was.
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200, doc
+        wait_until(lambda: len([t for t in setup.goal_turns(sid) if t.status != "running"]) >= 2)
+        code, page = setup.call("GET", "/")
+        assert code == 200
+        assert "Codex is running a goal loopx-chat did not start" in str(page)
+        assert 'data-run="pause"' in str(page) and 'data-run="run"' in str(page)
+    finally:
+        _stop(proc)
+    turns = setup.goal_turns(sid)
+    assert turns and all(t.run_id is None and t.origin == "goal_loop" for t in turns)
+    assert all(t.status in ("completed", "interrupted") for t in turns)
+    assert [t.status for t in turns].count("interrupted") <= 1  # the one the stop ended
+    upstream = [t.upstream_turn_id for t in turns]
+    assert len(upstream) == len(set(upstream))
+    assert SessionStore(setup.state).load(sid).active_turn_id is None
+    unchanged = host_goal()
+    assert (unchanged["status"], unchanged["objective"]) == ("active", "set in Codex")
+    assert unchanged["tokenBudget"] == 10**6  # never changed by loopx-chat
+    assert [e["event"] for e in setup.runs("g")] == ["host_loop_seen"]
+    counted = len(turns)
+
+    # 2. Again, and the owner pauses it from the card: the page's token is required, the
+    # Pause is recorded with its actor, the running turn finishes, no turn starts after.
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200, doc
+        wait_until(lambda: len(setup.goal_turns(sid)) > counted)
+        code, page = setup.call("GET", "/")
+        csrf = re.search(r'name="loopx-csrf" content="([^"]+)"', str(page))
+        assert csrf is not None
+        before = setup.runs("g")
+        code, refused = _page_call(setup, "/api/goals/g/pause", None)
+        assert code == 403 and refused["error_code"] == "forbidden_request", refused
+        assert setup.runs("g") == before  # nothing recorded, nothing paused
+        code, paused = _page_call(setup, "/api/goals/g/pause", html.unescape(csrf.group(1)))
+        assert code == 200, paused
+        assert paused["host_loop"]["actor"] == "owner-page"
+        assert paused["host_loop"]["host_status"] == "paused"
+        assert "was paused by owner-page" in paused["cards_html"]
+        wait_until(lambda: SessionStore(setup.state).load(sid).active_turn_id is None)
+        settled = len(setup.goal_turns(sid))
+        time.sleep(1.0)
+        assert len(setup.goal_turns(sid)) == settled  # codex started nothing after the Pause
+    finally:
+        _stop(proc)
+    turns = setup.goal_turns(sid)
+    assert all(t.status in ("completed", "interrupted") for t in turns)
+    last = setup.runs("g")[-1]
+    assert (last["event"], last["actor"]) == ("host_loop_paused", "owner-page")
+    after = host_goal()
+    assert (after["status"], after["tokenBudget"]) == ("paused", 10**6)
+    row = setup.cli("status", "--goal", "g")["attention_queue"][0]
+    assert row["host_goal"]["words"] == "paused by owner-page (a goal loopx-chat did not start)"
+    facts = setup.cli("codex", "facts")
+    thread_id = str(SessionStore(setup.state).load(sid).upstream_thread_id)
+    ledger = SessionStore(setup.state).list_turns(sid)
+    assert facts["threads"][thread_id]["turns"]["started"] == len(ledger)
+
+
+def test_run_adopts_a_loop_loopx_chat_did_not_start_in_the_service(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    sid = setup.goal("g", 400000)
+    store = SessionStore(setup.state)
+    _active_in_codex(setup, codex_bin, sid)
+    mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200, doc
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+        code, run = setup.call("POST", "/api/goals/g/run", {"token_budget": 20000})
+        assert code == 202, run
+        assert isinstance(run, dict)
+        run_id = run["run"]["run_id"]
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+    finally:
+        _stop(proc)
+    ended = setup.runs("g")[-1]
+    assert ended["host_status"] == "budgetLimited", ended
+    turns = setup.goal_turns(sid)
+    before = [t for t in turns if t.run_id is None]
+    under_run = [t for t in turns if t.run_id == run_id]
+    assert before and under_run  # the loop's turns, then the run's, each on record
+    assert len(before) + len(under_run) == len(turns)
+    upstream = [t.upstream_turn_id for t in turns]
+    assert len(upstream) == len(set(upstream))  # no turn recorded twice across the hand-over
+    assert store.load(sid).active_turn_id is None
+    # The hand-over is prompt (the loop's running turn gets at most a few seconds), and no
+    # turn of the old loop starts once the run has set the goal.
+    events = {e["event"]: e["at"] for e in setup.runs("g") if e.get("run_id") == run_id}
+    waited = datetime.fromisoformat(events["started"]) - datetime.fromisoformat(
+        events["run_authorized"]
+    )
+    assert waited.total_seconds() < 10, waited
+    assert all(t.created_at < events["started"] for t in before)
