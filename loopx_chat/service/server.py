@@ -176,10 +176,6 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "loopx-chat"
     sys_version = ""
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.reading(self.connection)
-
     def handle_one_request(self) -> None:
         # A keep-alive connection waits for its next request on a fresh deadline.
         self.server.reading(self.connection)

@@ -203,13 +203,16 @@ print(json.dumps({"results": results, "files": files}))
 """
 
 
-def _concrete(pattern: str, ids: dict[str, str]) -> str:
-    """A route's pattern with real ids in its groups: goal and gate, or a session."""
-    path = re.sub(r"\\(.)", r"\1", pattern.replace("([^/]+)", "\0"))
-    path = path.replace("\0", "([^/]+)")
-    groups = ids["groups"].split(",")
-    for value in groups:
-        path = path.replace("([^/]+)", value, 1)
+_GROUP = "([^/]+)"
+
+
+def _concrete(pattern: str, values: tuple[str, ...]) -> str:
+    """A route's pattern with real ids in its groups, in order (regex escapes undone)."""
+    parts = pattern.split(_GROUP)
+    unescaped = [re.sub(r"\\(.)", r"\1", part) for part in parts]
+    path = unescaped[0]
+    for value, rest in zip(values, unescaped[1:], strict=True):
+        path += value + rest
     return path
 
 
@@ -218,12 +221,12 @@ def _route_paths(goal: str, gate: str, session: str) -> list[tuple[str, str]]:
     for route in ROUTES:
         pattern = route.pattern.pattern
         if "/gates/" in pattern:
-            groups = f"{goal},{gate}"
+            values: tuple[str, ...] = (goal, gate)
         elif pattern.startswith("/api/goals/"):
-            groups = goal  # Run, Pause and the run's state
+            values = (goal,)  # Run, Pause and the run's state
         else:
-            groups = session
-        out.append((route.method, _concrete(pattern, {"groups": groups})))
+            values = (session,) * pattern.count(_GROUP)
+        out.append((route.method, _concrete(pattern, values)))
     return out
 
 
