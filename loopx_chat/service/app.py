@@ -1028,28 +1028,27 @@ class ServiceApp:
                 return False  # unreadable now: end the stream rather than fail inside it
 
         def stream() -> Iterator[bytes]:
-            try:
-                first = self.hub.last_status(session_id) or {
-                    "type": "status",
-                    "status": record.status,
-                }
-                yield _sse(first)
-                if not active():
-                    return
-                while True:
-                    try:
-                        event = listener.get(timeout=15)
-                    except queue.Empty:
-                        if not active():
-                            return
-                        yield b": keepalive\n\n"
-                        continue
-                    if event is None:
-                        yield _sse({"type": "end"})
+            # The listener is let go by the stream's on_close, which runs once however
+            # the stream ends: exhausted, its client gone, or never read (HEAD).
+            first = self.hub.last_status(session_id) or {
+                "type": "status",
+                "status": record.status,
+            }
+            yield _sse(first)
+            if not active():
+                return
+            while True:
+                try:
+                    event = listener.get(timeout=15)
+                except queue.Empty:
+                    if not active():
                         return
-                    yield _sse(event)
-            finally:
-                self.hub.unsubscribe(session_id, listener)
+                    yield b": keepalive\n\n"
+                    continue
+                if event is None:
+                    yield _sse({"type": "end"})
+                    return
+                yield _sse(event)
 
         return self._event_stream(
             stream(), on_close=lambda: self.hub.unsubscribe(session_id, listener)
