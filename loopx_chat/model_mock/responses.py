@@ -334,7 +334,12 @@ class _Handler(BaseHTTPRequestHandler):
         text = _DIRECTIVE_TEXT.search(prompt)
         shell = _DIRECTIVE_SHELL.search(prompt)
         call = _DIRECTIVE_CALL.search(prompt)
-        tool_output = _tool_output_after_last_user(body) if shell else None
+        # A scripted directive drives a continuation turn, whose input carries codex's own
+        # `goal_objective` output: there only the answer to a call of ours is a follow-up.
+        if shell:
+            tool_output = follow_up if scripted is not None else _tool_output_after_last_user(body)
+        else:
+            tool_output = None
         if follow_up is not None and scripted is None and not shell:
             call = None  # the follow-up of a call of ours, nothing scripted: answer in words
             reply = f"mock saw tool output: {follow_up.strip()[:80]}"
@@ -366,7 +371,9 @@ class _Handler(BaseHTTPRequestHandler):
             owner._issued_calls.add(stream.function_call(call.group(1), arguments))
             return
         if shell and tool_output is None:
-            stream.function_call("exec_command", {"cmd": shell.group(1).strip()})
+            owner._issued_calls.add(
+                stream.function_call("exec_command", {"cmd": shell.group(1).strip()})
+            )
             return
         stream.message(delay, failed=bool(_DIRECTIVE_FAIL.search(prompt)))
 
