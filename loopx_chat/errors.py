@@ -185,6 +185,8 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "goal_stopped": ErrorSpec(Outcome.CONFLICT),
         "no_session": ErrorSpec(Outcome.CONFLICT),
         "budget_required": ErrorSpec(Outcome.INVALID),
+        "approval_policy_unknown": ErrorSpec(Outcome.INVALID),
+        "plan_not_in_run": ErrorSpec(Outcome.INVALID),
         "raw_material_detected": ErrorSpec(Outcome.CONFLICT),
         "objective_required": ErrorSpec(Outcome.CONFLICT),
         "run_not_found": ErrorSpec(Outcome.NOT_FOUND),

@@ -2,8 +2,9 @@
 
 Owns the options and where their values go: into the command's controller config
 (`CliContext.controller_config`, read by `controller_scope.command_controller`) for chat
-commands, or handed to the callback for `serve`. Only `codex.turn_defaults` is loaded to
-show them. It never decides anything about a request itself.
+commands, marked as given so they win over the goal's goal_state, or handed to the callback
+for `serve` (whose values are only the default under a goal's own). Only
+`codex.turn_defaults` is loaded to show them. It never decides anything about a request.
 """
 
 from __future__ import annotations
@@ -69,12 +70,16 @@ def chat_policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
             ctx.meta["chat_options_given"] = (*ctx.meta.get("chat_options_given", ()), *given)
             config = ctx.obj.controller_config or DEFAULT_CONFIG
+            # A flag given wins over the goal's goal_state; one left out is only the default
+            # (`controller.turn_policy`).
+            own = {"approval": "approval_policy", "plan": "plan"}
             ctx.obj = replace(
                 ctx.obj,
                 controller_config=replace(
                     config,
                     options=replace(config.options, approval_policy=approval, plan=plan),
                     decision_timeout=decision_timeout,
+                    policy_given=frozenset(own[name] for name in given if name in own),
                 ),
             )
         return func(*args, **kwargs)

@@ -48,6 +48,21 @@ def goal() -> None:
     "--token-budget", type=click.IntRange(min=1), default=None, help="Tokens the goal may spend."
 )
 @click.option(
+    "--approval",
+    "approval_policy",
+    default=None,
+    metavar="never|on-request|untrusted",
+    help="What Codex may ask you before it acts on this goal's turns and runs (a command's "
+    "own --approval wins; without either, the service's default, else never).",
+)
+@click.option(
+    "--plan/--no-plan",
+    "plan",
+    default=None,
+    help="Run this goal's chat turns in Codex's Plan mode (not `goal run`: Codex continues "
+    "no goal in Plan mode).",
+)
+@click.option(
     "--from-json",
     "from_json",
     default=None,
@@ -66,6 +81,8 @@ def goal_set(
     authority_sources: tuple[str, ...],
     boundary: str | None,
     token_budget: int | None,
+    approval_policy: str | None,
+    plan: bool | None,
     from_json: str | None,
     actor: str,
     as_json: bool,
@@ -82,6 +99,8 @@ def goal_set(
         ("stop_condition", stop_condition),
         ("boundary", boundary),
         ("token_budget", token_budget),
+        ("approval_policy", approval_policy),
+        ("plan", plan),
     ):
         if value is not None:
             fields[key] = value
@@ -120,6 +139,8 @@ def goal_show(cli: CliContext, goal_id: str, history: bool, as_json: bool) -> No
     click.echo(f"non-goals:  {', '.join(state.non_goals) or '-'}")
     click.echo(f"authority:  {', '.join(state.authority_sources) or '-'}")
     click.echo(f"budget:     {state.token_budget or '-'} tokens")
+    click.echo(f"approval:   {state.approval_policy or '- (the default)'}")
+    click.echo(f"plan mode:  {'-' if state.plan is None else ('on' if state.plan else 'off')}")
     for entry in doc.get("history", []):
         click.echo(f"  {entry['created_at']} by {entry['actor']}: {entry['objective']}")
 

@@ -64,6 +64,8 @@ def _follow(
     actor: str,
     as_json: bool,
     note: str | None = None,
+    approval: str | None = None,
+    plan_mode: bool = False,
 ) -> None:
     from loopx_chat.controller.goal_run import GoalRunner, TurnProgress
     from loopx_chat.goals.gate_store import GateStore
@@ -107,7 +109,14 @@ def _follow(
             budget = budget or previous.token_budget
             session_id = session_id or previous.session_id
         # Every refusal comes from here, before anything is written or spawned.
-        plan = runner.plan(goal_id, session_id, budget, objective=objective)
+        plan = runner.plan(
+            goal_id,
+            session_id,
+            budget,
+            objective=objective,
+            approval_policy=approval,
+            plan_mode=plan_mode,
+        )
         if note is not None:
             runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
         try:
@@ -144,6 +153,20 @@ def _follow(
     is_flag=True,
     help="Run it in this process even when the local service is up (which runs it otherwise).",
 )
+@click.option(
+    "--approval",
+    default=None,
+    metavar="never|on-request|untrusted",
+    help="What Codex may ask you before it acts during the run (default: the goal's "
+    "goal_state, else the service's default, else never). What it asks blocks the run "
+    "until you decide (`gate resolve`).",
+)
+@click.option(
+    "--plan",
+    "plan_mode",
+    is_flag=True,
+    help="Refused (plan_not_in_run): Codex continues no goal in Plan mode.",
+)
 @actor_option("owner", "Who authorizes the run (a person)")
 @json_option
 @click.pass_context
@@ -153,6 +176,8 @@ def goal_run(
     session_id: str | None,
     token_budget: int | None,
     foreground: bool,
+    approval: str | None,
+    plan_mode: bool,
     actor: str,
     as_json: bool,
 ) -> None:
@@ -164,14 +189,28 @@ def goal_run(
     4 usage limit, 5 blocked, 6 paused, 130 Ctrl-C (the goal is paused)."""
     _person(actor)
     gid = known_goal(ctx.obj, goal_id)
+    from loopx_chat.goals.goal_ledger import approval_policy_field
+
+    approval_policy_field(approval)  # `approval_policy_unknown`, before anything else
     if not foreground:
         from loopx_chat.cli.goal_run_remote import run_in_service, service_for
 
         service = service_for(ctx.obj.state_dir)
         if service is not None:
-            run_in_service(service, ctx.obj.state_dir, gid, session_id, token_budget, as_json)
+            run_in_service(
+                service,
+                ctx.obj.state_dir,
+                gid,
+                session_id,
+                token_budget,
+                as_json,
+                approval=approval,
+                plan_mode=plan_mode,
+            )
             return
-    _follow(ctx, gid, session_id, token_budget, actor, as_json)
+    _follow(
+        ctx, gid, session_id, token_budget, actor, as_json, approval=approval, plan_mode=plan_mode
+    )
 
 
 @click.command("accept")

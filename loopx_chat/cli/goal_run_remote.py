@@ -88,6 +88,8 @@ def run_in_service(
     session_id: str | None,
     budget: int | None,
     as_json: bool,
+    approval: str | None = None,
+    plan_mode: bool = False,
 ) -> None:
     from loopx_chat.goals.goal_runs import EXIT_INTERRUPTED, exit_code_for
     from loopx_chat.state.session_store import SessionStore
@@ -97,6 +99,10 @@ def run_in_service(
         body["token_budget"] = budget
     if session_id is not None:
         body["session_id"] = session_id
+    if approval is not None:
+        body["approval"] = approval
+    if plan_mode:
+        body["plan"] = True
     run = service.call("POST", f"/api/goals/{goal_id}/run", body)["run"]
     say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
     say(

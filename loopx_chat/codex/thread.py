@@ -340,15 +340,19 @@ class CodexThread:
     def start_turn(self, text: str) -> tuple[str, bool]:
         """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id.
 
-        The approval policy goes with every turn, and Plan mode when the options ask for it."""
+        The approval policy goes with every turn, and the collaboration mode too: Plan when
+        the options ask for it, else Default, named. Codex keeps a turn's mode for the
+        thread's later turns, and on a thread left in Plan mode its goal loop starts no
+        continuation turn at all (verified on 0.171.0, after a resume too), so a turn
+        without Plan mode must say so."""
         params: dict[str, Any] = {
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": text, "text_elements": []}],
             "approvalPolicy": self.options.approval_policy,
         }
-        if self.options.plan:
+        if self.options.plan or self.model:
             params["collaborationMode"] = {
-                "mode": "plan",
+                "mode": "plan" if self.options.plan else "default",
                 "settings": {
                     "model": self.model,
                     "reasoning_effort": None,

@@ -135,6 +135,9 @@ class ControllerConfig:
     max_warm: int | None = None
     # How long an approval or question codex asks waits for the owner (host_requests).
     decision_timeout: float = DECISION_TIMEOUT_SEC
+    # Which of `options.approval_policy` / `options.plan` the command gave itself: those win
+    # over the goal's goal_state (`turn_policy`); the others are only the default.
+    policy_given: frozenset[str] = frozenset()
 
 
 DEFAULT_CONFIG = ControllerConfig()
@@ -192,15 +195,17 @@ class ChatController:
         self.host_loop_notices: list[str] = []
         # Sessions whose goal loop a run in this process follows (or is about to recover).
         self.following_goal_loops: set[str] = set()
-        # What codex asks (approvals, questions) is offered to the host-request desk first,
-        # when the owner let codex ask at all; under `never` (and no Plan mode) anything codex
-        # sends anyway is answered at once by the policy, as before.
+        # What codex asks (approvals, questions) is offered to the host-request desk first
+        # on a thread whose owner let codex ask at all (`_asking`: its policy is not `never`,
+        # or Plan mode; the command's flag, the goal's goal_state or the default decides,
+        # `turn_policy`); on any other thread anything codex sends anyway is answered at
+        # once by the policy, as before.
         self._host_desk: HostRequestDesk | None = None
         self._host_desk_lock = threading.Lock()
+        self._asking: set[str] = set()
         options = self.config.options
-        if options.approval_policy != "never" or options.plan:
-            holder = replace(options.server_requests, holder=self._hold_host_request)
-            self.config = replace(self.config, options=replace(options, server_requests=holder))
+        holder = replace(options.server_requests, holder=self._hold_host_request)
+        self.config = replace(self.config, options=replace(options, server_requests=holder))
 
     @property
     def host_requests(self) -> HostRequestDesk:
@@ -216,7 +221,43 @@ class ChatController:
             return self._host_desk
 
     def _hold_host_request(self, proc: Any, request: ServerRequest) -> bool:
+        if str(request.params.get("threadId", "")) not in self._asking:
+            return False
         return self.host_requests.take(proc, request)
+
+    def thread_options(self, goal_id: str, approval_policy: str | None = None) -> ThreadOptions:
+        """The options a thread of `goal_id` runs with: `approval_policy` (a run's own), else
+        the command's flag, else the goal's goal_state, else this controller's default
+        (`turn_policy`)."""
+        from loopx_chat.controller.turn_policy import goal_options
+
+        options = goal_options(
+            self.store.root, goal_id, self.config.options, self.config.policy_given
+        )
+        if approval_policy is not None:
+            options = replace(options, approval_policy=approval_policy)
+        return options
+
+    def apply_policy(
+        self, thread: CodexThread, goal_id: str, approval_policy: str | None = None
+    ) -> ThreadOptions:
+        """Bring a loaded thread's approval policy and Plan mode up to date for its next turn
+        (`turn/start` carries both; the policy then holds for the thread's later turns)."""
+        from loopx_chat.controller.turn_policy import asks
+
+        options = self.thread_options(goal_id, approval_policy)
+        if (options.approval_policy, options.plan) != (
+            thread.options.approval_policy,
+            thread.options.plan,
+        ):
+            thread.options = replace(
+                thread.options, approval_policy=options.approval_policy, plan=options.plan
+            )
+        if asks(thread.options):
+            self._asking.add(thread.thread_id)
+        else:
+            self._asking.discard(thread.thread_id)
+        return thread.options
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -308,17 +349,34 @@ class ChatController:
         return record
 
     def _open_thread(
-        self, session_id: str, work_dir: Path, resume_thread_id: str | None, objective: str | None
+        self,
+        session_id: str,
+        work_dir: Path,
+        resume_thread_id: str | None,
+        objective: str | None,
+        goal_id: str,
+        approval_policy: str | None = None,
     ) -> CodexThread:
-        return self._spawn(
+        """Start or resume the thread with the goal's policy (`thread/start` and
+        `thread/resume` carry it; a continuation turn of codex's loop runs with it)."""
+        thread = self._spawn(
             session_id,
             work_dir,
             lambda launch: CodexThread.open(
                 launch, resume_thread_id=resume_thread_id, developer_instructions=objective
             ),
+            self.thread_options(goal_id, approval_policy),
         )
+        self.apply_policy(thread, goal_id, approval_policy)
+        return thread
 
-    def _spawn(self, session_id: str, work_dir: Path, open_host: Callable[[HostLaunch], _H]) -> _H:
+    def _spawn(
+        self,
+        session_id: str,
+        work_dir: Path,
+        open_host: Callable[[HostLaunch], _H],
+        options: ThreadOptions | None = None,
+    ) -> _H:
         """Start an app-server of the bound home for `session_id` and register it."""
         self._ensure_home_exists()
         if not work_dir.is_dir():
@@ -338,7 +396,7 @@ class ChatController:
             work_dir=work_dir,
             environ=self._environ,
             log_path=folder / STDERR_LOG,
-            options=self.config.options,
+            options=options or self.config.options,
             timeouts=self.config.timeouts,
             while_starting=self._while_codex_starts,
             connect=self._connect,
@@ -397,7 +455,7 @@ class ChatController:
             raise UsageError(f"work dir {work} is not a folder", error_code="usage_error")
         session_id = uuid.uuid4().hex
         try:
-            thread = self._open_thread(session_id, work, None, objective)
+            thread = self._open_thread(session_id, work, None, objective, goal_id)
         except BaseException:
             self._warm.unreserve(session_id)  # a failed open holds no place; `add` keeps one
             raise
@@ -469,9 +527,11 @@ class ChatController:
             return self.store.load(session_id)
 
     @contextlib.contextmanager
-    def held_thread(self, session_id: str) -> Iterator[Warm]:
-        """The session's thread, loaded (resumed if needed) and kept from the idle close for
-        as long as the caller holds it: a goal run follows codex's own loop on it."""
+    def held_thread(self, session_id: str, approval_policy: str | None = None) -> Iterator[Warm]:
+        """The session's thread, loaded (resumed if needed, with `approval_policy` when
+        given) and kept from the idle close for as long as the caller holds it: a goal run
+        follows codex's own loop on it. What codex asks on it goes to the host-request
+        desk, bound to the session's goal, when its policy lets codex ask."""
         record = self._load_checked(session_id)
         if record.session_mode == "attached_host":
             raise CodexError(
@@ -479,7 +539,10 @@ class ChatController:
                 error_code="app_server_rejected",
             )
         with self._using(session_id):
-            warm = self._ensure_warm(self._load_checked(session_id))
+            record = self._load_checked(session_id)
+            warm = self._ensure_warm(record, approval_policy=approval_policy)
+            self.apply_policy(warm.thread, record.goal_id, approval_policy)
+            self.host_requests.bind(warm.thread.thread_id, record.session_id, record.goal_id)
             self._warm.cancel_idle_close(warm)
             warm.pinned = True
             try:
@@ -535,8 +598,21 @@ class ChatController:
         record: SessionRecord,
         client_turn_id: str | None = None,
         text: str | None = None,
+        approval_policy: str | None = None,
     ) -> Warm:
+        """The session's loaded thread (resumed if needed). With `approval_policy` (a goal
+        run's own), a thread loaded with another policy is loaded again: codex's loop runs
+        with the policy of `thread/resume`, and a second resume of a loaded thread does not
+        change it (verified on 0.171.0)."""
         warm = self._warm.alive(record.session_id)
+        if (
+            warm is not None
+            and approval_policy is not None
+            and warm.running_turn_id is None
+            and warm.thread.options.approval_policy != approval_policy
+        ):
+            self._warm.drop(record.session_id)
+            warm = None
         if warm is not None:
             return warm
         if not record.upstream_thread_id:
@@ -553,7 +629,12 @@ class ChatController:
         try:
             work = Path(record.work_dir) if record.work_dir else self.binding.path
             thread = self._open_thread(
-                record.session_id, work, record.upstream_thread_id, objective=None
+                record.session_id,
+                work,
+                record.upstream_thread_id,
+                None,
+                record.goal_id,
+                approval_policy,
             )
         except CodexError as exc:
             self._warm.unreserve(record.session_id)
@@ -699,6 +780,7 @@ class ChatController:
             warm = self._ensure_warm(record, client_turn_id, text)
             digest = message_digest(text)
             _check_may_start(may_start)
+            self.apply_policy(warm.thread, record.goal_id)
             desk = self.host_requests
             desk.bind(warm.thread.thread_id, record.session_id, record.goal_id)
             carried = list(desk.carry_lines(record.goal_id, record.session_id))

@@ -6,7 +6,9 @@ that holds the thread: the goal is set `active` with a finite `tokenBudget` once
 then on codex starts every continuation turn itself. This module records each turn in the
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
-after it; approving the last one sets it `active` again; `goal stop` pauses it), pauses the
+after it; approving the last one sets it `active` again; `goal stop` pauses it; what codex
+asks on a continuation turn is such a gate, a host gate, while its turn stays open, and
+time spent waiting on the owner is never idle), pauses the
 goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
 the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
 run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
@@ -166,6 +168,7 @@ class GoalRunner:
             surface=surface,
             token_budget=plan.token_budget,
             objective=plan.objective,
+            approval_policy=plan.approval_policy,
         )
 
     def follower(
@@ -223,7 +226,7 @@ class _Follow:
         self.started = time.monotonic()
         controller.following_goal_loops.add(self.session_id)
         try:
-            with controller.held_thread(self.session_id) as warm:
+            with controller.held_thread(self.session_id, self.plan.approval_policy) as warm:
                 self.warm = warm
                 self.watch = GoalLoopWatch(warm.thread)
                 try:
@@ -319,6 +322,8 @@ class _Follow:
             if event is not None:
                 last_event = time.monotonic()
                 self._on(event)
+            elif self._waits_on_owner():
+                last_event = time.monotonic()  # time spent waiting on the owner is not idle
             elif (
                 self.goal is not None
                 and self.goal.status == "active"
@@ -329,6 +334,14 @@ class _Follow:
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
             if self._done():
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
+
+    def _waits_on_owner(self) -> bool:
+        """A gate blocks the goal, or codex holds a turn open on a request to the owner."""
+        if self.blocked_on:
+            return True
+        desk = self.runner.controller.host_requests
+        thread_id = self.warm.thread.thread_id if self.warm is not None else None
+        return any(live.thread_id == thread_id for live in desk.live_gates())
 
     def _done(self) -> bool:
         return (
@@ -371,6 +384,8 @@ class _Follow:
             result = ledger.finish(turn, event.outcome)
             self.finished.append(result.turn)
             self.warm.running_turn_id = None
+            # Codex forgets a request to the owner when its turn ends.
+            self.runner.controller.host_requests.turn_ended(self.warm.thread.thread_id)
             if self.on_turn is not None:
                 self.on_turn(
                     TurnProgress(

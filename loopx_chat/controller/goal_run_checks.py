@@ -1,7 +1,9 @@
 """The checks before a goal run: every refusal with its own code, nothing written, nothing spawned.
 
-Owns `RunPlan` (what a run will do: which session's thread, what budget, which objective) and
-the order of the checks: the goal stopped (`goal_stopped`), an open blocking gate
+Owns `RunPlan` (what a run will do: which session's thread, what budget, which objective,
+under which approval policy) and the order of the checks: an unknown policy
+(`approval_policy_unknown`), Plan mode (`plan_not_in_run`: codex continues no goal in it),
+the goal stopped (`goal_stopped`), an open blocking gate
 (`gate_open`, naming it), no session with a thread (`no_session`), another Codex home
 (`codex_home_mismatch`), raw material in the goal's projection (`raw_material_detected`), no
 finite budget (`budget_required`), nothing to work on (`objective_required`), the thread held
@@ -31,6 +33,9 @@ class RunPlan:
     session: SessionRecord
     token_budget: int
     objective: RunObjective
+    # What codex may ask the owner during the run (`thread/resume` carries it, and every
+    # continuation turn runs with it); None: whatever the thread is loaded with.
+    approval_policy: str | None = None
 
 
 def _refuse(message: str, code: str, summary: str, next_action: str) -> UsageError:
@@ -61,10 +66,29 @@ class RunChecks:
         token_budget: int | None = None,
         *,
         objective: RunObjective | None = None,
+        approval_policy: str | None = None,
+        plan_mode: bool = False,
     ) -> RunPlan:
         """Every check before a run, in the order the owner fixes them; `objective` replaces
-        the one the records give (Reopen: the owner's note)."""
+        the one the records give (Reopen: the owner's note). `approval_policy` is the run's
+        own (else the goal's goal_state, else the controller's default); Plan mode is
+        refused (`plan_not_in_run`): codex continues no goal in Plan mode."""
         goals, records = self.goals, self.records
+        from loopx_chat.goals.goal_ledger import approval_policy_field
+
+        approval_policy_field(approval_policy)  # `approval_policy_unknown`
+        options = self.controller.thread_options(goal_id, approval_policy)
+        if plan_mode or options.plan:
+            source = "--plan" if plan_mode else "the goal's goal_state (plan: true)"
+            raise _refuse(
+                f"goal {goal_id} cannot run in Plan mode ({source}): Codex starts no "
+                "continuation turn on a thread in Plan mode",
+                "plan_not_in_run",
+                "Codex 0.171.0 continues a goal only in its Default collaboration mode; a "
+                "run has no turn of loopx-chat's own that could ask for Plan mode.",
+                f"Run it without --plan; for a goal set to Plan mode, `loopx-chat goal set "
+                f"{goal_id} --no-plan` and send one turn (`loopx-chat chat send`), then run.",
+            )
         stopped = records.stopped(goal_id)
         if stopped is not None:
             raise _refuse(
@@ -118,7 +142,7 @@ class RunChecks:
             objective = run_objective(records, goal_id, pending)
         self._check_not_busy(goal_id, session)
         self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
-        return RunPlan(goal_id, session, budget, objective)
+        return RunPlan(goal_id, session, budget, objective, options.approval_policy)
 
     def _session(self, goal_id: str, session_id: str | None) -> SessionRecord:
         store = self.controller.store

@@ -69,6 +69,8 @@ class RunPool:
         actor: str = "owner",
         surface: str = "api",
         reopen_note: str | None = None,
+        approval_policy: str | None = None,
+        plan_mode: bool = False,
     ) -> GoalRun:
         """Run: every check `goal run` makes (nothing written when one refuses), then the
         run record, then the follow on a thread of this process; returns the record.
@@ -99,7 +101,14 @@ class RunPool:
                 previous, objective = self.runner.reopen_objective(goal_id, reopen_note)
                 token_budget = token_budget or previous.token_budget
                 session_id = session_id or previous.session_id
-            plan = self.runner.plan(goal_id, session_id, token_budget, objective=objective)
+            plan = self.runner.plan(
+                goal_id,
+                session_id,
+                token_budget,
+                objective=objective,
+                approval_policy=approval_policy,
+                plan_mode=plan_mode,
+            )
             if previous is not None:
                 self.runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
             record = self.runner.authorize(plan, actor=actor, surface=surface)
@@ -154,7 +163,11 @@ class RunPool:
             except LoopxChatError:
                 continue
             plan = RunPlan(
-                goal_id, session, run.token_budget, RunObjective("", run.objective_source, "")
+                goal_id,
+                session,
+                run.token_budget,
+                RunObjective("", run.objective_source, ""),
+                run.approval_policy,  # the resume that recovers it carries the run's policy
             )
             follow = self.runner.follower(run, plan, recovering=True)
             with self._lock:

@@ -1,7 +1,8 @@
 """The rest of a goal's control record: goal_state, lifecycle, human_reward, dreaming_proposal.
 
 Owns `<state>/goals/<goal>/goal_state.jsonl`, `lifecycle.jsonl` (stop / resume), `rewards.jsonl`
-and `proposals.jsonl`:
+and `proposals.jsonl` (goal_state includes the goal's own approval policy and Plan mode,
+`approval_policy_unknown` for a policy codex does not have):
 append-only, each entry with an id, `created_at`, `actor` and (for changes) the previous value,
 so history reads back and survives restarts. Every record passes the projection core's key
 classification before anything is written: a raw-material key (a transcript, a credential, a
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.codex.turn_defaults import APPROVAL_POLICIES
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.gate_store import (
     GATE_ACTORS,
@@ -45,8 +47,22 @@ GOAL_STATE_FIELDS = frozenset(
         "token_budget",
         "acceptance",
         "stop_condition",
+        "approval_policy",
+        "plan",
     }
 )
+
+
+def approval_policy_field(value: object) -> str | None:
+    """A goal's approval policy as stored, or `approval_policy_unknown` (nothing written)."""
+    if value is None or value in APPROVAL_POLICIES:
+        return value  # type: ignore[return-value]
+    shown = value if isinstance(value, str) else type(value).__name__
+    raise UsageError(
+        f"approval policy {str(shown)[:40]!r} is not one of {', '.join(APPROVAL_POLICIES)}; "
+        "nothing was written",
+        error_code="approval_policy_unknown",
+    )
 
 
 def refuse_raw_keys(fields: Mapping[str, Any], what: str) -> None:
@@ -94,6 +110,10 @@ class GoalState:
     actor: str
     acceptance: tuple[str, ...] = ()
     stop_condition: str | None = None
+    # What codex may ask on this goal's turns and whether they run in Plan mode; None: not
+    # set here (a command's flag, else the service's default, else `never` / no Plan).
+    approval_policy: str | None = None
+    plan: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -105,6 +125,8 @@ class GoalState:
             "authority_sources": list(self.authority_sources),
             "boundary": self.boundary,
             "token_budget": self.token_budget,
+            "approval_policy": self.approval_policy,
+            "plan": self.plan,
             "record_id": self.record_id,
             "created_at": self.created_at,
             "actor": self.actor,
@@ -148,6 +170,10 @@ class GoalLedger:
                 error_code="acceptance_required",
             )
         stop = fields.get("stop_condition", base.get("stop_condition"))
+        policy = approval_policy_field(fields.get("approval_policy", base.get("approval_policy")))
+        plan = fields.get("plan", base.get("plan"))
+        if plan is not None and not isinstance(plan, bool):
+            raise UsageError("plan must be true or false", error_code="input_invalid")
         record = {
             "schema_version": GOAL_STATE_SCHEMA,
             "record_id": "goalstate-" + uuid.uuid4().hex[:12],
@@ -166,6 +192,8 @@ class GoalLedger:
             ),
             "boundary": public_text(boundary, "boundary") if boundary not in (None, "") else None,
             "token_budget": budget,
+            "approval_policy": policy,
+            "plan": plan,
             "previous": {k: base[k] for k in GOAL_STATE_FIELDS if k in base} or None,
         }
         with self.goals.locked(goal_id):
@@ -194,6 +222,8 @@ class GoalLedger:
             actor=str(last["actor"]),
             acceptance=tuple(last.get("acceptance") or ()),
             stop_condition=last.get("stop_condition"),
+            approval_policy=last.get("approval_policy"),
+            plan=last.get("plan"),
         )
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -105,6 +105,10 @@ class GoalRun:
     ended_by: str | None = None
     blocked_by: str | None = None
     reason: str | None = None
+    # What codex may ask the owner during the run (None: a run recorded before it was kept),
+    # and whether it ran in Plan mode (never: `plan_not_in_run`).
+    approval_policy: str | None = None
+    plan: bool = False
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,6 +138,10 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
             authorized_at=str(event.get("at")),
             pid=event.get("pid") if isinstance(event.get("pid"), int) else None,
             state="authorized",
+            approval_policy=event.get("approval_policy")
+            if isinstance(event.get("approval_policy"), str)
+            else None,
+            plan=event.get("plan") is True,
             history=(event,),
         )
     if run is None:
@@ -203,8 +211,10 @@ class GoalRuns:
         surface: str,
         token_budget: int,
         objective: RunObjective,
+        approval_policy: str | None = None,
     ) -> GoalRun:
-        """Record the owner's authority for one run (before anything is sent to the host)."""
+        """Record the owner's authority for one run (before anything is sent to the host),
+        with what codex may ask the owner meanwhile (its approval policy; Plan mode never)."""
         if surface not in SURFACES:
             raise ValueError(f"unknown surface {surface!r}")
         run_id = "run-" + uuid.uuid4().hex[:12]
@@ -220,6 +230,8 @@ class GoalRuns:
             "token_budget": token_budget,
             "objective_source": objective.source,
             "objective_source_id": objective.source_id,
+            "approval_policy": approval_policy,
+            "plan": False,
             "pid": os.getpid(),
             "at": self.goals.now(),
         }

@@ -159,6 +159,8 @@ def goal_record_summary(facts: GoalFacts, records: GoalLedger) -> dict[str, Any]
                 "boundary": state.boundary,
                 "non_goals": list(state.non_goals),
                 "authority_sources": list(state.authority_sources),
+                "approval_policy": state.approval_policy,
+                "plan": state.plan,
             }
             if state
             else None

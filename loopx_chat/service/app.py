@@ -506,6 +506,12 @@ class ServiceApp:
         session_id = doc.get("session_id")
         if session_id is not None:
             session_id = validate_session_id(session_id)
+        from loopx_chat.goals.goal_ledger import approval_policy_field
+
+        approval = approval_policy_field(doc.get("approval"))  # `approval_policy_unknown`
+        plan_mode = doc.get("plan", False)
+        if not isinstance(plan_mode, bool):
+            raise UsageError("plan must be true or false", error_code="input_invalid")
         gid = validate_goal_id(goal_id)
         if not goal_exists(self.controller.store, self.goals, gid):
             raise StateError(f"no goal {gid}", error_code="goal_not_found")
@@ -518,6 +524,8 @@ class ServiceApp:
                 token_budget=budget,
                 actor=decision.actor or "owner-api",
                 surface="page" if decision.surface == "page" else "api",
+                approval_policy=approval,
+                plan_mode=plan_mode,
             )
         except LoopxChatError:
             if adopted is not None:

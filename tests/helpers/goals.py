@@ -23,3 +23,18 @@ def goal_with_turns(root: Path, goal: str, *turn_ids: str) -> None:
                 completed_at="t",
             )
         )
+
+
+def goal_with_policy(root: Path, goal: str, approval_policy: str | None) -> Path:
+    """A goal_state for `goal` (with `approval_policy` when given) and a fresh work folder
+    beside the state dir; returns the folder."""
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_ledger import GoalLedger
+
+    fields: dict[str, object] = {"objective": "make the file", "acceptance": ["it exists"]}
+    if approval_policy is not None:
+        fields["approval_policy"] = approval_policy
+    GoalLedger(GateStore(root)).set_goal_state(goal, fields)
+    work = root.parent / "work"
+    work.mkdir()
+    return work

@@ -134,3 +134,67 @@ def test_the_cli_passes_approval_and_refuses_an_unknown_one(
     )
     assert done.returncode == 0, done.stderr
     assert not (work / "f").exists()  # asked, and nobody approved in the window
+
+
+@pytest.mark.parametrize(
+    ("goal_policy", "flag", "asked"),
+    [("untrusted", None, 1), ("untrusted", "never", 0), (None, None, 0), ("never", "untrusted", 1)],
+    ids=["goal-asks", "flag-wins-never", "no-goal-policy", "flag-wins-untrusted"],
+)
+def test_the_goals_policy_applies_unless_the_command_gives_its_own(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+    goal_policy: str | None,
+    flag: str | None,
+    asked: int,
+) -> None:
+    from dataclasses import replace
+
+    from tests.helpers.goals import goal_with_policy
+
+    work = goal_with_policy(tmp_path / "state", "g", goal_policy)
+    c = _controller(tmp_path, bound_home, base_env, codex_bin, approval_policy=flag or "never")
+    if flag is not None:  # what `chat send --approval FLAG` sets
+        c.config = replace(c.config, policy_given=frozenset({"approval_policy"}))
+    with c:
+        record = c.open_session("g", work)
+        c.submit_turn(record.session_id, f"mock:shell=touch {work}/f")
+        warm = c._warm.get(record.session_id)
+        assert warm is not None
+        assert warm.thread.proc.stats.server_requests == asked
+    assert (work / "f").exists() is (asked == 0)
+
+
+def test_goal_set_refuses_an_unknown_policy_and_writes_nothing(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    state = tmp_path / "s"
+    base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "goal", "set", "g"]
+    fields = ["--objective", "x", "--acceptance", "y"]
+    first = subprocess.run([*base, "--approval", "always", *fields], capture_output=True, text=True)
+    assert first.returncode == 1 and "error [approval_policy_unknown]" in first.stderr
+    assert not state.exists()
+    made = subprocess.run(
+        [*base, *fields, "--approval", "untrusted", "--plan", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stderr
+    assert '"approval_policy": "untrusted"' in made.stdout and '"plan": true' in made.stdout
+    before = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    bad = subprocess.run(
+        [*base, "--approval", "sometimes", "--json"], capture_output=True, text=True
+    )
+    assert bad.returncode == 1 and '"error_code": "approval_policy_unknown"' in bad.stdout
+    assert "Traceback" not in bad.stderr
+    assert {p: p.read_bytes() for p in state.rglob("*") if p.is_file()} == before
+    status = subprocess.run(
+        [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "status", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert '"approval_policy": "untrusted"' in status.stdout, status.stdout[:2000]
