@@ -334,6 +334,15 @@ def _refusal_state(tmp: Path, home: Path, case: str) -> tuple[Path, Any]:
     if case == "thread_busy":
         held = ThreadWriterLock(state, home, "thread-1")
         held.acquire()
+    if case == "raw_material_detected":
+        # Our writers refuse raw keys, so this is what a hand edit (or another tool) leaves:
+        # a decided gate whose record gained the transcript it was about.
+        gate = goals.request_gate("g", "Ship it?")
+        goals.resolve_gate("g", gate.gate_id, "approve", "shipped")
+        log = state / "goals" / "g" / "gates.jsonl"
+        *kept, last = log.read_text().splitlines()
+        edited = {**json.loads(last), "transcript": "CANARY-raw-words"}
+        log.write_text("\n".join([*kept, json.dumps(edited)]) + "\n")
     return state, held
 
 
@@ -345,6 +354,7 @@ REFUSALS = {
     "budget_required": "--token-budget",
     "objective_required": "handoff",
     "thread_busy": "holds this thread",
+    "raw_material_detected": "gates.jsonl: transcript",
 }
 
 
@@ -385,6 +395,18 @@ def test_every_refusal_writes_nothing_and_spawns_nothing(
     assert json.loads(as_json.stdout)["error_code"] == case
     assert _tree(state) == before  # byte for byte, modes included
     assert fake_codex.app_servers() == []  # nothing was spawned
+    assert "CANARY" not in human.stderr + as_json.stdout  # the key is named, never its value
+    if case == "raw_material_detected":  # status tells the same story as the refusal
+        status = subprocess.run(
+            [*args[:5], "status", "--goal", "g", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        row = json.loads(status.stdout)["attention_queue"][0]
+        assert row["quota"]["reason_code"] == "raw_material_detected", row["quota"]
+        assert "CANARY" not in status.stdout
 
 
 def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(
