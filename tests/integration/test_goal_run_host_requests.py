@@ -234,3 +234,77 @@ def test_waiting_on_the_owner_is_not_idle_before_the_run_sees_the_gate(
     assert ended["by"] != "loopx-chat (no turn for the idle timeout)", ended
     assert result.exit_code == 3
     assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
+
+
+def test_a_turn_without_plan_mode_leaves_the_thread_where_a_run_can_go_on(
+    tmp_path: Path,
+    controller: ChatController,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    """Codex keeps a turn's collaboration mode for the thread, and its loop starts nothing on
+    a thread in Plan mode: a turn without --plan names the Default mode, so a run after it
+    goes on (without that, the run would stall until its idle timeout)."""
+    work = goal_with_policy(tmp_path / "state", "g", None)
+    planning = make_controller(
+        tmp_path / "state",
+        bound_home,
+        base_env,
+        codex_bin,
+        ControllerConfig(options=ThreadOptions(plan=True)),
+    )
+    with planning:
+        sid = planning.open_session("g", work).session_id
+        planning.submit_turn(sid, "mock:text=a plan")
+    controller.submit_turn(sid, "mock:text=now without plan mode")
+    mock.script(default="mock:text=working on it")
+    runner = GoalRunner(controller, GateStore(tmp_path / "state"), poll_sec=0.1)
+    result = runner.run(runner.plan("g", None, 12000))
+    assert result.exit_code == 3, run_events(tmp_path / "state", "g")[-1]
+    assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
+
+
+def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
+    tmp_path: Path,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    config = ControllerConfig(
+        options=ThreadOptions(sandbox="workspace-write"),
+        timeouts=Timeouts(idle=IDLE_SEC),
+        decision_timeout=1.0,
+    )
+    c = make_controller(tmp_path / "state", bound_home, base_env, codex_bin, config)
+    with c:
+        sid = _goal(tmp_path, c)
+        target = tmp_path / "work" / "f"
+        mock.script(f"mock:shell=touch {target}", default="mock:text=working on it")
+        runner = GoalRunner(c, GateStore(tmp_path / "state"), poll_sec=0.1)
+        thread, box = run_in_thread(lambda: runner.run(runner.plan("g", None, 12000)))
+        try:
+            wait_for(lambda: bool(c.host_requests.live_gates()))
+            gate_id = c.host_requests.live_gates()[0].gate_id
+            store = GateStore(tmp_path / "state")
+            wait_for(lambda: (store.gate("g", gate_id).host or {}).get("state") == "window_passed")
+            # Codex was told "decline" and finished its turn; the gate is still open, so the
+            # goal stays blocked: no continuation turn starts, and the run does not end.
+            wait_for(lambda: goal_loop_turns(tmp_path / "state", sid)[0].status == "completed")
+            time.sleep(IDLE_SEC * 2)
+            assert thread.is_alive() and store.gate("g", gate_id).status == "pending"
+            assert len(goal_loop_turns(tmp_path / "state", sid)) == 1
+            assert not target.exists()
+            c.host_requests.decide("g", gate_id, Choice("approve"), actor="owner-api")
+            thread.join(90)
+        finally:
+            if thread.is_alive():
+                c.close()
+                thread.join(30)
+    result = box.get("result")
+    assert isinstance(result, RunResult), box
+    assert result.exit_code == 3  # approved afterwards: active again, codex went on
+    assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
+    assert _events(tmp_path) == ["run_authorized", "started", "blocked", "unblocked", "ended"]
