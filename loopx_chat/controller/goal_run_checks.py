@@ -79,7 +79,7 @@ class RunChecks:
         approval_policy_field(approval_policy)  # `approval_policy_unknown`
         options = self.controller.thread_options(goal_id, approval_policy)
         if plan_mode or options.plan:
-            source = "--plan" if plan_mode else "the goal's goal_state (plan: true)"
+            source = "--plan" if plan_mode else "Plan mode is this goal's or the service's default"
             raise _refuse(
                 f"goal {goal_id} cannot run in Plan mode ({source}): Codex starts no "
                 "continuation turn on a thread in Plan mode",
