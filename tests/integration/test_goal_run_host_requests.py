@@ -308,3 +308,24 @@ def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
     assert result.exit_code == 3  # approved afterwards: active again, codex went on
     assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
     assert _events(tmp_path) == ["run_authorized", "started", "blocked", "unblocked", "ended"]
+
+
+def test_goal_run_in_a_terminal_records_the_policy_it_was_given(
+    tmp_path: Path,
+    controller: ChatController,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    _goal(tmp_path, controller)  # the goal says untrusted; the run says on-request
+    controller.close()
+    mock.script(default="mock:text=working on it")
+    done = _cli(
+        tmp_path, base_env, bound_home, "--codex-bin", codex_bin, "goal", "run", "g",
+        "--token-budget", "6000", "--approval", "on-request", "--json",
+    )  # fmt: skip
+    assert done.returncode == 3, done.stderr
+    authorized = run_events(tmp_path / "state", "g")[0]
+    assert (authorized["approval_policy"], authorized["plan"]) == ("on-request", False)
+    assert '"approval_policy": "on-request"' in done.stdout
