@@ -4,8 +4,10 @@ never taken for idleness. Real pinned codex against the loopback mock."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,6 +66,28 @@ def _events(tmp_path: Path) -> list[str]:
     return [e["event"] for e in run_events(tmp_path / "state", "g")]
 
 
+@contextlib.contextmanager
+def _background(
+    c: ChatController, runner: GoalRunner, plan: Any
+) -> Iterator[tuple[threading.Thread, dict[str, object]]]:
+    """The run on a thread while the test plays the owner; joined (or its controller closed)
+    at the end."""
+    thread, box = run_in_thread(lambda: runner.run(plan))
+    try:
+        yield thread, box
+        thread.join(90)
+    finally:
+        if thread.is_alive():
+            c.close()
+            thread.join(30)
+
+
+def _result(box: dict[str, object]) -> RunResult:
+    result = box.get("result")
+    assert isinstance(result, RunResult), box
+    return result
+
+
 def _started_after(tmp_path: Path, sid: str, at: str) -> list[Any]:
     return [t for t in goal_loop_turns(tmp_path / "state", sid) if t.created_at > at]
 
@@ -83,8 +107,7 @@ def test_an_approval_inside_a_run_blocks_it_until_the_owner_decides(
     runner = GoalRunner(controller, GateStore(tmp_path / "state"), poll_sec=0.1)
     plan = runner.plan("g", None, 30000)
     assert plan.approval_policy == "untrusted"  # from the goal's goal_state
-    thread, box = run_in_thread(lambda: runner.run(plan))
-    try:
+    with _background(controller, runner, plan) as (thread, box):
         wait_for(lambda: bool(controller.host_requests.live_gates()))
         live = controller.host_requests.live_gates()[0]
         assert live.kind == "command" and str(target) in live.details["command"]
@@ -107,13 +130,7 @@ def test_an_approval_inside_a_run_blocks_it_until_the_owner_decides(
             assert done.returncode == 0, done.stderr
         else:  # in this process, as the service's API and page decide
             controller.host_requests.decide("g", live.gate_id, Choice("decline"), actor="owner-api")
-        thread.join(90)
-    finally:
-        if thread.is_alive():
-            runner.controller.close()
-            thread.join(30)
-    result = box.get("result")
-    assert isinstance(result, RunResult), box
+    result = _result(box)
     gate = GateStore(tmp_path / "state").gate("g", live.gate_id)
     assert gate.host is not None and gate.host["state"] == "answered"
     at = {e["event"]: str(e["at"]) for e in run_events(tmp_path / "state", "g")}
@@ -215,20 +232,13 @@ def test_waiting_on_the_owner_is_not_idle_before_the_run_sees_the_gate(
     mock.script(f"mock:shell=touch {target}", default="mock:text=working on it")
     # It looks at its records only every 3 idle timeouts: the gate is not seen meanwhile.
     runner = GoalRunner(controller, GateStore(tmp_path / "state"), poll_sec=IDLE_SEC * 3)
-    thread, box = run_in_thread(lambda: runner.run(runner.plan("g", None, 12000)))
-    try:
+    with _background(controller, runner, runner.plan("g", None, 12000)) as (thread, box):
         wait_for(lambda: bool(controller.host_requests.live_gates()))
         live = controller.host_requests.live_gates()[0]
         time.sleep(IDLE_SEC * 2)
         assert thread.is_alive() and "ended" not in _events(tmp_path)
         controller.host_requests.decide("g", live.gate_id, Choice("approve"), actor="owner-api")
-        thread.join(90)
-    finally:
-        if thread.is_alive():
-            controller.close()
-            thread.join(30)
-    result = box.get("result")
-    assert isinstance(result, RunResult), box
+    result = _result(box)
     assert target.exists()
     ended = run_events(tmp_path / "state", "g")[-1]
     assert ended["by"] != "loopx-chat (no turn for the idle timeout)", ended
@@ -284,8 +294,7 @@ def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
         target = tmp_path / "work" / "f"
         mock.script(f"mock:shell=touch {target}", default="mock:text=working on it")
         runner = GoalRunner(c, GateStore(tmp_path / "state"), poll_sec=0.1)
-        thread, box = run_in_thread(lambda: runner.run(runner.plan("g", None, 12000)))
-        try:
+        with _background(c, runner, runner.plan("g", None, 12000)) as (thread, box):
             wait_for(lambda: bool(c.host_requests.live_gates()))
             gate_id = c.host_requests.live_gates()[0].gate_id
             store = GateStore(tmp_path / "state")
@@ -298,13 +307,7 @@ def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
             assert len(goal_loop_turns(tmp_path / "state", sid)) == 1
             assert not target.exists()
             c.host_requests.decide("g", gate_id, Choice("approve"), actor="owner-api")
-            thread.join(90)
-        finally:
-            if thread.is_alive():
-                c.close()
-                thread.join(30)
-    result = box.get("result")
-    assert isinstance(result, RunResult), box
+    result = _result(box)
     assert result.exit_code == 3  # approved afterwards: active again, codex went on
     assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
     assert _events(tmp_path) == ["run_authorized", "started", "blocked", "unblocked", "ended"]
