@@ -138,8 +138,22 @@ def test_the_cli_passes_approval_and_refuses_an_unknown_one(
 
 @pytest.mark.parametrize(
     ("goal_policy", "flag", "asked"),
-    [("untrusted", None, 1), ("untrusted", "never", 0), (None, None, 0), ("never", "untrusted", 1)],
-    ids=["goal-asks", "flag-wins-never", "no-goal-policy", "flag-wins-untrusted"],
+    [
+        ("untrusted", None, 1),
+        ("untrusted", "never", 0),
+        (None, None, 0),
+        ("never", "untrusted", 1),
+        ("never", "default:untrusted", 0),
+        (None, "default:untrusted", 1),
+    ],
+    ids=[
+        "goal-asks",
+        "flag-wins-never",
+        "no-goal-policy",
+        "flag-wins-untrusted",
+        "goal-wins-over-the-service-default",
+        "the-service-default-without-a-goal-policy",
+    ],
 )
 def test_the_goals_policy_applies_unless_the_command_gives_its_own(
     tmp_path: Path,
@@ -156,8 +170,10 @@ def test_the_goals_policy_applies_unless_the_command_gives_its_own(
     from tests.helpers.goals import goal_with_policy
 
     work = goal_with_policy(tmp_path / "state", "g", goal_policy)
-    c = _controller(tmp_path, bound_home, base_env, codex_bin, approval_policy=flag or "never")
-    if flag is not None:  # what `chat send --approval FLAG` sets
+    # "default:P": the controller's default only, as `serve --approval P` sets it.
+    policy = (flag or "never").removeprefix("default:")
+    c = _controller(tmp_path, bound_home, base_env, codex_bin, approval_policy=policy)
+    if flag is not None and not flag.startswith("default:"):  # `chat send --approval FLAG`
         c.config = replace(c.config, policy_given=frozenset({"approval_policy"}))
     with c:
         record = c.open_session("g", work)
