@@ -186,6 +186,11 @@ class AppServerProcess:
     def alive(self) -> bool:
         return self.proc.poll() is None and not self.closed.is_set()
 
+    def on_reader_thread(self) -> bool:
+        """Whether the caller is this process's stdout reader (where a server request's
+        holder runs): a request sent from here could never read its answer."""
+        return threading.current_thread() is self._reader
+
     # -- JSON-RPC -----------------------------------------------------------------------
     def _send(self, message: Mapping[str, Any], timeout: float = WRITE_TIMEOUT_SEC) -> None:
         """Write one line to stdin within `timeout`, or raise TimeoutError.
