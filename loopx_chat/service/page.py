@@ -111,7 +111,10 @@ def run_view(
     if run is None:
         return None
     if running_here:
-        words = f"Codex is working on it (turn {turns}, {tokens:,} of {run.token_budget:,} tokens)"
+        spent = f"turn {turns}, {tokens:,} of {run.token_budget:,} tokens"
+        words = f"Codex is working on it ({spent})"
+        if run.state == "blocked" and run.blocked_by:
+            words = f"blocked by owner gate {run.blocked_by}: Codex waits for it ({spent})"
     elif run.live:
         words = f"run {run.run_id} runs in another loopx-chat process"
     elif run.state == "closed":
