@@ -30,6 +30,7 @@ from loopx_chat.state.session_store import SessionStore
 from tests.helpers.goal_runs import browser_or_fail, goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.serve_process import RunningService, start_service
+from tests.helpers.service import Service
 from tests.helpers.waiting import wait_for as wait_until
 
 TURNS = "mock:slow=0.1 mock:text=one two three four five"
@@ -371,3 +372,70 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
         assert code == 200, doc
     finally:
         service.stop()
+
+
+def _records(root: Path) -> dict[str, bytes]:
+    """Every owner record under the state dir, by content (the rollout index is a cache)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not str(p.relative_to(root)).startswith(("cache", "index", "rollout"))
+    }
+
+
+BAD_GATE_REQUESTS: list[tuple[str, str, Any, dict[str, str], str, int, str]] = [
+    # (case, path, body (bytes: raw), headers, auth, status, error_code)
+    ("unknown goal", "/api/goals/nope/gates", {"question": "Ship?"}, {}, "bearer", 404,
+     "goal_not_found"),
+    ("bad goal id", "/api/goals/..%20x/gates", {"question": "Ship?"}, {}, "bearer", 400,
+     "invalid_goal_id"),
+    ("bad JSON", "/api/goals/g/gates", b"{not json", {}, "bearer", 400, "bad_json"),
+    ("not an object", "/api/goals/g/gates", b"[1]", {}, "bearer", 400, "bad_json"),
+    ("missing question", "/api/goals/g/gates", {}, {}, "bearer", 400, "usage_error"),
+    ("blank question", "/api/goals/g/gates", {"question": "  "}, {}, "bearer", 400,
+     "usage_error"),
+    ("question not text", "/api/goals/g/gates", {"question": 7}, {}, "bearer", 400,
+     "usage_error"),
+    ("a secret in it", "/api/goals/g/gates", {"question": "use sk-" + "a" * 40}, {}, "bearer",
+     400, "unsafe_text"),
+    ("the agent decides", "/api/goals/g/gates", {"question": "Ship?", "actor": "agent"}, {},
+     "bearer", 400, "usage_error"),
+    ("blocking not a bool", "/api/goals/g/gates", {"question": "Ship?", "blocking": "yes"}, {},
+     "bearer", 400, "usage_error"),
+    ("no secret", "/api/goals/g/gates", {"question": "Ship?"}, {}, "none", 401, "unauthorized"),
+    ("another secret", "/api/goals/g/gates", {"question": "Ship?"},
+     {"Authorization": "Bearer " + "x" * 43}, "none", 401, "unauthorized"),
+    ("the page without its token", "/api/goals/g/gates", {"question": "Ship?"}, {}, "cookie",
+     403, "forbidden_request"),
+    ("another site", "/api/goals/g/gates", {"question": "Ship?"},
+     {"Origin": "http://evil.example"}, "bearer", 403, "forbidden_request"),
+]  # fmt: skip
+
+
+def test_bad_gate_requests_are_refused_with_their_codes_and_change_nothing(
+    service: Service,
+) -> None:
+    GoalLedger(GateStore(service.state)).set_goal_state(
+        "g", {"objective": "count", "acceptance": ["counted"]}
+    )
+    before = _records(service.state)
+    for case, path, body, headers, auth, status, code in BAD_GATE_REQUESTS:
+        raw = body if isinstance(body, bytes) else None
+        if raw is not None:
+            headers = {**headers, "Content-Type": "application/json"}
+        got = service.request(
+            "POST", path, None if raw is not None else body, headers, raw=raw, auth=auth
+        )
+        assert (got.status, got.json()["error_code"]) == (status, code), (case, got.body)
+        assert b"Traceback" not in got.body
+        assert _records(service.state) == before, case
+    wrong = service.request("GET", "/api/goals/g/gates")
+    assert (wrong.status, wrong.json()["error_code"]) == (405, "method_not_allowed")
+    # A good one on a goal nobody runs: recorded, and it says no run was concerned.
+    got = service.request("POST", "/api/goals/g/gates", {"question": "Ship?", "blocking": False})
+    assert got.status == 201, got.body
+    doc = got.json()
+    assert (doc["run_blocked"], doc["run_block"], doc["run_id"]) == (None, "advisory gate", None)
+    got = service.request("POST", "/api/goals/g/gates", {"question": "Ship?"})
+    assert (got.json()["run_blocked"], got.json()["run_block"]) == (None, "no running goal")
+    assert [g.blocking for g in GateStore(service.state).gates("g")] == [False, True]
