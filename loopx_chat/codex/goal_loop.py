@@ -144,11 +144,6 @@ class GoalLoopWatch:
             ) from None
         self._expect_status = status
 
-    def on_reader_thread(self) -> bool:
-        """Whether the caller is the reader of this thread's app-server (see `send_set`)."""
-        check = getattr(self.thread.proc, "on_reader_thread", None)
-        return bool(check()) if check is not None else False
-
     def _see_rate_limits(self, limits: object) -> None:
         if not isinstance(limits, dict):
             return

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from loopx_chat.codex.app_server import on_reader_thread
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.chat_controller import ChatController
@@ -301,8 +302,7 @@ class _Follow:
         own thread looks at the gates now, and this returns once it has (bounded)."""
         if threading.current_thread() is self.follower_thread:
             return self._answer_for(gate_id)  # recorded by the run itself: it looks next
-        watch = self.watch
-        ask = _Ask(gate_id, on_reader=watch is not None and watch.on_reader_thread())
+        ask = _Ask(gate_id, on_reader=on_reader_thread())
         self.asks.put(ask)
         timeouts = self.runner.controller.config.timeouts
         wait = READER_ASK_SEC if ask.on_reader else timeouts.request + timeouts.interrupt_settle
