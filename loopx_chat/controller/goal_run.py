@@ -6,8 +6,10 @@ that holds the thread: the goal is set `active` with a finite `tokenBudget` once
 then on codex starts every continuation turn itself. This module records each turn in the
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
-after it; approving the last one sets it `active` again; `goal stop` pauses it), pauses the
-goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
+after it; approving the last one sets it `active` again; `goal stop` pauses it), looks at
+once when a gate is recorded or decided in this process (`running_goals` asks; the run
+answers on its own thread before that call returns, so nothing else sets the goal), pauses
+the goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
 the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
 run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
 
