@@ -512,13 +512,17 @@ class _Follow:
         newly = not self.blocked_on
         self.blocked_on += [g.gate_id for g in gates]
         goal = self.goal
+        # A host gate this process holds was recorded on an app-server's reader, which may
+        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
+        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
+        nowait = self.nowait or bool(held)
         if newly:
             self.blocked_at = first.created_at
-            goal = self._set("blocked")
+            goal = self._set("blocked", nowait=nowait)
             asking = {str((g.host or {}).get("turn_id")) for g in gates if g.host is not None}
             for upstream, turn in list(self.open_turns.items()):
                 if turn.created_at >= first.created_at and upstream not in asking:
-                    if self.nowait:
+                    if nowait:
                         self.deferred_interrupts.append(upstream)
                     else:
                         self.watch.interrupt(upstream)
@@ -562,9 +566,9 @@ class _Follow:
         self.blocked_on = []
         self._set("paused")
 
-    def _set(self, status: str) -> HostGoalState | None:
+    def _set(self, status: str, *, nowait: bool = False) -> HostGoalState | None:
         try:
-            if self.nowait:
+            if nowait or self.nowait:
                 # Codex's reader waits on this run (a host request being recorded): the set
                 # is written now, and codex's own `thread/goal/updated` confirms it.
                 self.watch.send_set(status)
