@@ -165,6 +165,19 @@ def test_a_gate_through_the_service_blocks_the_run_before_it_answers_and_approva
         assert owner.host_goal(sid)["status"] == "blocked"
         _no_turn_ran_on_after(owner, sid, answer["gate"]["created_at"])
 
+        # `--direct` records it here: the service's run acknowledges it by its own record
+        # (a further gate while blocked), and this command waited for that.
+        direct = owner("--direct", "gate", "request", "--goal", "g", "--question", "Sure?",
+                       "--json")  # fmt: skip
+        assert direct.returncode == 0, direct.stderr
+        third = json.loads(direct.stdout)
+        assert (third["run_blocked"], third["run_block"]) == (True, "blocked"), third
+        assert _acked(owner.runs(), third["gate"]["gate_id"])
+        approved = owner("gate", "resolve", third["gate"]["gate_id"], "--goal", "g", "--decision",
+                         "approve")  # fmt: skip
+        assert approved.returncode == 0, approved.stderr
+        assert owner.host_goal(sid)["status"] == "blocked"  # "Go on?" is still open
+
         # Reject (through the service too): the goal stays paused, with the reason.
         gid = answer["gate"]["gate_id"]
         rejected = owner(
@@ -185,6 +198,7 @@ def test_a_gate_through_the_service_blocks_the_run_before_it_answers_and_approva
         "started",
         "blocked",
         "unblocked",
+        "blocked",
         "blocked",
         "ended",
     ]
