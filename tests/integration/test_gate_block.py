@@ -213,16 +213,13 @@ def test_a_gate_while_a_foreground_run_follows_the_goal_waits_for_its_acknowledg
     run = owner.start("goal", "run", "g", "--token-budget", "400000")
     try:
         wait_until(lambda: len(owner.turns(sid)) >= 1)
-        started = time.monotonic()
         done = owner("gate", "request", "--goal", "g", "--question", "Ship it?", "--json")
-        waited = time.monotonic() - started
         events = owner.runs()
         assert done.returncode == 0, done.stderr
         answer = json.loads(done.stdout)
         gate = answer["gate"]
         assert (answer["run_blocked"], answer["run_block"]) == (True, "blocked"), answer
         assert _acked(events, gate["gate_id"])  # the foreground run's own record
-        assert waited < 5.0
         assert owner.host_goal(sid)["status"] == "blocked"
         _no_turn_ran_on_after(owner, sid, gate["created_at"])
 
