@@ -429,6 +429,12 @@ PAGE_SCRIPT = r"""
       }).catch(function () { run.disabled = false; });
       return;
     }
+    const fill = event.target.closest("button[data-fill]");
+    if (fill) {
+      const field = fill.closest(".q").querySelector(".answer");
+      field.value = fill.dataset.fill;
+      return;
+    }
     const button = event.target.closest("button[data-decision]");
     if (!button) { return; }
     const gate = button.closest("[data-gate]");
@@ -438,7 +444,12 @@ PAGE_SCRIPT = r"""
     const body = {decision: button.dataset.decision, reason: reason || null};
     if (button.dataset.forSession) { body.for_session = true; }
     const typed = gate.querySelector(".answer");
+    const each = gate.querySelectorAll(".answer[data-qid]");
     if (button.dataset.answer !== undefined) { body.answer = button.dataset.answer; }
+    else if (each.length && body.decision === "answer") {
+      body.answers = {};
+      each.forEach(function (f) { if (f.value) { body.answers[f.dataset.qid] = f.value; } });
+    }
     else if (typed && body.decision === "answer") { body.answer = typed.value; }
     button.disabled = true;
     fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
