@@ -1,0 +1,320 @@
+"""What codex asks beyond one approval, from the real pinned codex against the loopback mock:
+a request of several questions answered per question id (through the desk and through
+`gate resolve --answer ID=TEXT`), the window telling the model the owner has not answered,
+and an MCP server's `elicitation/create` (from a real stdio MCP server of the test) become
+host gates answered to codex."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx_chat.codex.thread import ThreadOptions, Timeouts
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
+from loopx_chat.controller.host_requests import NOT_ANSWERED, Choice, Live
+from loopx_chat.errors import UsageError
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.model_mock.responses import MockResponsesServer
+from loopx_chat.state.session_store import SessionStore
+
+ASKER = Path(__file__).resolve().parents[1] / "helpers" / "mcp_asking_server.py"
+
+
+@pytest.fixture
+def make(
+    tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str
+) -> Iterator[Callable[..., ChatController]]:
+    made: list[ChatController] = []
+
+    def build(decision_timeout: float = 60.0, **options: Any) -> ChatController:
+        controller = ChatController(
+            store=SessionStore(tmp_path / "state"),
+            environ={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+            cwd=tmp_path,
+            codex_bin=codex_bin,
+            config=ControllerConfig(
+                options=ThreadOptions(sandbox="workspace-write", **options),
+                decision_timeout=decision_timeout,
+                timeouts=Timeouts(),
+            ),
+        )
+        made.append(controller)
+        return controller
+
+    yield build
+    for controller in made:
+        controller.close()
+
+
+def _turn(c: ChatController, session_id: str, text: str) -> tuple[threading.Thread, dict[str, Any]]:
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = c.submit_turn(session_id, text)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def _asked(c: ChatController, skip: set[str] | None = None, timeout: float = 30.0) -> Live:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        live = [g for g in c.host_requests.live_gates() if g.gate_id not in (skip or set())]
+        if live:
+            return live[0]
+        time.sleep(0.02)
+    raise AssertionError("codex asked nothing")
+
+
+def _done(thread: threading.Thread, box: dict[str, Any]) -> Any:
+    thread.join(60)
+    assert not thread.is_alive()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _two_questions(secret: bool = False) -> str:
+    token: dict[str, Any] = {
+        "id": "token",
+        "header": "Token",
+        "question": "Which token should I use?",
+        "options": [{"label": "the old one", "description": "kept"}],
+    }
+    if secret:
+        token["isSecret"] = True
+    questions = [
+        {
+            "id": "db",
+            "header": "Database",
+            "question": "Which database should I use?",
+            "options": [
+                {"label": "SQLite", "description": "small"},
+                {"label": "Postgres", "description": "big"},
+            ],
+        },
+        token,
+    ]
+    return "mock:call=request_user_input " + json.dumps({"questions": questions})
+
+
+def _answers_seen(mock: MockResponsesServer) -> dict[str, list[str]]:
+    """The `answers` the model got for its request_user_input call (the last tool output)."""
+    output = json.loads(mock.requests[-1]["tool_outputs"][-1])
+    return {qid: entry["answers"] for qid, entry in output["answers"].items()}
+
+
+def _scan(root: Path, canary: str) -> None:
+    for path in root.rglob("*"):
+        if path.is_file():
+            assert canary.encode() not in path.read_bytes(), path
+
+
+def test_two_questions_are_answered_each_on_its_own_id_and_a_secret_one_is_kept_nowhere(
+    tmp_path: Path, make: Callable[..., ChatController], mock: MockResponsesServer
+) -> None:
+    canary = "CANARY-token-6e0f"
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(approval_policy="never", plan=True)
+    session = c.open_session("g", work)
+    thread, box = _turn(c, session.session_id, _two_questions(secret=True))
+    live = _asked(c)
+    assert [q["id"] for q in live.details["questions"]] == ["db", "token"]
+    goals = GateStore(tmp_path / "state")
+    gate = goals.gate("g", live.gate_id)
+    assert gate.question == "Codex asks: Database (SQLite / Postgres) and 1 more question"
+    assert gate.host is not None
+    assert [(q["id"], q["secret"]) for q in gate.host["questions"]] == [
+        ("db", False),
+        ("token", True),
+    ]
+    log = (tmp_path / "state" / "goals" / "g" / "gates.jsonl").read_bytes()
+    with pytest.raises(UsageError) as bare:
+        c.host_requests.decide("g", live.gate_id, Choice("answer", answer="x"), actor="owner-api")
+    assert bare.value.error_code == "answer_needs_question_id"
+    with pytest.raises(UsageError) as unknown:
+        c.host_requests.decide(
+            "g", live.gate_id, Choice("answer", answers=(("dbx", "x"),)), actor="owner-api"
+        )
+    assert unknown.value.error_code == "unknown_question_id"
+    assert (tmp_path / "state" / "goals" / "g" / "gates.jsonl").read_bytes() == log
+    decided = c.host_requests.decide(
+        "g",
+        live.gate_id,
+        Choice("answer", answers=(("db", "Postgres, with pgvector"), ("token", canary))),
+        actor="owner-page",
+    )
+    _done(thread, box)
+    assert _answers_seen(mock) == {"db": ["Postgres, with pgvector"], "token": [canary]}
+    assert decided.host is not None and decided.host["answers"] == {"db": "Postgres, with pgvector"}
+    c.close()
+    _scan(tmp_path / "state", canary)
+
+
+def test_gate_resolve_answers_each_question_by_id_to_a_foreground_turn(
+    tmp_path: Path,
+    make: Callable[..., ChatController],
+    mock: MockResponsesServer,
+    base_env: dict[str, str],
+    bound_home: Path,
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(approval_policy="never", plan=True)
+    session = c.open_session("g", work)
+    thread, box = _turn(c, session.session_id, _two_questions())
+    live = _asked(c)
+    state = tmp_path / "state"
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+
+    def resolve(*answers: str) -> subprocess.CompletedProcess[str]:
+        words = [a for answer in answers for a in ("--answer", answer)]
+        return subprocess.run(
+            [
+                *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
+                *("gate", "resolve", live.gate_id, "--goal", "g", "--decision", "approve"),
+                "--json",
+                *words,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    before = (state / "goals" / "g" / "gates.jsonl").read_bytes()
+    bare = resolve("SQLite")
+    assert bare.returncode != 0 and "Traceback" not in bare.stderr
+    assert json.loads(bare.stdout or bare.stderr)["error_code"] == "answer_needs_question_id"
+    assert (state / "goals" / "g" / "gates.jsonl").read_bytes() == before
+    done = resolve("db=SQLite", "token=the old one")
+    assert done.returncode == 0, done.stderr
+    _done(thread, box)  # the foreground turn's desk picked the recorded answers up
+    assert _answers_seen(mock) == {"db": ["SQLite"], "token": ["the old one"]}
+
+
+def test_when_the_window_passes_each_question_is_told_the_owner_has_not_answered(
+    tmp_path: Path, make: Callable[..., ChatController], mock: MockResponsesServer
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(decision_timeout=1.0, approval_policy="never", plan=True)
+    session = c.open_session("g", work)
+    c.submit_turn(session.session_id, _two_questions())
+    assert _answers_seen(mock) == {"db": [NOT_ANSWERED], "token": [NOT_ANSWERED]}
+    (gate,) = GateStore(tmp_path / "state").gates("g")
+    assert gate.status == "pending" and gate.host is not None
+    assert gate.host["state"] == "window_passed"
+
+
+def test_when_the_window_passes_an_approval_is_declined_and_the_model_is_told_why(
+    tmp_path: Path, make: Callable[..., ChatController], mock: MockResponsesServer
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(decision_timeout=1.0, approval_policy="untrusted")
+    session = c.open_session("g", work)
+    result = c.submit_turn(session.session_id, f"mock:shell=touch {work}/f")
+    assert result.turn.status == "completed" and not (work / "f").exists()
+    seen = mock.requests[-1]
+    assert any("rejected by user" in o for o in seen["tool_outputs"])
+    assert f"[loopx-chat] {NOT_ANSWERED}" in seen["user_texts"]  # the steer of the turn
+    (gate,) = GateStore(tmp_path / "state").gates("g")
+    assert gate.status == "pending" and gate.host is not None
+    assert gate.host["state"] == "window_passed"
+
+
+def _with_asker(home: Path) -> None:
+    config = home / "config.toml"
+    config.write_text(
+        config.read_text()
+        + f"\n[mcp_servers.asker]\ncommand = {json.dumps(sys.executable)}\n"
+        + f"args = [{json.dumps(str(ASKER))}]\n"
+    )
+
+
+def _elicited(mock: MockResponsesServer) -> Any:
+    """What the MCP server got back from codex, as its tool told the model."""
+    output = mock.requests[-1]["tool_outputs"][-1]
+    texts = [p["text"] for p in json.loads(output) if "elicited: " in p.get("text", "")]
+    return json.loads(texts[0].split("elicited: ", 1)[1])
+
+
+def test_an_mcp_servers_question_is_a_host_gate_answered_with_its_fields(
+    tmp_path: Path,
+    make: Callable[..., ChatController],
+    mock: MockResponsesServer,
+    bound_home: Path,
+) -> None:
+    canary = "CANARY-elicit-41aa"
+    _with_asker(bound_home)
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(approval_policy="on-request")
+    session = c.open_session("g", work)
+    call = {"message": f"What is your name? {canary}"}
+    thread, box = _turn(c, session.session_id, f"mock:call=mcp__asker/ask {json.dumps(call)}")
+    # First codex asks whether the MCP tool may run (an elicitation of its own) ...
+    allow = _asked(c)
+    assert allow.kind == "elicitation" and allow.details["tool_approval"] is True
+    goals = GateStore(tmp_path / "state")
+    gate = goals.gate("g", allow.gate_id)
+    assert gate.question == "Codex asks to run the tool `ask` of the MCP server `asker`"
+    assert any(canary in p["value"] for p in allow.details["tool_params"])
+    c.host_requests.decide("g", allow.gate_id, Choice("approve"), actor="owner-page")
+    # ... then the server's own question, with its two fields.
+    ask = _asked(c, skip={allow.gate_id})
+    assert ask.kind == "elicitation" and canary in ask.details["message"]
+    assert sorted(f["id"] for f in ask.details["fields"]) == ["colour", "name"]  # codex sorts
+    gate = goals.gate("g", ask.gate_id)
+    assert gate.question == "The MCP server `asker` asks for input (2 fields)"
+    assert gate.host is not None and gate.host["server"] == "asker" and gate.host["fields"] == 2
+    with pytest.raises(UsageError) as missing:
+        c.host_requests.decide(
+            "g", ask.gate_id, Choice("answer", answers=(("colour", "green"),)), actor="owner-page"
+        )
+    assert missing.value.error_code == "answer_missing"
+    c.host_requests.decide(
+        "g",
+        ask.gate_id,
+        Choice("answer", answers=(("name", canary), ("colour", "green"))),
+        actor="owner-page",
+    )
+    _done(thread, box)
+    assert _elicited(mock) == {"action": "accept", "content": {"name": canary, "colour": "green"}}
+    c.close()
+    _scan(tmp_path / "state", canary)
+
+
+def test_an_mcp_servers_question_declined_reaches_the_server_as_declined(
+    tmp_path: Path,
+    make: Callable[..., ChatController],
+    mock: MockResponsesServer,
+    bound_home: Path,
+) -> None:
+    _with_asker(bound_home)
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(approval_policy="on-request")
+    session = c.open_session("g", work)
+    thread, box = _turn(c, session.session_id, 'mock:call=mcp__asker/ask {"message": "Name?"}')
+    allow = _asked(c)
+    c.host_requests.decide("g", allow.gate_id, Choice("approve"), actor="owner-api")
+    ask = _asked(c, skip={allow.gate_id})
+    decided = c.host_requests.decide("g", ask.gate_id, Choice("decline"), actor="owner-api")
+    _done(thread, box)
+    assert _elicited(mock) == {"action": "decline"}
+    assert decided.status == "rejected"
