@@ -318,3 +318,114 @@ def test_an_mcp_servers_question_declined_reaches_the_server_as_declined(
     _done(thread, box)
     assert _elicited(mock) == {"action": "decline"}
     assert decided.status == "rejected"
+
+
+RECORDER = r"""
+import json, os, sys
+with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\n")
+"""
+CHROMIUM = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+
+
+def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_stays_unwritten(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+    start_service: Callable[..., Any],
+) -> None:
+    import http.client
+
+    from loopx_chat.state.service_runtime import login_url, read_secret
+    from tests.helpers.serve_process import chromium
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is needed (`make test` installs it)")
+    exe = chromium()
+    canary = "CANARY-page-secret-93b7"
+    state = tmp_path / "state"
+    work = tmp_path / "work"
+    work.mkdir()
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "recorder.py").write_text(RECORDER)
+    standin = bindir / "notify-send"
+    standin.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{bindir / "recorder.py"}" "$@"\n')
+    standin.chmod(0o755)
+    notices = tmp_path / "notices.log"
+    env = {
+        **base_env,
+        "PATH": f"{bindir}:{base_env.get('PATH', '')}",
+        "STANDIN_LOG": str(notices),
+    }
+    service = start_service(state, bound_home, env, codex_bin, "--plan", "--notify", "desktop")
+
+    def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
+        headers = {
+            "Host": f"127.0.0.1:{service.port}",
+            "Authorization": f"Bearer {read_secret(state)}",
+            "Content-Type": "application/json",
+        }
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+        conn.close()
+        return response.status, raw
+
+    status, raw = call(
+        "POST", "/api/chat/sessions", {"goal_id": "g", "work_dir": str(work), "create_goal": True}
+    )
+    assert status == 201, raw
+    session_id = json.loads(raw)["session"]["session_id"]
+    status, raw = call(
+        "POST", f"/api/chat/sessions/{session_id}/turns", {"text": _two_questions(secret=True)}
+    )
+    assert status in (201, 202), raw
+    goals = GateStore(state)
+    gate = _until(lambda: [g for g in goals.gates("g") if g.host], what="the host gate")[0]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(login_url(service.port, read_secret(state) or ""))
+            card = page.locator(".gate.host")
+            card.wait_for()
+            db = card.locator('.q[data-qid="db"]')
+            token = card.locator('.q[data-qid="token"]')
+            assert "Which database should I use?" in db.inner_text()
+            assert token.locator('input.answer[type="password"]').count() == 1
+            assert db.locator('input.answer[type="text"]').count() == 1
+            db.locator("button", has_text="Postgres").click()  # fills its own field only
+            assert db.locator("input.answer").input_value() == "Postgres"
+            token.locator("input.answer").fill(canary)
+            card.locator("button", has_text="Send answers").click()
+            _until(lambda: goals.gate("g", gate.gate_id).status == "approved", what="decision")
+        finally:
+            browser.close()
+    _until(lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]), what="it")
+    output = next(o for r in mock.requests for o in r["tool_outputs"] if canary in o)
+    assert json.loads(output)["answers"] == {
+        "db": {"answers": ["Postgres"]},
+        "token": {"answers": [canary]},
+    }
+    _, status_doc = call("GET", "/status.json")
+    assert canary.encode() not in status_doc
+    service.stop()
+    _scan(state, canary)  # gates, events, notices.jsonl, status files
+    assert canary.encode() not in service.log.read_bytes()
+    assert notices.exists() and canary.encode() not in notices.read_bytes()
