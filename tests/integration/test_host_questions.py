@@ -1,12 +1,15 @@
 """What codex asks beyond one approval, from the real pinned codex against the loopback mock:
-a request of several questions answered per question id (through the desk and through
-`gate resolve --answer ID=TEXT`), the window telling the model the owner has not answered,
-and an MCP server's `elicitation/create` (from a real stdio MCP server of the test) become
-host gates answered to codex."""
+a request of several questions answered per question id (through the desk, `gate resolve
+--answer ID=TEXT`, the page in Chromium, and a foreground chat's terminal), the window
+telling the model the owner has not answered, and an MCP server's `elicitation/create`
+(from a real stdio MCP server of the test) become host gates answered to codex."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
 import subprocess
 import sys
 import threading
@@ -429,3 +432,59 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     _scan(state, canary)  # gates, events, notices.jsonl, status files
     assert canary.encode() not in service.log.read_bytes()
     assert notices.exists() and canary.encode() not in notices.read_bytes()
+
+
+def _read_until(fd: int, marker: bytes, seen: bytearray, start: int = 0) -> int:
+    """Read the terminal until `marker` shows after `start`; where it ends."""
+    deadline = time.monotonic() + 60
+    while marker not in seen[start:]:
+        assert time.monotonic() < deadline, f"no {marker!r} in {bytes(seen)[-800:]!r}"
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                seen.extend(os.read(fd, 4096))
+            except OSError:
+                raise AssertionError(f"no {marker!r}: {bytes(seen)[-800:]!r}") from None
+    return seen.index(marker, start) + len(marker)
+
+
+def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+) -> None:
+    message = _two_questions()
+    work = tmp_path / "work"
+    work.mkdir()
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "loopx_chat", "--state-dir", str(tmp_path / "state")),
+            *("--codex-bin", codex_bin, "--direct", "chat", "new", "--goal", "g"),
+            *("--cwd", str(work), "--plan", message),
+        ],
+        env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+        stdin=child,
+        stdout=child,
+        stderr=child,
+    )
+    os.close(child)
+    seen = bytearray()
+    try:
+        at = _read_until(main, b"Which database should I use?", seen)
+        at = _read_until(main, b"your answer", seen, at)
+        os.write(main, b"2\n")  # the second option
+        at = _read_until(main, b"Which token should I use?", seen, at)
+        _read_until(main, b"your answer", seen, at)
+        os.write(main, b"main-db\n")
+        assert proc.wait(60) == 0, bytes(seen)[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(main)
+    output = json.loads(mock.requests[-1]["tool_outputs"][-1])
+    assert output == {
+        "answers": {"db": {"answers": ["Postgres"]}, "token": {"answers": ["main-db"]}}
+    }
