@@ -1,19 +1,20 @@
-"""What codex asks its owner (approvals, questions), held live until the owner decides.
+"""What codex asks its owner (approvals, questions, MCP elicitations), held live until the
+owner decides.
 
-Owns the desk: each approval or question codex sends during a turn becomes a blocking host
-gate on the goal (compact facts only, see `compact_facts`), while the request itself and its
-live details (the full command, its cwd, the justification, the question and its options)
-stay in this process's memory, for the page and the terminal, and are never written to
-state, logs, status, events or notices. A decision from any surface is answered to the live
-request; one recorded by another process (`gate resolve` without the service) is picked up
-by polling the goal's gate log. The decision window answers `decline` (or an empty answer)
-when it passes, leaving the gate open, and tells the model the owner has not answered yet (a
-question's answer says so; for an approval or an MCP server's request, `turn/steer` adds
-that note to the waiting turn before the decline); a decision that can no longer reach
-codex (window passed, turn ended, host restarted) is carried into the session's next turn
-as one line. A request with several questions (or an MCP server's several fields) is
-answered per question id; a secret question's answer, and every answer to an MCP server,
-is sent to codex and never recorded.
+Owns the desk: each approval, question or MCP server's elicitation codex sends during a turn
+becomes a blocking host gate on the goal (compact facts only, see `compact_facts`), while
+the request itself and its live details (the full command, its cwd, the justification, the
+questions and their options, an MCP server's message and fields) stay in this process's
+memory, for the page and the terminal, and are never written to state, logs, status, events
+or notices. A decision from any surface is answered to the live request; one recorded by
+another process (`gate resolve` without the service) is picked up by polling the goal's gate
+log. A request with several questions (or an MCP server's several fields) is answered per
+question id; a secret question's answer, and every answer to an MCP server, is sent to codex
+and never recorded. When the decision window passes, the gate stays open and the model is
+told the owner has not answered yet: a question gets that as its answer, and an approval or
+an MCP server's request is declined after `turn/steer` added the note to the waiting turn.
+A decision that can no longer reach codex (window passed, turn ended, host restarted) is
+carried into the session's next turn as one line.
 
 It never answers a request the owner did not decide, except when the window passes, and
 never re-asks codex for a request codex forgot: when the holder dies, the gate is marked
