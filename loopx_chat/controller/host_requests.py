@@ -50,6 +50,7 @@ KINDS = {
 }
 POLL_SEC = 0.5
 STEER_TIMEOUT_SEC = 5.0
+HOLD_WAIT_SEC = 1.0
 # What the model is told when the decision window passes and the owner has not decided.
 NOT_ANSWERED = (
     "The owner has not answered yet. The request stays open for them; their decision "
@@ -433,10 +434,10 @@ class HostRequestDesk:
             raise UsageError(
                 f"decision must be one of {', '.join(CHOICES)}", error_code="usage_error"
             )
-        live = self.live(gate_id)
         gate = self.goals.gate(goal_id, gate_id)
         if gate.host is None:
             raise UsageError(f"gate {gate_id} is not a host gate", error_code="usage_error")
+        live = self._held(gate)
         if gate.status != "pending":
             raise StateError(
                 f"gate {gate_id} was already {gate.status}", error_code="gate_already_resolved"
@@ -455,6 +456,19 @@ class HostRequestDesk:
         return self.goals.resolve_gate(
             goal_id, gate_id, gate_decision(choice), reason, decided_by=actor, host=record
         )
+
+    def _held(self, gate: Gate) -> Live | None:
+        """The live request of `gate` when this process holds it. The gate is on record a
+        moment before its request is registered here (`take`), so a decision that arrives in
+        between waits for it (at most `HOLD_WAIT_SEC`) rather than missing it."""
+        deadline = time.monotonic() + HOLD_WAIT_SEC
+        while (live := self.live(gate.gate_id)) is None:
+            host = gate.host or {}
+            mine = host.get("state") == "live" and host.get("holder_pid") == os.getpid()
+            if not mine or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+        return live
 
     def _answer(self, live: Live, choice: Choice) -> bool:
         """Send the answer once; False when it was already answered or codex is gone."""

@@ -341,6 +341,49 @@ def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "it"
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _api(service: Any) -> Callable[..., tuple[int, bytes]]:
+    """A bearer client of a `serve` process of the tests: (status, raw body)."""
+    import http.client
+
+    from loopx_chat.state.service_runtime import read_secret
+
+    def call(method: str, path: str, body: Any = None) -> tuple[int, bytes]:
+        conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
+        headers = {
+            "Host": f"127.0.0.1:{service.port}",
+            "Authorization": f"Bearer {read_secret(service.state)}",
+            "Content-Type": "application/json",
+        }
+        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+        conn.close()
+        return response.status, raw
+
+    return call
+
+
+def _playwright() -> tuple[Any, str]:
+    from tests.helpers.serve_process import chromium
+
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.fail("playwright is needed (`make test` installs it)")
+    return sync_playwright, chromium()
+
+
+def _open_session(call: Callable[..., tuple[int, bytes]], work: Path, text: str) -> str:
+    status, raw = call(
+        "POST", "/api/chat/sessions", {"goal_id": "g", "work_dir": str(work), "create_goal": True}
+    )
+    assert status == 201, raw
+    session_id = str(json.loads(raw)["session"]["session_id"])
+    status, raw = call("POST", f"/api/chat/sessions/{session_id}/turns", {"text": text})
+    assert status in (201, 202), raw
+    return session_id
+
+
 def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_stays_unwritten(
     tmp_path: Path,
     bound_home: Path,
@@ -349,16 +392,9 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     mock: MockResponsesServer,
     start_service: Callable[..., Any],
 ) -> None:
-    import http.client
-
     from loopx_chat.state.service_runtime import login_url, read_secret
-    from tests.helpers.serve_process import chromium
 
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        pytest.fail("playwright is needed (`make test` installs it)")
-    exe = chromium()
+    sync_playwright, exe = _playwright()
     canary = "CANARY-page-secret-93b7"
     state = tmp_path / "state"
     work = tmp_path / "work"
@@ -376,29 +412,8 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
         "STANDIN_LOG": str(notices),
     }
     service = start_service(state, bound_home, env, codex_bin, "--plan", "--notify", "desktop")
-
-    def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        conn = http.client.HTTPConnection("127.0.0.1", service.port, timeout=60)
-        headers = {
-            "Host": f"127.0.0.1:{service.port}",
-            "Authorization": f"Bearer {read_secret(state)}",
-            "Content-Type": "application/json",
-        }
-        conn.request(method, path, body=None if body is None else json.dumps(body), headers=headers)
-        response = conn.getresponse()
-        raw = response.read()
-        conn.close()
-        return response.status, raw
-
-    status, raw = call(
-        "POST", "/api/chat/sessions", {"goal_id": "g", "work_dir": str(work), "create_goal": True}
-    )
-    assert status == 201, raw
-    session_id = json.loads(raw)["session"]["session_id"]
-    status, raw = call(
-        "POST", f"/api/chat/sessions/{session_id}/turns", {"text": _two_questions(secret=True)}
-    )
-    assert status in (201, 202), raw
+    call = _api(service)
+    _open_session(call, work, _two_questions(secret=True))
     goals = GateStore(state)
     gate = _until(lambda: [g for g in goals.gates("g") if g.host], what="the host gate")[0]
     with sync_playwright() as pw:
@@ -488,3 +503,91 @@ def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(
     assert output == {
         "answers": {"db": {"answers": ["Postgres"]}, "token": {"answers": ["main-db"]}}
     }
+
+
+def test_when_the_window_passes_an_mcp_tool_approval_is_declined_and_the_model_is_told(
+    tmp_path: Path,
+    make: Callable[..., ChatController],
+    mock: MockResponsesServer,
+    bound_home: Path,
+) -> None:
+    _with_asker(bound_home)
+    work = tmp_path / "work"
+    work.mkdir()
+    c = make(decision_timeout=1.0, approval_policy="on-request")
+    session = c.open_session("g", work)
+    result = c.submit_turn(session.session_id, 'mock:call=mcp__asker/ask {"message": "Name?"}')
+    assert result.turn.status == "completed"
+    seen = mock.requests[-1]
+    assert f"[loopx-chat] {NOT_ANSWERED}" in seen["user_texts"]
+    assert not any("elicited" in o for o in seen["tool_outputs"])  # the tool never ran
+    (gate,) = GateStore(tmp_path / "state").gates("g")
+    assert gate.host is not None and gate.host["kind"] == "elicitation"
+    assert gate.status == "pending" and gate.host["state"] == "window_passed"
+
+
+def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+    start_service: Callable[..., Any],
+) -> None:
+    from loopx_chat.state.service_runtime import login_url, read_secret
+
+    sync_playwright, exe = _playwright()
+    canary = "CANARY-mcp-page-2c5d"
+    _with_asker(bound_home)
+    state = tmp_path / "state"
+    work = tmp_path / "work"
+    work.mkdir()
+    service = start_service(
+        state, bound_home, base_env, codex_bin, "--approval", "on-request", "--notify", "none"
+    )
+
+    call = _api(service)
+    _open_session(call, work, 'mock:call=mcp__asker/ask {"message": "Who <b>are</b> you?"}')
+    goals = GateStore(state)
+
+    def pending() -> list[Any]:
+        return [g for g in goals.gates("g") if g.host and g.status == "pending"]
+
+    allow = _until(pending, what="codex's tool approval")[0]
+    assert allow.question == "Codex asks to run the tool `ask` of the MCP server `asker`"
+    status, doc = call(
+        "POST", f"/api/goals/g/gates/{allow.gate_id}/decision", {"decision": "approve"}
+    )
+    assert status == 200, doc
+    ask = _until(pending, what="the server's question")[0]
+    # A bare answer to a request of two fields is refused over HTTP, nothing recorded.
+    before = (state / "goals" / "g" / "gates.jsonl").read_bytes()
+    status, raw = call(
+        "POST", f"/api/goals/g/gates/{ask.gate_id}/decision", {"decision": "answer", "answer": "x"}
+    )
+    assert status == 400 and json.loads(raw)["error_code"] == "answer_needs_question_id"
+    assert (state / "goals" / "g" / "gates.jsonl").read_bytes() == before
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(login_url(service.port, read_secret(state) or ""))
+            card = page.locator(f'.gate.host[data-gate="{ask.gate_id}"]')
+            card.wait_for()
+            assert "Who <b>are</b> you?" in card.inner_text()
+            card.locator('input.answer[data-qid="name"]').fill(canary)
+            card.locator('select.answer[data-qid="colour"]').select_option("green")
+            card.locator("button", has_text="Accept").click()
+            _until(lambda: goals.gate("g", ask.gate_id).status == "approved", what="decision")
+        finally:
+            browser.close()
+    _until(lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]), what="it")
+    _elicited_now = next(o for r in mock.requests for o in r["tool_outputs"] if canary in o)
+    texts = [p["text"] for p in json.loads(_elicited_now) if "elicited: " in p.get("text", "")]
+    assert json.loads(texts[0].split("elicited: ", 1)[1]) == {
+        "action": "accept",
+        "content": {"name": canary, "colour": "green"},
+    }
+    service.stop()
+    _scan(state, canary)
+    assert canary.encode() not in service.log.read_bytes()
