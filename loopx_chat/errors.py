@@ -172,6 +172,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "answer_needs_question_id": ErrorSpec(Outcome.INVALID),
         "unknown_question_id": ErrorSpec(Outcome.INVALID),
         "answer_missing": ErrorSpec(Outcome.INVALID),
+        "elicitation_not_held": ErrorSpec(Outcome.CONFLICT),
         "input_invalid": ErrorSpec(Outcome.INVALID),
         "raw_material_refused": ErrorSpec(Outcome.DEPENDENCY),
         "goal_state_missing": ErrorSpec(Outcome.DEPENDENCY),

@@ -445,6 +445,14 @@ class HostRequestDesk:
         host = gate.host or {}
         ids = question_ids(str(host.get("kind")), live.request.params if live else None, host)
         choice = normalized(choice, ids)
+        if host.get("kind") == "elicitation" and choice.answers and live is None:
+            # What an MCP server is given is never recorded, so it cannot wait in the log.
+            raise StateError(
+                f"gate {gate_id}: what you give an MCP server goes only to the process that "
+                "holds its request (the running service, or the terminal of the chat that "
+                "asked); answer it there, or accept/decline without fields",
+                error_code="elicitation_not_held",
+            )
         record: dict[str, Any] = {"choice": choice.decision, "for_session": choice.for_session}
         record.update(_kept_answers(host, choice))
         if live is not None and self._answer(live, choice):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from loopx_chat.controller.host_requests import (
     NOT_ANSWERED,
     Binding,
     Choice,
+    HostRequestDesk,
     carry_line,
     compact_facts,
     live_details,
@@ -17,8 +20,8 @@ from loopx_chat.controller.host_requests import (
     summary,
     window_choice,
 )
-from loopx_chat.errors import UsageError
-from loopx_chat.goals.gate_store import Gate
+from loopx_chat.errors import StateError, UsageError
+from loopx_chat.goals.gate_store import Gate, GateStore
 
 
 @pytest.mark.parametrize(
@@ -249,3 +252,23 @@ def test_an_elicitations_live_details_carry_the_message_and_each_field() -> None
     tool = live_details("elicitation", TOOL_APPROVAL)
     assert tool["tool_approval"] is True
     assert tool["tool_params"] == [{"name": "m", "value": "CANARY"}]
+
+
+def test_fields_for_an_mcp_server_nobody_here_holds_are_refused_and_nothing_is_recorded(
+    tmp_path: Path,
+) -> None:
+    goals = GateStore(tmp_path)
+    facts = compact_facts("elicitation", ELICIT, Binding("s", "g"), 1)
+    facts["holder_pid"] = -1  # held by no process of this test
+    gate = goals.request_gate("g", summary(facts), actor="owner", host=facts)
+    log = tmp_path / "goals" / "g" / "gates.jsonl"
+    before = log.read_bytes()
+    desk = HostRequestDesk(goals)
+    with pytest.raises(StateError) as refused:
+        desk.decide(
+            "g", gate.gate_id, Choice("answer", answers=(("name", "Ada"),)), actor="owner-cli"
+        )
+    assert refused.value.error_code == "elicitation_not_held"
+    assert log.read_bytes() == before
+    declined = desk.decide("g", gate.gate_id, Choice("decline"), actor="owner-cli")
+    assert declined.status == "rejected"
