@@ -454,7 +454,7 @@ class HostRequestDesk:
                 error_code="elicitation_not_held",
             )
         record: dict[str, Any] = {"choice": choice.decision, "for_session": choice.for_session}
-        record.update(_kept_answers(host, choice))
+        record.update(kept_answers(host, choice))
         if live is not None and self._answer(live, choice):
             record.update(state="answered", decided_after_ms=_ms_since(live.received))
         else:
@@ -615,18 +615,19 @@ class HostRequestDesk:
             yield carry_line(gate)
 
 
-def _kept_answers(host: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
+def kept_answers(host: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
     """What of an answer the gate may record: each non-secret question's answer through the
     text rules; nothing of a secret question's, nor of an MCP server's."""
     if host.get("kind") == "elicitation" or (choice.answer is None and not choice.answers):
         return {}
-    secret_ids = {q.get("id") for q in host.get("questions") or [] if q.get("secret")}
-    if not host.get("questions") and host.get("secret"):
+    recorded = [q for q in host.get("questions") or [] if isinstance(q, Mapping)]
+    if not recorded and host.get("secret"):
         return {}  # an older gate: one secret flag for the whole request
+    # Fail closed: only an id on record as not secret keeps its answer (an id that was not
+    # a plain word is on record as `q<N>`, so its answer is never kept).
+    public = {q.get("id") for q in recorded if not q.get("secret")}
     kept = {
-        qid: _safe(text, "answer") or "(not shown)"
-        for qid, text in choice.answers
-        if qid not in secret_ids
+        qid: _safe(text, "answer") or "(not shown)" for qid, text in choice.answers if qid in public
     }
     out: dict[str, Any] = {"answers": kept} if kept else {}
     if len(choice.answers) == 1 and kept:

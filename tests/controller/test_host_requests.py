@@ -13,6 +13,7 @@ from loopx_chat.controller.host_requests import (
     HostRequestDesk,
     carry_line,
     compact_facts,
+    kept_answers,
     live_details,
     normalized,
     program_of,
@@ -272,3 +273,16 @@ def test_fields_for_an_mcp_server_nobody_here_holds_are_refused_and_nothing_is_r
     assert log.read_bytes() == before
     declined = desk.decide("g", gate.gate_id, Choice("decline"), actor="owner-cli")
     assert declined.status == "rejected"
+
+
+def test_an_answer_is_kept_only_for_a_question_on_record_as_not_secret() -> None:
+    params = {
+        "questions": [
+            {"id": "/home/me/secret-id", "header": "Token", "isSecret": True},
+            {"id": "db", "header": "Database"},
+        ]
+    }
+    facts = compact_facts("question", params, Binding("s", "g"), 1)
+    assert [q["id"] for q in facts["questions"]] == ["q0", "db"]
+    choice = Choice("answer", answers=(("/home/me/secret-id", "hunter2"), ("db", "SQLite")))
+    assert kept_answers(facts, choice) == {"answers": {"db": "SQLite"}}
