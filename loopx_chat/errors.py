@@ -92,7 +92,7 @@ class Outcome(StrEnum):
     DEPENDENCY = "dependency"  # something the request depends on refused (the host, a record)
     INTERNAL = "internal"  # our own state or code is broken: nothing the request did
     UNAVAILABLE = "unavailable"  # the disk, the controller or a bound is full now: retry later
-    TIMEOUT = "timeout"  # codex did not take the request in time
+    TIMEOUT = "timeout"  # codex did not answer, start or finish in time
 
 
 EXIT_FAILURE = 1
@@ -148,10 +148,10 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "service_not_running": ErrorSpec(Outcome.DEPENDENCY),
         "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
-        "idle_timeout": ErrorSpec(Outcome.DEPENDENCY),
-        "hard_timeout": ErrorSpec(Outcome.DEPENDENCY),
-        "startup_timeout": ErrorSpec(Outcome.DEPENDENCY),
-        "request_timeout": ErrorSpec(Outcome.DEPENDENCY),
+        "idle_timeout": ErrorSpec(Outcome.TIMEOUT),
+        "hard_timeout": ErrorSpec(Outcome.TIMEOUT),
+        "startup_timeout": ErrorSpec(Outcome.TIMEOUT),
+        "request_timeout": ErrorSpec(Outcome.TIMEOUT),
         "agent_unsupported": ErrorSpec(Outcome.CONFLICT),
         "codex_home_missing": ErrorSpec(Outcome.DEPENDENCY),
         "work_dir_missing": ErrorSpec(Outcome.DEPENDENCY),
@@ -174,17 +174,17 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "answer_missing": ErrorSpec(Outcome.INVALID),
         "elicitation_not_held": ErrorSpec(Outcome.CONFLICT),
         "input_invalid": ErrorSpec(Outcome.INVALID),
-        "raw_material_refused": ErrorSpec(Outcome.DEPENDENCY),
-        "goal_state_missing": ErrorSpec(Outcome.DEPENDENCY),
-        "proposal_not_found": ErrorSpec(Outcome.DEPENDENCY),
-        "proposal_already_closed": ErrorSpec(Outcome.DEPENDENCY),
+        "raw_material_refused": ErrorSpec(Outcome.INVALID),
+        "goal_state_missing": ErrorSpec(Outcome.CONFLICT),
+        "proposal_not_found": ErrorSpec(Outcome.NOT_FOUND),
+        "proposal_already_closed": ErrorSpec(Outcome.CONFLICT),
         "writeback_refused": ErrorSpec(Outcome.DEPENDENCY),
         "writeback_no_source": ErrorSpec(Outcome.DEPENDENCY),
         "writeback_not_applied": ErrorSpec(Outcome.DEPENDENCY),
-        "writeback_conflict": ErrorSpec(Outcome.DEPENDENCY),
-        "session_goal_mismatch": ErrorSpec(Outcome.DEPENDENCY),
-        "turn_not_found": ErrorSpec(Outcome.DEPENDENCY),
-        "acceptance_required": ErrorSpec(Outcome.DEPENDENCY),
+        "writeback_conflict": ErrorSpec(Outcome.CONFLICT),
+        "session_goal_mismatch": ErrorSpec(Outcome.INVALID),
+        "turn_not_found": ErrorSpec(Outcome.NOT_FOUND),
+        "acceptance_required": ErrorSpec(Outcome.INVALID),
         # goal runs (Codex's own loop)
         "gate_open": ErrorSpec(Outcome.CONFLICT),
         "goal_stopped": ErrorSpec(Outcome.CONFLICT),

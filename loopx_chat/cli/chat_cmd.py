@@ -160,19 +160,27 @@ def _submit(
 HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget set here)"
 
 
-def host_loop_notice(controller: ChatController) -> None:
+def host_loop_notice(controller: ChatController | None) -> None:
     """One line on stderr when a thread this command loaded runs a loop nobody here started;
-    the turns codex ran on it meanwhile are recorded before the command lets it go. (The
-    direct path calls it; the running service keeps its own threads.)"""
+    the turns codex ran on it meanwhile are recorded before the command lets it go. The
+    direct path passes its controller; a delegated command passes None when the service
+    said so (the service keeps its threads, and records those turns as it follows them)."""
+    if controller is None:
+        _say_host_loop("the service follows it; Pause it on the goal's card")
+        return
     for session_id in controller.host_loop_notices:
         controller.record_host_loop_turns(session_id)
     if controller.host_loop_notices:
-        click.echo(
-            f"[loopx-chat] {HOST_LOOP_LINE}: it continues on its own; pause it in Codex, or "
-            "adopt it with a budget through `loopx-chat goal run GOAL --token-budget N`",
-            err=True,
-        )
+        _say_host_loop("it continues on its own; pause it in Codex")
         controller.host_loop_notices.clear()
+
+
+def _say_host_loop(pause: str) -> None:
+    click.echo(
+        f"[loopx-chat] {HOST_LOOP_LINE}: {pause}, or adopt it with a budget through "
+        "`loopx-chat goal run GOAL --token-budget N`",
+        err=True,
+    )
 
 
 @click.group()

@@ -63,7 +63,9 @@ class DirectChat:
     """The chat calls on a controller in this process."""
 
     def __init__(
-        self, controller: ChatController, notice: Callable[[ChatController], None] | None = None
+        self,
+        controller: ChatController,
+        notice: Callable[[ChatController | None], None] | None = None,
     ) -> None:
         self.controller = controller
         self._notice = notice  # what the command says after the controller's work, if anything
@@ -113,15 +115,23 @@ class ServedChat:
     may keep loaded is running a turn: nothing was tried) runs here instead, after a note,
     and so does the rest of the command (a session opened here is driven from here)."""
 
-    def __init__(self, service: ServiceClient, direct: Callable[[], DirectChat]) -> None:
+    def __init__(
+        self,
+        service: ServiceClient,
+        direct: Callable[[], DirectChat],
+        notice: Callable[[ChatController | None], None] | None = None,
+    ) -> None:
         self.service = service
         self._direct = direct
         self._here: DirectChat | None = None
+        self._notice = notice  # called with None when the service says `host_loop`
 
     def _call(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         if self._here is None:
             try:
                 result: dict[str, Any] = getattr(self.service, name)(*args, **kwargs)
+                if result.get("host_loop") and self._notice is not None:
+                    self._notice(None)
                 return result
             except LoopxChatError as exc:
                 if exc.error_code != "busy" or name == "interrupt_turn":
@@ -161,7 +171,7 @@ def chat_backend(
     ctx: click.Context,
     message: str | None = None,
     client_turn_id: str | None = None,
-    notice: Callable[[ChatController], None] | None = None,
+    notice: Callable[[ChatController | None], None] | None = None,
 ) -> Iterator[ChatBackend]:
     """The service when one of ours is up (and neither a per-turn `chat` option nor a
     message larger than the service reads asks otherwise), else a controller here; SIGTERM
@@ -199,4 +209,4 @@ def chat_backend(
 
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         stack.callback(signal.signal, signal.SIGTERM, previous)
-        yield ServedChat(service, here)
+        yield ServedChat(service, here, notice)

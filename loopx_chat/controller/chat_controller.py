@@ -463,6 +463,11 @@ class ChatController:
         record = self._load_checked(session_id)  # home check before anything else
         if record.session_mode == "attached_host":
             return record
+        held = self._warm.get(session_id)
+        if held is not None and held.pinned:
+            # Loaded and held for codex's loop (a run, or one we follow): resumed already.
+            # Waiting for the session's lock would wait for the loop to end.
+            return record
         with self._using(session_id):
             record = self._load_checked(session_id)
             self._ensure_warm(record)

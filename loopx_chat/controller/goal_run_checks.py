@@ -3,7 +3,7 @@
 Owns `RunPlan` (what a run will do: which session's thread, what budget, which objective) and
 the order of the checks: the goal stopped (`goal_stopped`), an open blocking gate
 (`gate_open`, naming it), no session with a thread (`no_session`), another Codex home
-(`codex_home_mismatch`), raw material in the goal's projection (`raw_material_detected`), no
+(`codex_home_mismatch`), raw material on the goal's record files (`raw_material_detected`), no
 finite budget (`budget_required`), nothing to work on (`objective_required`), the thread held
 by someone else (`thread_busy`, saying who), no codex (`host_tool_unavailable`). It reads
 owner-local state only: it never writes, never spawns and never talks to Codex.
@@ -95,13 +95,16 @@ class RunChecks:
                     "LOOPX_CHAT_CODEX_HOME; do not copy or rebind its history.",
                 ),
             )
-        if self._raw_material(goal_id):
+        raw = records.raw_material(goal_id)
+        if raw:
             raise _refuse(
-                f"goal {goal_id}'s records carry raw material",
+                f"goal {goal_id}'s records carry raw material ({'; '.join(raw)})",
                 "raw_material_detected",
-                "The goal's facts hold raw material (a transcript, a credential, a path).",
-                "Replace it with compact summaries (see `loopx-chat status --goal "
-                f"{goal_id} --json`, boundary), then run the goal.",
+                "A record of the goal holds raw material (a transcript, a credential, a path, "
+                "raw output): loopx-chat's writers refuse it, so a hand edit or another tool "
+                "put it there.",
+                "Remove that key from the named file (or replace its value with a compact "
+                f"summary), then run the goal; `loopx-chat status --goal {goal_id}` agrees.",
             )
         state = records.goal_state(goal_id)
         budget = token_budget or (state.token_budget if state else None)
@@ -146,28 +149,6 @@ class RunChecks:
                 f'Open one: `loopx-chat chat new --goal {goal_id} "…"`, then run the goal.',
             )
         return max(candidates, key=lambda s: s.updated_at)
-
-    def _raw_material(self, goal_id: str) -> bool:
-        """The status boundary's rule on the goal's facts: a top-level key of an item the
-        projection would read that names raw material. Classified here without building the
-        projection (it and the status reader load only for a status)."""
-        from loopx_chat.goals.goal_facts import facts_from_state
-        from loopx_chat.session_runtime.keys import KeyState, classify_session_runtime_key
-
-        facts = facts_from_state(
-            goal_id,
-            store=self.controller.store,
-            goals=self.goals,
-            codex_home=str(self.controller.codex_home),
-        )
-        items = facts.builder_kwargs()
-        for group in ("sessions", "outcomes", "gates", "decision_results"):
-            for item in items[group]:
-                for key in item:
-                    found = classify_session_runtime_key(key)
-                    if found.state is KeyState.RAW_MATERIAL and found.category is not None:
-                        return True
-        return False
 
     def _pending_handoff(self, goal_id: str, handoffs: list[Any]) -> Any:
         from loopx_chat.goals.goal_facts import goal_turns, handoff_consumers

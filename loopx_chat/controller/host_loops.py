@@ -57,6 +57,13 @@ class HostLoops:
         with self._lock:
             return {g: f.session_id for g, f in self._followed.items() if not f.done.is_set()}
 
+    def follows(self, session_id: str) -> bool:
+        """True while this process follows a loop it did not start on the session's thread."""
+        with self._lock:
+            return any(
+                f.session_id == session_id and not f.done.is_set() for f in self._followed.values()
+            )
+
     def take_up(self) -> list[str]:
         """Follow every loop the controller saw while loading a thread (after any call that
         may have loaded one); the session ids taken up."""

@@ -46,6 +46,8 @@ class GoalFacts:
     throttle: dict[str, Any] | None = None
     pending_handoffs: tuple[str, ...] = ()
     turn_running: bool = False
+    # Raw-material keys found on the goal's record files ("file: key.path"), never values.
+    raw_material: tuple[str, ...] = ()
     # Gates this module adds (stop, throttle): on the first screen, never in `gate list`.
     control_gate_ids: frozenset[str] = frozenset()
     # What our records cover of the host, for staleness: threads, turns per thread, last time.
@@ -184,6 +186,7 @@ def facts_from_records(
     stopped: Mapping[str, Any] | None = None,
     token_budget: int | None = None,
     run_gate: dict[str, Any] | None = None,
+    raw_material: Sequence[str] = (),
 ) -> GoalFacts:
     ordered = sorted(turns, key=lambda t: (t.completed_at or t.updated_at, t.turn_id))
     last_handoff = max((h.created_at for h in handoffs), default="")
@@ -239,6 +242,7 @@ def facts_from_records(
         throttle=throttle,
         pending_handoffs=tuple(h.handoff_id for h in pending),
         turn_running=any(r.active_turn_id for r in sessions),
+        raw_material=tuple(raw_material),
         control_gate_ids=frozenset(
             {f"stopped-{goal_id}", f"throttled-{goal_id}"}
             | ({str(run_gate["gate_id"])} if run_gate else set())
@@ -314,6 +318,7 @@ def facts_from_state(
         stopped=records.stopped(goal_id),
         token_budget=state.token_budget if state else None,
         run_gate=run_gate,
+        raw_material=records.raw_material(goal_id),
     )
 
 

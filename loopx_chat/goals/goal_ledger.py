@@ -121,6 +121,26 @@ class GoalLedger:
     def _path(self, goal_id: str, name: str) -> Path:
         return self.goals.goal_dir(validate_goal_id(goal_id)) / name
 
+    def raw_material(self, goal_id: str) -> list[str]:
+        """Raw-material keys on any of the goal's record files ("file: key.path"), which
+        our writers refuse but a hand edit or another tool may have put there. A file that
+        does not parse is skipped here: its own reader reports it."""
+        from loopx_chat.goals.raw_audit import MAX_FOUND, raw_key_paths
+
+        folder = self.goals.goal_dir(validate_goal_id(goal_id))
+        try:
+            paths = sorted(p for p in folder.iterdir() if p.suffix == ".jsonl")
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        found: list[str] = []
+        for path in paths:
+            try:
+                records = read_records(path)
+            except StateError:
+                continue
+            found.extend(f"{path.name}: {key}" for key in raw_key_paths(records))
+        return found[:MAX_FOUND]
+
     # -- goal_state ------------------------------------------------------------------------
     def set_goal_state(
         self, goal_id: str, fields: Mapping[str, Any], *, actor: str = "owner"

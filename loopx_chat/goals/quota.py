@@ -65,7 +65,7 @@ _CLEARS = {
     "goal_stopped": "a person resumes the goal (`loopx-chat goal resume GOAL`)",
     "open_blocking_gate": "a person resolves the gate (`loopx-chat gate resolve`)",
     "codex_home_mismatch": "loopx-chat runs with the session's own Codex home",
-    "raw_material_detected": "the goal's facts carry compact summaries only",
+    "raw_material_detected": "the goal's records carry compact summaries only",
     "turn_running": "the running turn finishes",
     "no_agent_todo": "a person records a handoff or promotes a proposal",
 }
@@ -133,7 +133,9 @@ def quota_facts(facts: GoalFacts, projection: dict[str, Any]) -> QuotaFacts:
         open_blocking_gate=bool(person_gates),
         home_mismatch=facts.home_mismatch,
         throttle=facts.throttle,
-        raw_material_detected=bool(projection.get("boundary", {}).get("raw_material_detected")),
+        raw_material_detected=bool(
+            projection.get("boundary", {}).get("raw_material_detected") or facts.raw_material
+        ),
         turn_running=facts.turn_running,
         agent_can_continue=bool(first.get("agent_can_continue")),
         pending_handoffs=facts.pending_handoffs,

@@ -5,11 +5,12 @@ What this module owns:
     event stream codex 0.171.0 expects from a custom model provider (``wire_api = "responses"``).
     The reply is chosen by directives in the last real user message (``mock:text=``,
     ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``,
-    ``mock:call=NAME {json}``; ``NAME`` may be ``NAMESPACE/TOOL`` for a namespaced tool,
-    such as an MCP server's ``mcp__SERVER/TOOL``), so a test or the offline demo can provoke
-    each provider behaviour on demand. A goal-continuation turn has no user message of its own, so
-    `script` queues directives that requests take in order instead (and a default for when
-    the queue is empty): that is how a test makes codex's own loop call `update_goal`.
+    ``mock:call=NAME {json}``, ``mock:usage_limit=EPOCH``; a call's ``NAME`` may be
+    ``NAMESPACE/TOOL`` for a namespaced tool, such as an MCP server's ``mcp__SERVER/TOOL``),
+    so a test or the offline demo can provoke each provider behaviour on demand. A
+    goal-continuation turn has no user message of its own, so `script` queues directives
+    that requests take in order instead (and a default for when the queue is empty): that
+    is how a test makes codex's own loop call `update_goal`.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
 
@@ -58,6 +59,7 @@ _DIRECTIVE_SHELL = re.compile(r"mock:shell=([^\r\n]*)")
 _DIRECTIVE_HANG = re.compile(r"mock:hang\b")
 _DIRECTIVE_FAIL = re.compile(r"mock:fail\b")
 _DIRECTIVE_CALL = re.compile(r"mock:call=(\S+)\s+(\{[^\r\n]*\})")
+_DIRECTIVE_USAGE_LIMIT = re.compile(r"mock:usage_limit=([0-9]{1,12})")
 
 
 class _StreamAbandonedError(Exception):
@@ -203,9 +205,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ plumbing
 
-    def _send_json(self, code: int, obj: dict[str, Any]) -> None:
+    def _send_json(
+        self, code: int, obj: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(obj).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
         self.send_header("connection", "close")
@@ -305,6 +311,30 @@ class _Handler(BaseHTTPRequestHandler):
 
     # ------------------------------------------------------------------ replying
 
+    def _usage_limit(self, resets_at: int) -> None:
+        """What the Responses API sends when the account's usage limit is reached: a 429 whose
+        error type is `usage_limit_reached`, with the reset time, and the rate-limit headers
+        that say the primary window is used up."""
+        in_sec = max(0, resets_at - int(time.time()))
+        self._send_json(
+            429,
+            {
+                "error": {
+                    "type": "usage_limit_reached",
+                    "message": "mock: the usage limit has been reached",
+                    "plan_type": "pro",
+                    "resets_at": resets_at,
+                    "resets_in_seconds": in_sec,
+                }
+            },
+            headers={
+                "x-codex-primary-used-percent": "100.0",
+                "x-codex-primary-window-minutes": "300",
+                "x-codex-primary-reset-at": str(resets_at),
+                "x-codex-primary-reset-after-seconds": str(in_sec),
+            },
+        )
+
     def _respond(self, body: dict[str, Any], number: int) -> None:
         user_texts = _message_texts(body, "user", "input_text")
         real_texts = [t for t in user_texts if not _is_injected(t)]
@@ -313,6 +343,10 @@ class _Handler(BaseHTTPRequestHandler):
         scripted = owner._next_scripted(follow_up is not None)
         prompt = scripted if scripted is not None else (real_texts[-1] if real_texts else "")
 
+        limit = _DIRECTIVE_USAGE_LIMIT.search(prompt)
+        if limit:
+            self._usage_limit(int(limit.group(1)))
+            return
         error = _DIRECTIVE_ERROR.search(prompt)
         if error:
             code = int(error.group(1))

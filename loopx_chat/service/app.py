@@ -254,6 +254,7 @@ class _Worker:
     lock: threading.Lock = field(default_factory=threading.Lock)
     started: bool = False
     abandoned: bool = False
+    host_loop: bool = False  # codex runs a loop we did not start on this thread (said at the end)
 
     def may_start(self) -> bool:
         with self.lock:
@@ -450,11 +451,19 @@ class ServiceApp:
         )
 
     def _resume(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
+        session_id = validate_session_id(session_id)
         try:
-            record = self.controller.resume_session(validate_session_id(session_id))
+            record = self.controller.resume_session(session_id)
         finally:
             self.host_loops.take_up()  # a resume restarts an `active` goal's loop at once
-        return json_response(200, {"ok": True, "session": record.public_dict()})
+        return json_response(
+            200, {"ok": True, "session": record.public_dict(), **self._loop_seen(session_id)}
+        )
+
+    def _loop_seen(self, session_id: str) -> dict[str, Any]:
+        """`host_loop: true` when codex runs a loop loopx-chat did not start on the session's
+        thread, so a delegated command says so as the direct one does."""
+        return {"host_loop": True} if self.host_loops.follows(session_id) else {}
 
     def _interrupt(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
         session_id = validate_session_id(session_id)
@@ -903,6 +912,7 @@ class ServiceApp:
                 log(f"turn on session {session_id} crashed: {type(exc).__name__}")
             finally:
                 self.host_loops.take_up()  # the turn's resume may have restarted a loop
+                worker.host_loop = self.host_loops.follows(session_id)
                 worker.accepted.set()
                 # Only a turn this request started ends the session's event stream; a request
                 # refused before starting one (bad input, busy, replay) must not cut off the
@@ -1001,6 +1011,7 @@ class ServiceApp:
                         "thread_id": result.session.upstream_thread_id,
                         "created": result.created,
                         "turn": result.turn.public_dict(),
+                        **({"host_loop": True} if worker.host_loop else {}),
                     }
                 )
 

@@ -288,7 +288,10 @@ class ServiceClient:
         return dict(self._checked("POST", "/api/chat/sessions", body)["session"])
 
     def resume_session(self, session_id: str) -> dict[str, Any]:
-        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/resume")["session"])
+        """The session's public record, with `host_loop: true` when the service found codex
+        running a loop loopx-chat did not start on its thread."""
+        doc = self._checked("POST", f"/api/chat/sessions/{session_id}/resume")
+        return {**doc["session"], **({"host_loop": True} if doc.get("host_loop") else {})}
 
     def interrupt_turn(self, session_id: str) -> dict[str, Any]:
         return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")["turn"])

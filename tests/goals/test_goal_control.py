@@ -171,8 +171,8 @@ def test_quota_and_status_never_disagree(ops: list[str]) -> None:
         row = goal_status(facts)
         check_agreement(facts, row)
         # The goal's facts are built from fixed, compact keys, whatever the records hold:
-        # the projection never flags raw material in them (so `goal run`'s
-        # `raw_material_detected` refusal guards a path no record of ours reaches).
+        # the projection never flags raw material in them. Raw material reaches a goal only
+        # through its files (a hand edit): `raw_audit`, tested on its own and by `goal run`.
         assert row["projection"]["boundary"]["raw_material_detected"] is False
         decision = row["quota"]["decision"]
         if not facts.pending_handoffs:

@@ -143,6 +143,30 @@ def test_a_run_to_its_budget_agrees_with_the_host_and_codex_facts(
     assert doc["codex_facts"]["turns"] == doc["codex_facts"]["ledger_turns"]
 
 
+def test_the_account_usage_limit_stops_the_run_and_the_first_screen_gives_the_reset_time(
+    cli: Cli, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    """The mock answers like the Responses API at the account's limit (HTTP 429
+    `usage_limit_reached` with the reset time and the rate-limit headers); codex itself moves
+    the goal to `usageLimited`, and the reset time the wire carried reaches the first screen."""
+    sid = _goal_with_session(cli)
+    resets_at = int(time.time()) + 7200
+    mock.script("mock:text=one step done", default=f"mock:usage_limit={resets_at}")
+    code, doc = cli.json("goal", "run", "g", "--token-budget", "50000")
+    assert code == 4, doc  # the usage limit's exit code
+    assert doc["run"]["ended_by"] == "the account's usage limit"
+    assert doc["ledger_tokens"] == doc["host_tokens_used"] and doc["differences"] == []
+    goal = _host_goal(cli, codex_bin, sid)
+    assert goal is not None and goal["status"] == "usageLimited"
+    assert cli.runs("g")[-1]["usage_resets_at"] == resets_at
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(resets_at))
+    row = _status_row(cli)
+    words = row["host_goal"]["words"]
+    assert words == f"waiting on the account's usage limit (it resets at {when})"
+    # No further request after the limit: codex does not retry a usage limit by itself.
+    assert len(mock.requests) == 3  # the session's first turn, one continuation, the refused one
+
+
 def test_the_agent_completes_then_accept_and_reopen(
     cli: Cli, mock: MockResponsesServer, codex_bin: str
 ) -> None:
@@ -310,6 +334,15 @@ def _refusal_state(tmp: Path, home: Path, case: str) -> tuple[Path, Any]:
     if case == "thread_busy":
         held = ThreadWriterLock(state, home, "thread-1")
         held.acquire()
+    if case == "raw_material_detected":
+        # Our writers refuse raw keys, so this is what a hand edit (or another tool) leaves:
+        # a decided gate whose record gained the transcript it was about.
+        gate = goals.request_gate("g", "Ship it?")
+        goals.resolve_gate("g", gate.gate_id, "approve", "shipped")
+        log = state / "goals" / "g" / "gates.jsonl"
+        *kept, last = log.read_text().splitlines()
+        edited = {**json.loads(last), "transcript": "CANARY-raw-words"}
+        log.write_text("\n".join([*kept, json.dumps(edited)]) + "\n")
     return state, held
 
 
@@ -321,6 +354,7 @@ REFUSALS = {
     "budget_required": "--token-budget",
     "objective_required": "handoff",
     "thread_busy": "holds this thread",
+    "raw_material_detected": "gates.jsonl: transcript",
 }
 
 
@@ -361,6 +395,18 @@ def test_every_refusal_writes_nothing_and_spawns_nothing(
     assert json.loads(as_json.stdout)["error_code"] == case
     assert _tree(state) == before  # byte for byte, modes included
     assert fake_codex.app_servers() == []  # nothing was spawned
+    assert "CANARY" not in human.stderr + as_json.stdout  # the key is named, never its value
+    if case == "raw_material_detected":  # status tells the same story as the refusal
+        status = subprocess.run(
+            [*args[:5], "status", "--goal", "g", "--json"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        row = json.loads(status.stdout)["attention_queue"][0]
+        assert row["quota"]["reason_code"] == "raw_material_detected", row["quota"]
+        assert "CANARY" not in status.stdout
 
 
 def test_a_loop_loopx_chat_did_not_start_is_said_and_left_alone(

@@ -320,6 +320,20 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     try:
         code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
         assert code == 200, doc
+        assert doc["host_loop"] is True
+        # A delegated `chat resume` answers at once (the thread is loaded and held for the
+        # loop) and says what the direct one says, on stderr, once.
+        said = subprocess.run(
+            [*setup.base, "chat", "resume", sid],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert said.returncode == 0, said.stderr
+        assert said.stderr.count("Codex is running a goal loopx-chat did not start") == 1
+        assert "Pause it on the goal's card" in said.stderr
         wait_until(lambda: len([t for t in setup.goal_turns(sid) if t.status != "running"]) >= 2)
         code, page = setup.call("GET", "/")
         assert code == 200
@@ -416,3 +430,30 @@ def test_run_adopts_a_loop_loopx_chat_did_not_start_in_the_service(
     )
     assert waited.total_seconds() < 10, waited
     assert all(t.created_at < events["started"] for t in before)
+
+
+def test_a_delegated_chat_send_says_codex_runs_a_loop_loopx_chat_did_not_start(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    """The service loads the thread for the turn, codex's loop starts with the resume, and
+    the `chat send` that asked says so on stderr as the direct one does."""
+    sid = setup.goal("g", 400000)
+    goal = {"objective": "set in Codex", "status": "active", "tokenBudget": 30000}
+    _in_codex(setup, codex_bin, sid, "thread/goal/set", {**goal, "origin": "user"})
+    mock.script(default="mock:slow=0.2 mock:text=on my own")
+    proc = setup.serve()
+    try:
+        said = subprocess.run(
+            [*setup.base, "chat", "send", sid, "mock:text=hello"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        _stop(proc)
+    assert said.returncode == 0, said.stderr
+    assert said.stderr.count("Codex is running a goal loopx-chat did not start") == 1
+    assert "Pause it on the goal's card" in said.stderr  # the service's wording: it ran there
+    assert [e["event"] for e in setup.runs("g")] == ["host_loop_seen"]
