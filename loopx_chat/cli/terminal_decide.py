@@ -150,7 +150,7 @@ class TerminalDecider:
                 lines.append(self._line(answer, False))
             return lines
         if live.kind == "elicitation":
-            return [self._line("  allow? [y]es / [c]ancel the turn / [N]o: ", False)]
+            return [self._line("  allow? [y]es / [c]ancel / [N]o: ", False)]
         return [self._line("  approve? [y]es once / [s]ession / [c]ancel the turn / [N]o: ", False)]
 
     def _work(self) -> None:

@@ -238,6 +238,6 @@ def _elicitation_block(gid: str, details: Mapping[str, Any] | None) -> str:
     parts.append(
         f'<div class="decide">{_button(accept, "answer" if fields else "approve", "approve")}'
         f"{_button('Decline', 'decline', 'reject')}"
-        f"{_button('Cancel (stop the turn)', 'cancel', 'reject')}</div>"
+        f"{_button('Cancel', 'cancel', 'reject')}</div>"
     )
     return "".join(parts)

@@ -302,11 +302,13 @@ def test_an_mcp_servers_question_is_a_host_gate_answered_with_its_fields(
     _scan(tmp_path / "state", canary)
 
 
-def test_an_mcp_servers_question_declined_reaches_the_server_as_declined(
+@pytest.mark.parametrize("word", ["decline", "cancel"])
+def test_an_mcp_servers_question_declined_or_cancelled_reaches_the_server_so(
     tmp_path: Path,
     make: Callable[..., ChatController],
     mock: MockResponsesServer,
     bound_home: Path,
+    word: str,
 ) -> None:
     _with_asker(bound_home)
     work = tmp_path / "work"
@@ -317,10 +319,10 @@ def test_an_mcp_servers_question_declined_reaches_the_server_as_declined(
     allow = _asked(c)
     c.host_requests.decide("g", allow.gate_id, Choice("approve"), actor="owner-api")
     ask = _asked(c, skip={allow.gate_id})
-    decided = c.host_requests.decide("g", ask.gate_id, Choice("decline"), actor="owner-api")
-    _done(thread, box)
-    assert _elicited(mock) == {"action": "decline"}
-    assert decided.status == "rejected"
+    decided = c.host_requests.decide("g", ask.gate_id, Choice(word), actor="owner-api")
+    result = _done(thread, box)
+    assert _elicited(mock) == {"action": word}
+    assert decided.status == "rejected" and result.turn.status == "completed"
 
 
 RECORDER = r"""

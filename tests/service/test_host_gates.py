@@ -126,7 +126,7 @@ def test_an_mcp_servers_request_shows_its_message_and_fields_escaped() -> None:
     assert 'input class="answer" data-qid="name"' in html and "Name (required)" in html
     assert 'select class="answer" data-qid="colour"' in html and "&lt;g&gt;" in html
     assert '<option value="true">' in html
-    for label in ("Accept", "Decline", "Cancel (stop the turn)"):
+    for label in ("Accept", "Decline", "Cancel"):
         assert label in html
     assert 'data-decision="answer"' in html
     gone = render_host_gate("g", _gate(kind="elicitation", server="asker", fields=3), None)
