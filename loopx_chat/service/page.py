@@ -4,7 +4,8 @@ Owns how the owner's page looks and reads: the order (you decide, blocked on evi
 failure, the agent can continue, watching; the oldest blocking gate first), the badge words,
 the four answers in human words, the gates a person can decide (Approve / Reject, each with
 its equivalent CLI command), what happens next after a decision, and the script that keeps
-the page live through `/api/status/events`. Every value is HTML-escaped; the page loads only
+the page live through `/api/status/events` (what the owner is typing into a gate survives a
+redraw, in the page's memory only). Every value is HTML-escaped; the page loads only
 its own script (`/assets/first-screen.js`) under a CSP that allows nothing else, and without
 JavaScript it is a plain page that refreshes itself.
 """
@@ -407,8 +408,23 @@ PAGE_SCRIPT = r"""
         body: JSON.stringify({shown: shown})}).catch(function () {});
     }
   }
+  // What the owner is typing into a gate (an answer, a field, a reason) survives the cards
+  // being drawn again: kept by gate and question id, in this page's memory only.
+  function typedKey(field) {
+    const gate = field.closest("[data-gate]");
+    return gate ? gate.dataset.gate + " " + (field.dataset.qid || field.className) : null;
+  }
   function show(doc) {
+    const typed = {};
+    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+      const key = typedKey(f);
+      if (key && f.value) { typed[key] = f.value; }
+    });
     main.innerHTML = doc.cards_html;
+    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+      const key = typedKey(f);
+      if (key && typed[key] !== undefined && !f.value) { f.value = typed[key]; }
+    });
     stamp(new Date().toLocaleTimeString());
     requestAnimationFrame(reportShown);
   }

@@ -433,6 +433,11 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
             db.locator("button", has_text="Postgres").click()  # fills its own field only
             assert db.locator("input.answer").input_value() == "Postgres"
             token.locator("input.answer").fill(canary)
+            # Another process's change redraws the cards: what was typed stays typed.
+            goals.request_gate("other", "Ship the other thing?", actor="owner")
+            page.locator('section.card[data-goal="other"]').wait_for()
+            assert db.locator("input.answer").input_value() == "Postgres"
+            assert token.locator("input.answer").input_value() == canary
             card.locator("button", has_text="Send answers").click()
             _until(lambda: goals.gate("g", gate.gate_id).status == "approved", what="decision")
         finally:
