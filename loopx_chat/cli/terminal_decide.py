@@ -78,28 +78,29 @@ def answer_for(options: Sequence[str], line: str) -> str:
     return text
 
 
+def _each(asked: Sequence[Mapping[str, Any]], lines: Sequence[str]) -> Choice:
+    """One line per question (or field), in order; an empty line leaves it unanswered."""
+    pairs = tuple(
+        (str(q.get("id")), answer_for(list(q.get("options") or []), line))
+        for q, line in zip(asked, lines, strict=False)
+    )
+    kept = tuple(pair for pair in pairs if pair[1])
+    return Choice("answer", answers=kept) if kept else Choice("decline")
+
+
 def choice_for_each(live: Live, lines: Sequence[str]) -> Choice:
     """What the lines typed for each question (or field), in order, mean together."""
     if live.kind == "elicitation":
         fields = live.details.get("fields") or []
-        if not fields:  # codex's own "may this MCP tool run?", or a request with no fields
-            word = lines[0].strip().lower() if lines else ""
-            return {"y": Choice("approve"), "c": Choice("cancel")}.get(word, Choice("decline"))
-        pairs = tuple(
-            (str(f.get("id")), answer_for(list(f.get("options") or []), line))
-            for f, line in zip(fields, lines, strict=False)
-        )
-        pairs = tuple(p for p in pairs if p[1])
-        return Choice("answer", answers=pairs) if pairs else Choice("decline")
+        if fields:
+            return _each(fields, lines)
+        # codex's own "may this MCP tool run?", or a request with no fields
+        word = lines[0].strip().lower() if lines else ""
+        return {"y": Choice("approve"), "c": Choice("cancel")}.get(word, Choice("decline"))
     questions = live.details.get("questions") or []
-    if len(questions) <= 1:
-        return choice_for(live, lines[0] if lines else "")
-    pairs = tuple(
-        (str(q.get("id")), answer_for(list(q.get("options") or []), line))
-        for q, line in zip(questions, lines, strict=False)
-    )
-    pairs = tuple(p for p in pairs if p[1])
-    return Choice("answer", answers=pairs) if pairs else Choice("decline")
+    if len(questions) > 1:
+        return _each(questions, lines)
+    return choice_for(live, lines[0] if lines else "")
 
 
 def choice_for(live: Live, line: str) -> Choice:
@@ -113,9 +114,7 @@ def choice_for(live: Live, line: str) -> Choice:
         return Choice("decline")
     questions = live.details.get("questions") or []
     options = list(questions[0].get("options") or []) if questions else []
-    if text.isdigit() and 1 <= int(text) <= len(options):
-        return Choice("answer", answer=str(options[int(text) - 1]))
-    return Choice("answer", answer=text)
+    return Choice("answer", answer=answer_for(options, text))
 
 
 class TerminalDecider:
