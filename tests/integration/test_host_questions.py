@@ -27,6 +27,7 @@ from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.waiting import joined, run_in_thread, wait_value
 
 ASKER = Path(__file__).resolve().parents[1] / "helpers" / "mcp_asking_server.py"
 
@@ -57,18 +58,8 @@ def make(
         controller.close()
 
 
-def _turn(c: ChatController, session_id: str, text: str) -> tuple[threading.Thread, dict[str, Any]]:
-    box: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            box["result"] = c.submit_turn(session_id, text)
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, box
+def _turn(c: ChatController, session_id: str, text: str) -> tuple[threading.Thread, Any]:
+    return run_in_thread(lambda: c.submit_turn(session_id, text))
 
 
 def _asked(c: ChatController, skip: set[str] | None = None, timeout: float = 30.0) -> Live:
@@ -79,14 +70,6 @@ def _asked(c: ChatController, skip: set[str] | None = None, timeout: float = 30.
             return live[0]
         time.sleep(0.02)
     raise AssertionError("codex asked nothing")
-
-
-def _done(thread: threading.Thread, box: dict[str, Any]) -> Any:
-    thread.join(60)
-    assert not thread.is_alive()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def _two_questions(secret: bool = False) -> str:
@@ -160,7 +143,7 @@ def test_two_questions_are_answered_each_on_its_own_id_and_a_secret_one_is_kept_
         Choice("answer", answers=(("db", "Postgres, with pgvector"), ("token", canary))),
         actor="owner-page",
     )
-    _done(thread, box)
+    joined(thread, box)
     assert _answers_seen(mock) == {"db": ["Postgres, with pgvector"], "token": [canary]}
     assert decided.host is not None and decided.host["answers"] == {"db": "Postgres, with pgvector"}
     c.close()
@@ -205,7 +188,7 @@ def test_gate_resolve_answers_each_question_by_id_to_a_foreground_turn(
     assert (state / "goals" / "g" / "gates.jsonl").read_bytes() == before
     done = resolve("db=SQLite", "token=the old one")
     assert done.returncode == 0, done.stderr
-    _done(thread, box)  # the foreground turn's desk picked the recorded answers up
+    joined(thread, box)  # the foreground turn's desk picked the recorded answers up
     assert _answers_seen(mock) == {"db": ["SQLite"], "token": ["the old one"]}
 
 
@@ -296,7 +279,7 @@ def test_an_mcp_servers_question_is_a_host_gate_answered_with_its_fields(
         Choice("answer", answers=(("name", canary), ("colour", "green"))),
         actor="owner-page",
     )
-    _done(thread, box)
+    joined(thread, box)
     assert _elicited(mock) == {"action": "accept", "content": {"name": canary, "colour": "green"}}
     c.close()
     _scan(tmp_path / "state", canary)
@@ -320,7 +303,7 @@ def test_an_mcp_servers_question_declined_or_cancelled_reaches_the_server_so(
     c.host_requests.decide("g", allow.gate_id, Choice("approve"), actor="owner-api")
     ask = _asked(c, skip={allow.gate_id})
     decided = c.host_requests.decide("g", ask.gate_id, Choice(word), actor="owner-api")
-    result = _done(thread, box)
+    result = joined(thread, box)
     assert _elicited(mock) == {"action": word}
     assert decided.status == "rejected" and result.turn.status == "completed"
 
@@ -331,16 +314,6 @@ with open(os.environ["STANDIN_LOG"], "a", encoding="utf-8") as f:
     f.write(json.dumps(sys.argv[1:]) + "\n")
 """
 CHROMIUM = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
-
-
-def _until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _api(service: Any) -> Callable[..., tuple[int, bytes]]:
@@ -417,7 +390,7 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     call = _api(service)
     _open_session(call, work, _two_questions(secret=True))
     goals = GateStore(state)
-    gate = _until(lambda: [g for g in goals.gates("g") if g.host], what="the host gate")[0]
+    gate = wait_value(lambda: [g for g in goals.gates("g") if g.host], what="the host gate")[0]
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
         try:
@@ -439,10 +412,13 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
             assert db.locator("input.answer").input_value() == "Postgres"
             assert token.locator("input.answer").input_value() == canary
             card.locator("button", has_text="Send answers").click()
-            _until(lambda: goals.gate("g", gate.gate_id).status == "approved", what="decision")
+            wait_value(lambda: goals.gate("g", gate.gate_id).status == "approved", what="decision")
         finally:
             browser.close()
-    _until(lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]), what="it")
+    wait_value(
+        lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]),
+        what="the model to see the answer",
+    )
     output = next(o for r in mock.requests for o in r["tool_outputs"] if canary in o)
     assert json.loads(output)["answers"] == {
         "db": {"answers": ["Postgres"]},
@@ -456,7 +432,7 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     assert notices.exists() and canary.encode() not in notices.read_bytes()
 
 
-def _read_until(fd: int, marker: bytes, seen: bytearray, start: int = 0) -> int:
+def _readwait_value(fd: int, marker: bytes, seen: bytearray, start: int = 0) -> int:
     """Read the terminal until `marker` shows after `start`; where it ends."""
     deadline = time.monotonic() + 60
     while marker not in seen[start:]:
@@ -495,11 +471,11 @@ def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(
     os.close(child)
     seen = bytearray()
     try:
-        at = _read_until(main, b"Which database should I use?", seen)
-        at = _read_until(main, b"your answer", seen, at)
+        at = _readwait_value(main, b"Which database should I use?", seen)
+        at = _readwait_value(main, b"your answer", seen, at)
         os.write(main, b"2\n")  # the second option
-        at = _read_until(main, b"Which token should I use?", seen, at)
-        _read_until(main, b"your answer", seen, at)
+        at = _readwait_value(main, b"Which token should I use?", seen, at)
+        _readwait_value(main, b"your answer", seen, at)
         os.write(main, b"main-db\n")
         assert proc.wait(60) == 0, bytes(seen)[-2000:]
     finally:
@@ -560,13 +536,13 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
     def pending() -> list[Any]:
         return [g for g in goals.gates("g") if g.host and g.status == "pending"]
 
-    allow = _until(pending, what="codex's tool approval")[0]
+    allow = wait_value(pending, what="codex's tool approval")[0]
     assert allow.question == "Codex asks to run the tool `ask` of the MCP server `asker`"
     status, doc = call(
         "POST", f"/api/goals/g/gates/{allow.gate_id}/decision", {"decision": "approve"}
     )
     assert status == 200, doc
-    ask = _until(pending, what="the server's question")[0]
+    ask = wait_value(pending, what="the server's question")[0]
     # A bare answer to a request of two fields is refused over HTTP, nothing recorded.
     before = (state / "goals" / "g" / "gates.jsonl").read_bytes()
     status, raw = call(
@@ -585,12 +561,15 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
             card.locator('input.answer[data-qid="name"]').fill(canary)
             card.locator('select.answer[data-qid="colour"]').select_option("green")
             card.locator("button", has_text="Accept").click()
-            _until(lambda: goals.gate("g", ask.gate_id).status == "approved", what="decision")
+            wait_value(lambda: goals.gate("g", ask.gate_id).status == "approved", what="decision")
         finally:
             browser.close()
-    _until(lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]), what="it")
-    _elicited_now = next(o for r in mock.requests for o in r["tool_outputs"] if canary in o)
-    texts = [p["text"] for p in json.loads(_elicited_now) if "elicited: " in p.get("text", "")]
+    wait_value(
+        lambda: any(canary in o for r in mock.requests for o in r["tool_outputs"]),
+        what="the model to see the answer",
+    )
+    got = next(o for r in mock.requests for o in r["tool_outputs"] if canary in o)
+    texts = [p["text"] for p in json.loads(got) if "elicited: " in p.get("text", "")]
     assert json.loads(texts[0].split("elicited: ", 1)[1]) == {
         "action": "accept",
         "content": {"name": canary, "colour": "green"},
