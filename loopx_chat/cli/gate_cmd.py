@@ -4,7 +4,7 @@ The agent cannot decide a gate; every request and decision stays on record (`Gat
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,6 +18,9 @@ from loopx_chat.cli.delegation import service_for
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, validate_goal_id
+
+if TYPE_CHECKING:
+    from loopx_chat.goals.run_block import RunBlock
 
 
 @click.group()
@@ -35,11 +38,20 @@ def gate() -> None:
 def gate_request(
     cli: CliContext, goal_id: str, question: str, actor: str, advisory: bool, as_json: bool
 ) -> None:
-    """Open a gate for GOAL."""
-    created = cli.gate_store().request_gate(
-        validate_goal_id(goal_id), question, actor=actor, blocking=not advisory
-    )
-    _emit_gate(created.to_dict(), as_json)
+    """Open a gate for GOAL (through the running service when one of ours is up). A running
+    goal is blocked before this answers; one a `goal run` in another terminal follows is
+    given up to 5 s to say it blocked it."""
+    from loopx_chat.goals.run_block import RunBlock, await_block
+
+    goal_id = validate_goal_id(goal_id)
+    service = service_for(cli)
+    if service is not None:
+        answer = service.request_gate(goal_id, question, actor, not advisory)
+        _emit_gate(answer["gate"], as_json, RunBlock.from_doc(answer))
+        return
+    store = cli.gate_store()
+    created = store.request_gate(goal_id, question, actor=actor, blocking=not advisory)
+    _emit_gate(created.to_dict(), as_json, await_block(store, created))
 
 
 @gate.command("resolve")
@@ -129,6 +141,10 @@ def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
     )
 
 
-def _emit_gate(data: dict[str, Any], as_json: bool) -> None:
-    line = f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"
-    emit_ok({"gate": data}, as_json, [line])
+def _emit_gate(data: dict[str, Any], as_json: bool, block: RunBlock | None = None) -> None:
+    """A gate, and with `block` what opening it did to the goal's run (`run_blocked`)."""
+    lines = [f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"]
+    words = block.words() if block is not None else None
+    if words is not None:
+        lines.append(words)
+    emit_ok({"gate": data, **(block.to_dict() if block else {})}, as_json, lines)

@@ -108,6 +108,16 @@ def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str,
     return env
 
 
+# Marks the stdout reader threads of every app-server (`on_reader_thread`).
+_READERS = threading.local()
+
+
+def on_reader_thread() -> bool:
+    """Whether the caller runs on an app-server's stdout reader, where a server request's
+    holder runs: a request sent from there could never read its own answer."""
+    return bool(getattr(_READERS, "reading", False))
+
+
 class AppServerProcess:
     """A running app-server, the real `HostConnection`; construct with `spawn` (the default
     `ConnectionFactory`)."""
@@ -279,6 +289,7 @@ class AppServerProcess:
 
     # -- reader workers -----------------------------------------------------------------
     def _read_stdout(self) -> None:
+        _READERS.reading = True
         stream = self.proc.stdout
         assert stream is not None
         try:

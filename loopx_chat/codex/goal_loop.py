@@ -30,6 +30,10 @@ from loopx_chat.errors import CodexError
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
 
 
+class _Sent(Exception):
+    """`send_set`'s request is written: its answer is not awaited."""
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -117,6 +121,28 @@ class GoalLoopWatch:
             )
         self._expect_status = goal.status
         return goal
+
+    def send_set(self, status: str) -> None:
+        """Set the goal's status without waiting for codex's answer: for a caller that the
+        app-server's reader waits on (a host request being recorded), which could never read
+        it. The write reaches codex before this returns; its `thread/goal/updated` follows."""
+        t = self.thread
+        params = {"threadId": t.thread_id, "status": status, "origin": "user"}
+
+        def sent() -> None:
+            raise _Sent
+
+        try:
+            t.proc.request("thread/goal/set", params, t.timeouts.request, after_send=sent)
+        except _Sent:
+            pass
+        except ProcessGone:
+            raise _exited_error(t.proc, t.log_path, "during thread/goal/set") from None
+        except TimeoutError:
+            raise CodexError(
+                "Codex app-server did not read thread/goal/set", error_code="request_timeout"
+            ) from None
+        self._expect_status = status
 
     def _see_rate_limits(self, limits: object) -> None:
         if not isinstance(limits, dict):

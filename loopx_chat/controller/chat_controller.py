@@ -53,6 +53,7 @@ from loopx_chat.controller.home_ownership import (
     RegisteredServer,
     process_create_time,
 )
+from loopx_chat.controller.running_goals import RunningGoals
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
 from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
@@ -192,6 +193,8 @@ class ChatController:
         self.host_loop_notices: list[str] = []
         # Sessions whose goal loop a run in this process follows (or is about to recover).
         self.following_goal_loops: set[str] = set()
+        # The runs of this process by goal: a gate recorded here blocks its run at once.
+        self.running_goals = RunningGoals()
         # What codex asks (approvals, questions) is offered to the host-request desk first,
         # when the owner let codex ask at all; under `never` (and no Plan mode) anything codex
         # sends anyway is answered at once by the policy, as before.
@@ -213,6 +216,7 @@ class ChatController:
                 self._host_desk = HostRequestDesk(
                     GateStore(self.store.root), decision_timeout=self.config.decision_timeout
                 )
+                self._host_desk.on_gate = self.running_goals.gate_opened
             return self._host_desk
 
     def _hold_host_request(self, proc: Any, request: ServerRequest) -> bool:

@@ -6,8 +6,10 @@ that holds the thread: the goal is set `active` with a finite `tokenBudget` once
 then on codex starts every continuation turn itself. This module records each turn in the
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
-after it; approving the last one sets it `active` again; `goal stop` pauses it), pauses the
-goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
+after it; approving the last one sets it `active` again; `goal stop` pauses it), looks at
+once when a gate is recorded or decided in this process (`running_goals` asks; the run
+answers on its own thread before that call returns, so nothing else sets the goal), pauses
+the goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
 the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
 run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
 
@@ -18,12 +20,14 @@ It never writes a loop of its own: it never calls `turn/start`. Only `thread/goa
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from loopx_chat.codex.app_server import on_reader_thread
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.chat_controller import ChatController
@@ -39,9 +43,34 @@ from loopx_chat.goals.goal_runs import (
     RunObjective,
     exit_code_for,
 )
+from loopx_chat.goals.run_block import (
+    BLOCKED,
+    NOT_ACKNOWLEDGED,
+    RUN_ENDING,
+    RunBlock,
+)
 from loopx_chat.state.session_records import TokenCounts, TurnRecord
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
+STEP_SEC = 0.05  # the longest the loop waits for codex before it looks at what it was asked
+# How long a gate recorded on the app-server's reader (a host request) waits for the run's
+# look: the run may itself be waiting on an answer that reader would read.
+READER_ASK_SEC = 1.0
+GATE_DECIDED = "gate already decided"
+
+
+@dataclass
+class _Ask:
+    """A gate-recording call of this process waiting for the run to look at the gates."""
+
+    gate_id: str | None
+    on_reader: bool
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: RunBlock | None = None
+
+    def reply(self, answer: RunBlock) -> None:
+        self.answer = answer
+        self.done.set()
 
 
 @dataclass(frozen=True)
@@ -209,6 +238,12 @@ class _Follow:
     started: float = 0.0
     warm: Any = None
     watch: Any = None
+    # Gate-recording calls of this process (`running_goals`), answered on this run's thread.
+    asks: queue.SimpleQueue[_Ask] = field(default_factory=queue.SimpleQueue)
+    follower_thread: threading.Thread | None = None
+    nowait: bool = False  # while answering a call the app-server's reader makes
+    deferred_interrupts: list[str] = field(default_factory=list)
+    gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
 
     @property
     def goal_id(self) -> str:
@@ -221,7 +256,17 @@ class _Follow:
     def run(self) -> RunResult:
         controller = self.runner.controller
         self.started = time.monotonic()
+        self.follower_thread = threading.current_thread()
         controller.following_goal_loops.add(self.session_id)
+        try:
+            with controller.running_goals.following(self.goal_id, self):
+                return self._run_held()
+        finally:
+            controller.following_goal_loops.discard(self.session_id)
+            self._answer_asks()  # calls still waiting: the run is over
+
+    def _run_held(self) -> RunResult:
+        controller = self.runner.controller
         try:
             with controller.held_thread(self.session_id) as warm:
                 self.warm = warm
@@ -252,8 +297,52 @@ class _Follow:
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
-        finally:
-            controller.following_goal_loops.discard(self.session_id)
+
+    # -- calls of this process (a gate recorded here) ------------------------------------
+    def look_now(self, gate_id: str | None) -> RunBlock:
+        """Called by a thread that just recorded (or decided) a gate of this goal: the run's
+        own thread looks at the gates now, and this returns once it has (bounded)."""
+        if threading.current_thread() is self.follower_thread:
+            return self._answer_for(gate_id)  # recorded by the run itself: it looks next
+        ask = _Ask(gate_id, on_reader=on_reader_thread())
+        self.asks.put(ask)
+        timeouts = self.runner.controller.config.timeouts
+        wait = READER_ASK_SEC if ask.on_reader else timeouts.request + timeouts.interrupt_settle
+        if ask.done.wait(wait) and ask.answer is not None:
+            return ask.answer
+        return RunBlock(False, NOT_ACKNOWLEDGED, self.record.run_id)
+
+    def _take_asks(self) -> list[_Ask]:
+        asks: list[_Ask] = []
+        while True:
+            try:
+                asks.append(self.asks.get_nowait())
+            except queue.Empty:
+                return asks
+
+    def _answer_asks(self, asks: list[_Ask] | None = None) -> None:
+        for ask in self._take_asks() if asks is None else asks:
+            ask.reply(self._answer_for(ask.gate_id))
+
+    def _answer_for(self, gate_id: str | None) -> RunBlock:
+        run_id = self.record.run_id
+        if gate_id is not None and gate_id in self.blocked_on:
+            return RunBlock(True, BLOCKED, run_id)
+        if self.ending_by is not None or self.goal is None or self.goal.status != "active":
+            return RunBlock(False, RUN_ENDING, run_id)
+        return RunBlock(False, GATE_DECIDED, run_id)
+
+    def _gates_changed(self) -> bool:
+        """Whether the goal's gate log changed since the last look (a stat, every step: a
+        gate another process recorded is acknowledged within a step, not a poll)."""
+        try:
+            st = os.stat(self.runner.goals.goal_dir(self.goal_id) / "gates.jsonl")
+            seen: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            seen = None
+        changed = seen != self.gates_seen
+        self.gates_seen = seen
+        return changed
 
     def _follow(self) -> RunResult:
         if self.recovering:
@@ -310,12 +399,20 @@ class _Follow:
         last_event = time.monotonic()
         while True:
             now = time.monotonic()
-            if now >= next_poll:
+            asks = self._take_asks()
+            if asks or self._gates_changed() or now >= next_poll:
                 next_poll = now + self.runner.poll_sec
-                ended = self._look_at_records()
+                self.nowait = any(ask.on_reader for ask in asks)
+                try:
+                    ended = self._look_at_records()
+                finally:
+                    self.nowait = False
+                self._answer_asks(asks)
                 if ended is not None:
                     return ended
-            event = self.watch.next_event(timeout=0.05)
+            while self.deferred_interrupts:
+                self.watch.interrupt(self.deferred_interrupts.pop())
+            event = self.watch.next_event(timeout=STEP_SEC)
             if event is not None:
                 last_event = time.monotonic()
                 self._on(event)
@@ -400,28 +497,47 @@ class _Follow:
             self._wind_down(f"{stopped.get('actor')} (goal stop)")
         if self.ending_by is not None:
             return None  # paused: the last turn finishes, a gate changes nothing now
-        if gates and not self.blocked_on:
-            self._block(gates)
+        new = [g for g in gates if g.gate_id not in self.blocked_on]
+        if new:
+            self._block(new)
         elif self.blocked_on and not gates:
             return self._unblock()
         return None
 
     def _block(self, gates: list[OwnerGate]) -> None:
+        """Block the host goal for newly opened gates (set once; each gate acknowledged by
+        its `blocked` record) and interrupt any turn started at or after the first of them,
+        except the turn that is itself waiting on a host gate (codex asked in it)."""
         first = gates[0]
-        self.blocked_on = [g.gate_id for g in gates]
-        self.blocked_at = first.created_at
-        goal = self._set("blocked")
-        for upstream, turn in list(self.open_turns.items()):
-            if turn.created_at >= first.created_at:
-                self.watch.interrupt(upstream)
+        newly = not self.blocked_on
+        self.blocked_on += [g.gate_id for g in gates]
+        goal = self.goal
+        # A host gate this process holds was recorded on an app-server's reader, which may
+        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
+        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
+        nowait = self.nowait or bool(held)
+        if newly:
+            self.blocked_at = first.created_at
+            goal = self._set("blocked", nowait=nowait)
+            asking = {str((g.host or {}).get("turn_id")) for g in gates if g.host is not None}
+            for upstream, turn in list(self.open_turns.items()):
+                if turn.created_at >= first.created_at and upstream not in asking:
+                    if nowait:
+                        self.deferred_interrupts.append(upstream)
+                    else:
+                        self.watch.interrupt(upstream)
         self.runner.runs.note(
             self.goal_id,
             self.record.run_id,
             "blocked",
             gate_id=first.gate_id,
+            gate_ids=[g.gate_id for g in gates],
             host_status=goal.status if goal else None,
         )
-        self.say(f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided")
+        if newly:
+            self.say(
+                f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided"
+            )
 
     def _unblock(self) -> RunResult | None:
         decided = [self.runner.goals.gate(self.goal_id, gid) for gid in self.blocked_on]
@@ -450,9 +566,15 @@ class _Follow:
         self.blocked_on = []
         self._set("paused")
 
-    def _set(self, status: str) -> HostGoalState | None:
+    def _set(self, status: str, *, nowait: bool = False) -> HostGoalState | None:
         try:
-            goal = self.watch.set(status)
+            if nowait or self.nowait:
+                # Codex's reader waits on this run (a host request being recorded): the set
+                # is written now, and codex's own `thread/goal/updated` confirms it.
+                self.watch.send_set(status)
+                goal = replace(self.goal, status=status) if self.goal is not None else None
+            else:
+                goal = self.watch.set(status)
         except CodexError:
             return None
         self.goal = goal

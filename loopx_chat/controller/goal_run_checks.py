@@ -11,7 +11,6 @@ owner-local state only: it never writes, never spawns and never talks to Codex.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,7 @@ from loopx_chat.errors import CodexError, Remedy, UsageError
 from loopx_chat.goals.gate_store import Gate as OwnerGate
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, run_objective
+from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, pid_alive, run_objective
 from loopx_chat.state.session_records import SessionRecord
 
 
@@ -199,15 +198,3 @@ class RunChecks:
                     next_action=f"{remedy}, then run the goal again.",
                 ),
             )
-
-
-def pid_alive(pid: int | None) -> bool:
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -13,11 +13,10 @@ from typing import Any
 
 from loopx_chat.codex.goal_loop import HostGoalState
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_run_checks import pid_alive
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRuns, host_goal_words
+from loopx_chat.goals.goal_runs import GoalRuns, host_goal_words, pid_alive
 
 
 def host_goal_view(

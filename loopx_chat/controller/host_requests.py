@@ -40,6 +40,7 @@ from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.controller import elicitation
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
 from loopx_chat.goals.gate_store import HOST_GATE_PREFIX, Gate, GateStore, public_text
+from loopx_chat.goals.goal_runs import pid_alive
 
 KINDS = {
     "item/commandExecution/requestApproval": "command",
@@ -366,11 +367,14 @@ class HostRequestDesk:
     ) -> None:
         self.goals = goals
         self.decision_timeout = decision_timeout
-        self._alive = alive or _pid_alive
+        self._alive = alive or pid_alive
         self._lock = threading.Lock()
         self._bindings: dict[str, Binding] = {}
         self._live: dict[str, Live] = {}
         self.listeners: list[Callable[[Live], None]] = []
+        # Called with each host gate once it is recorded, before any listener hears of it:
+        # a goal run of this process blocks the host goal there (`running_goals`).
+        self.on_gate: Callable[[Gate], object] | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
 
@@ -412,6 +416,9 @@ class HostRequestDesk:
             self._live[gate.gate_id] = live
         live.timer.start()
         self._ensure_poller()
+        if self.on_gate is not None:
+            with contextlib.suppress(Exception):
+                self.on_gate(gate)
         for listener in list(self.listeners):
             with contextlib.suppress(Exception):
                 listener(live)
@@ -639,13 +646,3 @@ def kept_answers(host: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
 
 def _ms_since(start: float) -> int:
     return int((time.monotonic() - start) * 1000)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -55,6 +55,19 @@ EXIT_CODES: dict[str, int] = {
 EXIT_INTERRUPTED = 130  # Ctrl-C: the goal is set paused first
 
 
+def pid_alive(pid: int | None) -> bool:
+    """Whether the process a run record names still runs (a probe, no signal sent)."""
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def exit_code_for(host_status: str | None) -> int:
     """The documented exit code of a run that ended with the host goal in this status."""
     return EXIT_CODES.get(host_status or "", 1)
@@ -150,7 +163,9 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
         if kind == "reopened":
             changes.update(ended_at=None, ended_by=None, reason=None)
     elif kind == "blocked":
-        changes.update(state="blocked", blocked_by=event.get("gate_id"))
+        # A second gate while blocked is acknowledged too; the first one stays the blocker.
+        first = run.blocked_by if run.state == "blocked" and run.blocked_by else None
+        changes.update(state="blocked", blocked_by=first or event.get("gate_id"))
     elif kind == "ended":
         changes.update(
             state="ended",

@@ -30,7 +30,13 @@ from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.controller.host_loops import HostLoops
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
-from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, GateStore, validate_goal_id
+from loopx_chat.goals.gate_store import (
+    DECISIONS,
+    GATE_ACTORS,
+    HOST_GATE_PREFIX,
+    GateStore,
+    validate_goal_id,
+)
 from loopx_chat.goals.gate_store import Gate as GoalGate
 from loopx_chat.goals.goal_facts import goal_exists, require_goal
 from loopx_chat.goals.goal_ledger import GoalLedger
@@ -114,6 +120,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", r"/status\.json", "_status_json"),
         ("GET", r"/api/status/events", "_status_events_route"),
         ("POST", r"/api/status/rendered", "_rendered_route"),
+        ("POST", rf"/api/goals/{_ID}/gates", "_open_gate_route"),
         ("POST", rf"/api/goals/{_ID}/gates/{_ID}/decision", "_decide_route"),
         ("POST", rf"/api/goals/{_ID}/run", "_run_route"),
         ("POST", rf"/api/goals/{_ID}/pause", "_pause_route"),
@@ -504,6 +511,35 @@ class ServiceApp:
             goal_id, gate_id, self._json(request.body), actor=decision.actor or "owner-api"
         )
 
+    def _open_gate_route(
+        self, request: Request, decision: AccessDecision, goal_id: str
+    ) -> Response:
+        """Open an owner gate, as `gate request` does: a goal this service runs is set
+        `blocked` (a turn started since interrupted) before this answers."""
+        doc = self._json(request.body)
+        question = doc.get("question")
+        if not isinstance(question, str) or not question.strip():
+            raise UsageError("question (what the person must decide) is required")
+        actor = doc.get("actor", "owner" if decision.surface == "page" else "operator")
+        if not isinstance(actor, str):
+            raise UsageError(f"actor must be one of {', '.join(GATE_ACTORS)}")
+        blocking = doc.get("blocking", True)
+        if not isinstance(blocking, bool):
+            raise UsageError("blocking must be true or false")
+        gid = self._goal_of(
+            goal_id,
+            doc,
+            "A gate is opened on a goal that exists.",
+            'Start the goal first, or send "create_goal": true (`loopx-chat gate request` does).',
+        )
+        gate = self.goals.request_gate(gid, question, actor=actor, blocking=blocking)
+        block = self.controller.running_goals.after_gate(self.goals, gate)
+        self._status_cache.invalidate()
+        status, _ = self._status_cache.get()
+        return json_response(
+            201, {**self._cards_event(status), "gate": gate.to_dict(), **block.to_dict()}
+        )
+
     def _run_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
         """Run: let Codex work on the goal on its own loop, under the owner's authority."""
         doc = self._json(request.body)
@@ -746,6 +782,8 @@ class ServiceApp:
             gate = self.goals.resolve_gate(
                 gid, gate_id, str(decision), reason or None, decided_by=actor
             )
+        # A goal this service runs goes on (or stays paused, rejected) before this answers.
+        self.controller.running_goals.gate_decided(gid)
         self._status_cache.invalidate()
         status, _ = self._status_cache.get()
         return json_response(200, {**self._cards_event(status), "gate": gate.to_dict()})
@@ -834,13 +872,9 @@ class ServiceApp:
             },
         }
 
-    def _open(self, doc: dict[str, Any]) -> Response:
-        goal_id = doc.get("goal_id")
-        if not isinstance(goal_id, str) or not goal_id.strip():
-            raise LoopxChatError("goal_id (a string) is required", error_code="usage_error")
-        work_dir = doc.get("work_dir")
-        work = checked_work_dir(work_dir) if work_dir else self.work_dir
-        mode = doc.get("mode", "new")
+    def _goal_of(self, goal_id: str, doc: Mapping[str, Any], summary: str, next_action: str) -> str:
+        """The request's goal id, checked; `goal_not_found` unless it exists or the body
+        says `"create_goal": true`."""
         create_goal = doc.get("create_goal", False)
         if not isinstance(create_goal, bool):
             raise UsageError("create_goal must be true or false", error_code="usage_error")
@@ -849,12 +883,24 @@ class ServiceApp:
             raise StateError(
                 f"no goal {gid}",
                 error_code="goal_not_found",
-                remedy=Remedy(
-                    summary="Sessions open only for goals that exist.",
-                    next_action="Start the goal first (`loopx-chat goal set GOAL --objective "
-                    'TEXT`), or send "create_goal": true to open its first session.',
-                ),
+                remedy=Remedy(summary=summary, next_action=next_action),
             )
+        return gid
+
+    def _open(self, doc: dict[str, Any]) -> Response:
+        goal_id = doc.get("goal_id")
+        if not isinstance(goal_id, str) or not goal_id.strip():
+            raise LoopxChatError("goal_id (a string) is required", error_code="usage_error")
+        work_dir = doc.get("work_dir")
+        work = checked_work_dir(work_dir) if work_dir else self.work_dir
+        mode = doc.get("mode", "new")
+        gid = self._goal_of(
+            goal_id,
+            doc,
+            "Sessions open only for goals that exist.",
+            "Start the goal first (`loopx-chat goal set GOAL --objective TEXT`), or send "
+            '"create_goal": true to open its first session.',
+        )
         record = self.controller.open_session(gid, work, mode=str(mode))
         return json_response(201, {"ok": True, "session": record.public_dict()})
 

@@ -3,7 +3,8 @@
 Owns finding the service of a state dir (`service.json`, the owner's secret), the identity
 check (its `capabilities` must name the Codex home the caller resolved, else it is not ours),
 and the calls the CLI delegates: open a session, run a turn streamed from its first delta
-(`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, resolve a gate. Every
+(`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, open and resolve a
+gate. Every
 request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
 
 It speaks HTTP/1.1 over a plain socket (one request per connection, `Connection: close`):
@@ -295,6 +296,14 @@ class ServiceClient:
 
     def interrupt_turn(self, session_id: str) -> dict[str, Any]:
         return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")["turn"])
+
+    def request_gate(
+        self, goal_id: str, question: str, actor: str, blocking: bool
+    ) -> dict[str, Any]:
+        """Open an owner gate (the goal made if new, as `gate request` does): the answer
+        says whether the goal's run was blocked before it came (`run_blocked`)."""
+        body = {"question": question, "actor": actor, "blocking": blocking, "create_goal": True}
+        return dict(self._checked("POST", f"/api/goals/{goal_id}/gates", body))
 
     def resolve_gate(
         self, goal_id: str, gate_id: str, decision: str, reason: str | None, **host: Any

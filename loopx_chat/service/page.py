@@ -112,7 +112,10 @@ def run_view(
     if run is None:
         return None
     if running_here:
-        words = f"Codex is working on it (turn {turns}, {tokens:,} of {run.token_budget:,} tokens)"
+        spent = f"turn {turns}, {tokens:,} of {run.token_budget:,} tokens"
+        words = f"Codex is working on it ({spent})"
+        if run.state == "blocked" and run.blocked_by:
+            words = f"blocked by owner gate {run.blocked_by}: Codex waits for it ({spent})"
     elif run.live:
         words = f"run {run.run_id} runs in another loopx-chat process"
     elif run.state == "closed":
@@ -298,7 +301,13 @@ def _run_bar(run: RunView | None) -> str:
     """Run (Codex works on the goal on its own loop, with the goal_state's budget) or Pause
     (the run this service follows); the owner's page token goes with either."""
     if run is not None and run.running_here:
-        button = '<button class="pause" data-run="pause">Pause</button>'
+        # Hold: a gate on the running goal; the service blocks Codex's loop before it answers.
+        button = (
+            '<button class="pause" data-run="pause">Pause</button>'
+            f'<input class="hold" maxlength="{TYPED_TEXT_LIMIT}" '
+            'placeholder="what must be decided first" aria-label="question to decide">'
+            '<button class="reject" data-run="gates">Hold for a decision</button>'
+        )
     elif run is not None and run.state == "not_ours":
         # Codex runs a goal nobody here started: the owner may pause it, or adopt it.
         button = (
@@ -433,14 +442,19 @@ PAGE_SCRIPT = r"""
     if (run) {
       const card = run.closest("section.card");
       const note = card.querySelector(".runbar .note");
-      const body = run.dataset.run === "reopen" ? {note: note ? note.value.trim() : ""} : {};
+      const hold = card.querySelector(".runbar .hold");
+      let body = run.dataset.run === "reopen" ? {note: note ? note.value.trim() : ""} : {};
+      if (run.dataset.run === "gates") {
+        body = {question: hold ? hold.value.trim() : "", actor: "owner"};
+      }
       run.disabled = true;
       fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run, {
         method: "POST", headers: headers, body: JSON.stringify(body)
       }).then(function (r) { return r.json(); }).then(function (doc) {
         if (doc.ok) { show(doc); } else {
           run.disabled = false;
-          card.querySelector(".runbar").textContent = "not started: " + doc.error;
+          const what = run.dataset.run === "gates" ? "not recorded: " : "not started: ";
+          card.querySelector(".runbar").textContent = what + doc.error;
         }
       }).catch(function () { run.disabled = false; });
       return;

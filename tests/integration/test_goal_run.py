@@ -19,42 +19,12 @@ from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.goal_runs import goal_loop_turns, run_events
+from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.waiting import wait_for as wait_until
 
 
-class Cli:
+class Cli(OwnerCli):
     """The loopx-chat command line as a child process, on one state dir and home."""
-
-    def __init__(self, tmp: Path, home: Path, env: dict[str, str], codex_bin: str) -> None:
-        self.state = tmp / "state"
-        self.tmp = tmp
-        self.env = {**env, "LOOPX_CHAT_CODEX_HOME": str(home)}
-        self.base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(self.state)]
-        self.base += ["--codex-bin", codex_bin]
-
-    def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.base, *args],
-            env=self.env,
-            cwd=self.tmp,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-
-    def json(self, *args: str) -> tuple[int, dict[str, Any]]:
-        done = self(*args, "--json")
-        return done.returncode, json.loads(done.stdout)
-
-    def start(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*self.base, *args],
-            env=self.env,
-            cwd=self.tmp,
-            text=True,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-        )
 
     def goal_turns(self, session_id: str) -> list[Any]:
         return goal_loop_turns(self.state, session_id)

@@ -1,0 +1,82 @@
+"""The goal runs this process follows, and the one seam every gate-recording path here calls.
+
+Owns the per-process registry (one per `ChatController`): a run is in it while it follows
+its goal (`following`). A gate opened or decided in this process (the service's
+`POST /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at
+the goal's gates now and waits until it has: the host goal is `blocked` (a turn started
+since the gate interrupted), or `active` again, or paused on a rejection, before the
+recording call returns to its caller. A run another process follows (a foreground
+`goal run`) is waited for through the goal's run log instead (`goals.run_block`).
+
+It never sets a goal and never talks to Codex itself: the run does, on its own thread, so
+the two never race over the host goal.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes a registry
+    from loopx_chat.goals.gate_store import Gate, GateStore
+    from loopx_chat.goals.run_block import RunBlock
+
+
+class GateFollower(Protocol):
+    """A run as the registry sees it (`goal_run._Follow`)."""
+
+    def look_now(self, gate_id: str | None) -> RunBlock:
+        """Look at the goal's gates now, on the run's own thread; what became of `gate_id`."""
+        ...
+
+
+class RunningGoals:
+    """The runs of this process by goal id; thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._runs: dict[str, GateFollower] = {}
+
+    @contextmanager
+    def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
+        with self._lock:
+            self._runs[goal_id] = follower
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._runs.get(goal_id) is follower:
+                    del self._runs[goal_id]
+
+    def follower(self, goal_id: str) -> GateFollower | None:
+        with self._lock:
+            return self._runs.get(goal_id)
+
+    def gate_opened(self, gate: Gate) -> RunBlock | None:
+        """A gate was just recorded: the run here blocks the host goal before this returns.
+        None when no run of this process follows the goal."""
+        follower = self.follower(gate.goal_id)
+        if follower is None:
+            return None
+        if not gate.blocking:
+            from loopx_chat.goals.run_block import ADVISORY, RunBlock
+
+            return RunBlock(None, ADVISORY)
+        return follower.look_now(gate.gate_id)
+
+    def gate_decided(self, goal_id: str) -> None:
+        """A gate of the goal was decided: the run here sets the goal `active` again (the
+        last blocking one approved) or pauses it (one rejected) before this returns."""
+        follower = self.follower(goal_id)
+        if follower is not None:
+            follower.look_now(None)
+
+    def after_gate(self, goals: GateStore, gate: Gate) -> RunBlock:
+        """What the gate did to the goal's run: this process's run blocked it at once, or
+        the run another process follows acknowledged it (a bounded wait), or no run."""
+        from loopx_chat.goals.run_block import await_block
+
+        here = self.gate_opened(gate)
+        return here if here is not None else await_block(goals, gate)

@@ -1,0 +1,50 @@
+"""`controller.running_goals`: the per-process registry a gate recorded here asks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from loopx_chat.controller.running_goals import RunningGoals
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.run_block import RunBlock
+
+
+class Follower:
+    """A run as the registry sees it: it records what it was asked to look at."""
+
+    def __init__(self) -> None:
+        self.asked: list[str | None] = []
+
+    def look_now(self, gate_id: str | None) -> RunBlock:
+        self.asked.append(gate_id)
+        return RunBlock(True, "blocked", "run-1")
+
+
+def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -> None:
+    goals = GateStore(tmp_path)
+    registry, run = RunningGoals(), Follower()
+    gate = goals.request_gate("g", "Ship?")
+    other = goals.request_gate("h", "Other?")
+    assert registry.gate_opened(gate) is None  # no run here
+    with registry.following("g", run):
+        assert registry.gate_opened(gate) == RunBlock(True, "blocked", "run-1")
+        assert registry.gate_opened(other) is None
+        registry.gate_decided("g")
+        registry.gate_decided("h")
+        advisory = goals.request_gate("g", "FYI", blocking=False)
+        assert registry.gate_opened(advisory) == RunBlock(None, "advisory gate")
+        assert registry.after_gate(goals, gate).run_blocked is True
+    assert run.asked == [gate.gate_id, None, gate.gate_id]
+    assert registry.follower("g") is None
+    # No run here and none in another process: the answer says so without waiting.
+    assert registry.after_gate(goals, gate) == RunBlock(None, "no running goal")
+
+
+def test_a_newer_run_of_the_goal_is_not_unregistered_by_an_older_one(tmp_path: Path) -> None:
+    registry, old, new = RunningGoals(), Follower(), Follower()
+    with registry.following("g", old):
+        ctx = registry.following("g", new)
+        ctx.__enter__()
+    assert registry.follower("g") is new  # the old one's exit leaves the newer in place
+    ctx.__exit__(None, None, None)
+    assert registry.follower("g") is None
