@@ -168,6 +168,11 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "gate_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "goal_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "gate_already_resolved": ErrorSpec(Outcome.CONFLICT),
+        # a host gate's answers (several questions, an MCP server's fields)
+        "answer_needs_question_id": ErrorSpec(Outcome.INVALID),
+        "unknown_question_id": ErrorSpec(Outcome.INVALID),
+        "answer_missing": ErrorSpec(Outcome.INVALID),
+        "elicitation_not_held": ErrorSpec(Outcome.CONFLICT),
         "input_invalid": ErrorSpec(Outcome.INVALID),
         "raw_material_refused": ErrorSpec(Outcome.INVALID),
         "goal_state_missing": ErrorSpec(Outcome.CONFLICT),

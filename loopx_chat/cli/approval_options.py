@@ -37,7 +37,8 @@ def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
         default=DECISION_TIMEOUT_SEC,
         show_default=True,
         help="Seconds an approval or question waits for you; then Codex is told you have not "
-        "answered yet (decline, or an empty answer) and the gate stays open.",
+        "answered yet (a question's answer says so; an approval is declined, with the note "
+        "added to the turn) and the gate stays open.",
     )(func)
     func = click.option("--plan", is_flag=True, default=False, help=PLAN_HELP)(func)
     return click.option(

@@ -67,7 +67,13 @@ def gate_request(
 @click.option(
     "--for-session", is_flag=True, help="Host gate: approve this command for the whole session."
 )
-@click.option("--answer", default=None, help="Host gate: the answer to Codex's question.")
+@click.option(
+    "--answer",
+    "answers",
+    multiple=True,
+    help="Host gate: the answer to Codex's question; with several questions (or an MCP "
+    "server's fields) one ID=TEXT per question, repeated.",
+)
 @json_option
 @click.pass_obj
 def gate_resolve(
@@ -77,7 +83,7 @@ def gate_resolve(
     decision: str,
     reason: str | None,
     for_session: bool,
-    answer: str | None,
+    answers: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Approve or reject GATE_ID (through the running service when one of ours is up); a
@@ -86,10 +92,11 @@ def gate_resolve(
         from loopx_chat.cli.host_gate_resolve import host_choice, resolve_host_gate
 
         goal = known_goal(cli, goal_id)
-        choice = host_choice(decision, for_session, answer)
+        asked = cli.gate_store().gate(goal, gate_id).host or {}
+        choice = host_choice(decision, for_session, answers, asked)
         _emit_gate(resolve_host_gate(cli, goal, gate_id, choice, reason), as_json)
         return
-    if for_session or answer is not None or decision == "cancel":
+    if for_session or answers or decision == "cancel":
         raise UsageError(
             "--for-session, --answer and cancel are for host gates (what Codex asked)",
             error_code="usage_error",

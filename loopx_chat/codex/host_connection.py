@@ -55,8 +55,9 @@ class ServerRequestPolicy:
     `holder`, when set, is offered each request first (on the reader thread; it must not
     block), with the connection that received it: True means it took the request and will
     answer it later through the connection's `reply`. Otherwise approvals get `decision`
-    (`decline` by default); any other request (user input, elicitation, unknown future
-    methods) gets a JSON-RPC error so the server moves on.
+    (`decline` by default), an MCP server's elicitation is declined (`{action: decline}`),
+    and any other request (user input, unknown future methods) gets a JSON-RPC error so the
+    server moves on.
     """
 
     approval_decision: str = "decline"
@@ -67,6 +68,8 @@ class ServerRequestPolicy:
             return {"decision": self.approval_decision}, None
         if method in {"execCommandApproval", "applyPatchApproval"}:
             return {"decision": "denied"}, None
+        if method == "mcpServer/elicitation/request":
+            return {"action": "decline"}, None
         return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
 
 

@@ -1,14 +1,20 @@
-"""What codex asks its owner (approvals, questions), held live until the owner decides.
+"""What codex asks its owner (approvals, questions, MCP elicitations), held live until the
+owner decides.
 
-Owns the desk: each approval or question codex sends during a turn becomes a blocking host
-gate on the goal (compact facts only, see `compact_facts`), while the request itself and its
-live details (the full command, its cwd, the justification, the question and its options)
-stay in this process's memory, for the page and the terminal, and are never written to
-state, logs, status, events or notices. A decision from any surface is answered to the live
-request; one recorded by another process (`gate resolve` without the service) is picked up
-by polling the goal's gate log. The decision window answers `decline` (or an empty answer)
-when it passes, leaving the gate open; a decision that can no longer reach codex (window
-passed, turn ended, host restarted) is carried into the session's next turn as one line.
+Owns the desk: each approval, question or MCP server's elicitation codex sends during a turn
+becomes a blocking host gate on the goal (compact facts only, see `compact_facts`), while
+the request itself and its live details (the full command, its cwd, the justification, the
+questions and their options, an MCP server's message and fields) stay in this process's
+memory, for the page and the terminal, and are never written to state, logs, status, events
+or notices. A decision from any surface is answered to the live request; one recorded by
+another process (`gate resolve` without the service) is picked up by polling the goal's gate
+log. A request with several questions (or an MCP server's several fields) is answered per
+question id; a secret question's answer, and every answer to an MCP server, is sent to codex
+and never recorded. When the decision window passes, the gate stays open and the model is
+told the owner has not answered yet: a question gets that as its answer, and an approval or
+an MCP server's request is declined after `turn/steer` added the note to the waiting turn.
+A decision that can no longer reach codex (window passed, turn ended, host restarted) is
+carried into the session's next turn as one line.
 
 It never answers a request the owner did not decide, except when the window passes, and
 never re-asks codex for a request codex forgot: when the holder dies, the gate is marked
@@ -31,6 +37,7 @@ from typing import Any
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import ServerRequest
 from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
+from loopx_chat.controller import elicitation
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
 from loopx_chat.goals.gate_store import HOST_GATE_PREFIX, Gate, GateStore, public_text
 from loopx_chat.goals.goal_runs import pid_alive
@@ -40,8 +47,16 @@ KINDS = {
     "item/fileChange/requestApproval": "file_change",
     "item/permissions/requestApproval": "permissions",
     "item/tool/requestUserInput": "question",
+    elicitation.METHOD: "elicitation",
 }
 POLL_SEC = 0.5
+STEER_TIMEOUT_SEC = 5.0
+HOLD_WAIT_SEC = 1.0
+# What the model is told when the decision window passes and the owner has not decided.
+NOT_ANSWERED = (
+    "The owner has not answered yet. The request stays open for them; their decision "
+    "comes in a later turn. Do not ask again until then."
+)
 # What the owner may choose. `amend` (acceptWithExecpolicyAmendment) writes a rule into the
 # user's Codex home that allows the command's prefix in every thread from then on.
 CHOICES = ("approve", "decline", "cancel", "amend", "answer")
@@ -53,7 +68,12 @@ _SHELLS = frozenset({"bash", "sh", "zsh", "dash"})
 class Choice:
     decision: str  # one of CHOICES
     for_session: bool = False
-    answer: str | None = None  # a question's answer (an option label or typed text)
+    answer: str | None = None  # a one-question request's answer (an option label or text)
+    # Per question id (or an MCP server's field name): (id, text) pairs, in order.
+    answers: tuple[tuple[str, str], ...] = ()
+
+    def answer_map(self) -> dict[str, str]:
+        return dict(self.answers)
 
 
 @dataclass(frozen=True)
@@ -139,6 +159,17 @@ def compact_facts(
         ]
         facts["options"] = [label for label in labels if label][:8]
         facts["secret"] = any(bool(q.get("isSecret")) for q in questions)
+        facts["questions"] = [
+            {
+                "id": _safe(q.get("id"), "question id") or f"q{n}",
+                "header": _safe(q.get("header"), "question header") or "a question",
+                "secret": bool(q.get("isSecret")),
+            }
+            for n, q in enumerate(questions[:8])
+        ]
+    if kind == "elicitation":
+        facts.update(elicitation.facts(params))
+        facts["secret"] = True  # what the owner gives an MCP server is never recorded
     return facts
 
 
@@ -151,7 +182,11 @@ def summary(facts: Mapping[str, Any]) -> str:
     if kind == "question":
         options = facts.get("options") or []
         listed = f" ({' / '.join(options)})" if options else ""
-        return f"Codex asks: {facts.get('header')}{listed}"
+        count = len(facts.get("questions") or [])
+        more = f" and {count - 1} more question{'' if count == 2 else 's'}" if count > 1 else ""
+        return f"Codex asks: {facts.get('header')}{listed}{more}"
+    if kind == "elicitation":
+        return elicitation.summary(facts)
     if kind == "file_change":
         return "Codex asks to change files"
     return "Codex asks for more permissions"
@@ -159,6 +194,8 @@ def summary(facts: Mapping[str, Any]) -> str:
 
 def live_details(kind: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """What the owner sees while deciding; memory only."""
+    if kind == "elicitation":
+        return elicitation.details(params)
     details: dict[str, Any] = {"kind": kind}
     for key in ("command", "cwd", "reason", "grantRoot"):
         if isinstance(params.get(key), str):
@@ -195,8 +232,14 @@ def _amendment(params: Mapping[str, Any]) -> Any:
 
 def reply_for(kind: str, params: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
     """The JSON-RPC result codex 0.171.0 takes for this choice."""
+    if kind == "elicitation":
+        return elicitation.reply(params, choice.decision, choice.answer_map())
     if kind == "question":
-        if choice.decision != "answer" or choice.answer is None:
+        if choice.decision != "answer":
+            return {"answers": {}}
+        if choice.answers:
+            return {"answers": {qid: {"answers": [text]} for qid, text in choice.answers}}
+        if choice.answer is None:
             return {"answers": {}}
         return {
             "answers": {
@@ -224,6 +267,48 @@ def empty_choice(kind: str) -> Choice:
     return Choice("answer" if kind == "question" else "decline")
 
 
+def window_choice(kind: str, params: Mapping[str, Any]) -> Choice:
+    """The answer when the window passes: a question is told, per question, that the owner
+    has not answered yet; anything else is declined (the model is told by a steer)."""
+    if kind != "question":
+        return Choice("decline")
+    ids = [str(q.get("id", "")) for q in _questions(params)]
+    return Choice("answer", answers=tuple((qid, NOT_ANSWERED) for qid in ids))
+
+
+def question_ids(kind: str, params: Mapping[str, Any] | None, host: Mapping[str, Any]) -> list[str]:
+    """The ids a per-question answer may name: from the live request, else the gate's facts
+    (None-free; an old gate without them gives [])."""
+    if params is not None:
+        if kind == "elicitation":
+            return elicitation.field_ids(params)
+        return [str(q.get("id", "")) for q in _questions(params)]
+    return [str(q.get("id")) for q in host.get("questions") or [] if isinstance(q, Mapping)]
+
+
+def normalized(choice: Choice, ids: list[str]) -> Choice:
+    """A bare answer becomes the one question's answer; a bare answer to several questions,
+    or an answer to an id the request does not have, is refused."""
+    unknown = [qid for qid, _ in choice.answers if ids and qid not in ids]
+    if unknown:
+        raise UsageError(
+            f"the request has no question {unknown[0]!r}; its questions: {', '.join(ids)}",
+            error_code="unknown_question_id",
+        )
+    if choice.answer is None or choice.answers:
+        return choice
+    if len(ids) > 1:
+        raise UsageError(
+            f"this request asks {len(ids)} questions: answer each as ID=TEXT "
+            f"(ids: {', '.join(ids)})",
+            error_code="answer_needs_question_id",
+        )
+    if len(ids) == 1:
+        pair = ((ids[0], choice.answer),)
+        return Choice(choice.decision, choice.for_session, choice.answer, pair)
+    return choice
+
+
 def gate_decision(choice: Choice) -> str:
     """The goal gate's own decision word for a host choice."""
     return "approve" if choice.decision in ("approve", "amend", "answer") else "reject"
@@ -239,6 +324,23 @@ def carry_line(gate: Gate) -> str:
         if gate.status == "approved":
             return f"The owner approved {what}; run it again."
         return f"The owner declined {what}; do not run it."
+    if kind == "elicitation":
+        server = host.get("server", "an MCP server")
+        if gate.status == "approved":
+            return (
+                f"The owner accepted the `{server}` MCP server's request; "
+                "ask again if you still need it."
+            )
+        return f"The owner declined the `{server}` MCP server's request."
+    if kind == "question" and len(host.get("questions") or []) > 1:
+        answers = host.get("answers") if isinstance(host.get("answers"), Mapping) else {}
+        said = []
+        for q in host["questions"]:
+            text = answers.get(q.get("id"))
+            if q.get("secret") and gate.status == "approved":
+                text = "(the answer is not kept; ask again)"
+            said.append(f'"{q.get("header")}": {text or "(not answered)"}')
+        return "The owner answered: " + "; ".join(said)
     if kind == "question":
         header = host.get("header", "your question")
         if host.get("secret"):
@@ -339,18 +441,27 @@ class HostRequestDesk:
             raise UsageError(
                 f"decision must be one of {', '.join(CHOICES)}", error_code="usage_error"
             )
-        live = self.live(gate_id)
         gate = self.goals.gate(goal_id, gate_id)
         if gate.host is None:
             raise UsageError(f"gate {gate_id} is not a host gate", error_code="usage_error")
+        live = self._held(gate)
         if gate.status != "pending":
             raise StateError(
                 f"gate {gate_id} was already {gate.status}", error_code="gate_already_resolved"
             )
-        secret = bool((gate.host or {}).get("secret"))
+        host = gate.host or {}
+        ids = question_ids(str(host.get("kind")), live.request.params if live else None, host)
+        choice = normalized(choice, ids)
+        if host.get("kind") == "elicitation" and choice.answers and live is None:
+            # What an MCP server is given is never recorded, so it cannot wait in the log.
+            raise StateError(
+                f"gate {gate_id}: what you give an MCP server goes only to the process that "
+                "holds its request (the running service, or the terminal of the chat that "
+                "asked); answer it there, or accept/decline without fields",
+                error_code="elicitation_not_held",
+            )
         record: dict[str, Any] = {"choice": choice.decision, "for_session": choice.for_session}
-        if choice.answer is not None and not secret:
-            record["answer"] = _safe(choice.answer, "answer") or "(not shown)"
+        record.update(kept_answers(host, choice))
         if live is not None and self._answer(live, choice):
             record.update(state="answered", decided_after_ms=_ms_since(live.received))
         else:
@@ -360,6 +471,19 @@ class HostRequestDesk:
         return self.goals.resolve_gate(
             goal_id, gate_id, gate_decision(choice), reason, decided_by=actor, host=record
         )
+
+    def _held(self, gate: Gate) -> Live | None:
+        """The live request of `gate` when this process holds it. The gate is on record a
+        moment before its request is registered here (`take`), so a decision that arrives in
+        between waits for it (at most `HOLD_WAIT_SEC`) rather than missing it."""
+        deadline = time.monotonic() + HOLD_WAIT_SEC
+        while (live := self.live(gate.gate_id)) is None:
+            host = gate.host or {}
+            mine = host.get("state") == "live" and host.get("holder_pid") == os.getpid()
+            if not mine or time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+        return live
 
     def _answer(self, live: Live, choice: Choice) -> bool:
         """Send the answer once; False when it was already answered or codex is gone."""
@@ -378,11 +502,30 @@ class HostRequestDesk:
         live = self.live(gate_id)
         if live is None:
             return
+        if live.kind != "question":
+            self._steer_not_answered(live)
         with contextlib.suppress(LoopxChatError):
-            if self._answer(live, empty_choice(live.kind)):
+            if self._answer(live, window_choice(live.kind, live.request.params)):
                 self.goals.note_host(
                     live.goal_id, gate_id, {"state": "window_passed", "window_passed": True}
                 )
+
+    def _steer_not_answered(self, live: Live) -> None:
+        """Before the decline: add the note to the waiting turn (`turn/steer`), so the model
+        reads it beside "rejected by user". Best effort: a refused steer leaves the decline."""
+        params = live.request.params
+        turn_id = params.get("turnId")
+        if not isinstance(turn_id, str) or not turn_id:
+            return
+        steer = {
+            "threadId": live.thread_id,
+            "expectedTurnId": turn_id,
+            "input": [
+                {"type": "text", "text": f"[loopx-chat] {NOT_ANSWERED}", "text_elements": []}
+            ],
+        }
+        with contextlib.suppress(Exception):
+            live.proc.request("turn/steer", steer, STEER_TIMEOUT_SEC)
 
     def turn_ended(self, thread_id: str) -> None:
         """Codex forgets a request when its turn ends: what is still live here is expired."""
@@ -426,10 +569,12 @@ class HostRequestDesk:
 
     def _deliver_recorded(self, live: Live, gate: Gate) -> None:
         host = gate.host or {}
+        kept = host.get("answers") if isinstance(host.get("answers"), Mapping) else {}
         choice = Choice(
             str(host.get("choice") or ("approve" if gate.status == "approved" else "decline")),
             bool(host.get("for_session")),
-            host.get("answer") if isinstance(host.get("answer"), str) else None,
+            host.get("answer") if isinstance(host.get("answer"), str) and not kept else None,
+            tuple((str(k), str(v)) for k, v in kept.items()),
         )
         try:
             answered = self._answer(live, choice)
@@ -475,6 +620,28 @@ class HostRequestDesk:
                 continue
             self.goals.note_host(goal_id, gate.gate_id, {"carried": True})
             yield carry_line(gate)
+
+
+def kept_answers(host: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
+    """What of an answer the gate may record: each non-secret question's answer through the
+    text rules; nothing of a secret question's, nor of an MCP server's."""
+    if host.get("kind") == "elicitation" or (choice.answer is None and not choice.answers):
+        return {}
+    recorded = [q for q in host.get("questions") or [] if isinstance(q, Mapping)]
+    if not recorded and host.get("secret"):
+        return {}  # an older gate: one secret flag for the whole request
+    # Fail closed: only an id on record as not secret keeps its answer (an id that was not
+    # a plain word is on record as `q<N>`, so its answer is never kept).
+    public = {q.get("id") for q in recorded if not q.get("secret")}
+    kept = {
+        qid: _safe(text, "answer") or "(not shown)" for qid, text in choice.answers if qid in public
+    }
+    out: dict[str, Any] = {"answers": kept} if kept else {}
+    if len(choice.answers) == 1 and kept:
+        out["answer"] = next(iter(kept.values()))  # the one question's (the carried line)
+    elif not choice.answers and choice.answer is not None:
+        out["answer"] = _safe(choice.answer, "answer") or "(not shown)"
+    return out
 
 
 def _ms_since(start: float) -> int:

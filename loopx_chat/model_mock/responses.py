@@ -5,11 +5,12 @@ What this module owns:
     event stream codex 0.171.0 expects from a custom model provider (``wire_api = "responses"``).
     The reply is chosen by directives in the last real user message (``mock:text=``,
     ``mock:slow=``, ``mock:hang``, ``mock:error=``, ``mock:fail``, ``mock:shell=``,
-    ``mock:call=NAME {json}``, ``mock:usage_limit=EPOCH``), so a test or the offline demo
-    can provoke each provider behaviour on demand. A goal-continuation turn has no user
-    message of its own, so `script` queues directives that requests take in order instead (and
-    a default for when the queue is empty): that is how a test makes codex's own loop call
-    `update_goal`.
+    ``mock:call=NAME {json}``, ``mock:usage_limit=EPOCH``; a call's ``NAME`` may be
+    ``NAMESPACE/TOOL`` for a namespaced tool, such as an MCP server's ``mcp__SERVER/TOOL``),
+    so a test or the offline demo can provoke each provider behaviour on demand. A
+    goal-continuation turn has no user message of its own, so `script` queues directives
+    that requests take in order instead (and a default for when the queue is empty): that
+    is how a test makes codex's own loop call `update_goal`.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
 
@@ -466,14 +467,17 @@ class _SseStream:
     def function_call(self, name: str, arguments: dict[str, Any]) -> str:
         """Stream one call of tool `name`; returns its call id."""
         self._event({"type": "response.in_progress", "response": dict(self._response)})
+        namespace, _, bare = name.rpartition("/")
         call = {
             "id": f"fc_{uuid.uuid4().hex[:24]}",
             "type": "function_call",
             "status": "completed",
             "call_id": f"call_{uuid.uuid4().hex[:24]}",
-            "name": name,
+            "name": bare,
             "arguments": json.dumps(arguments),
         }
+        if namespace:
+            call["namespace"] = namespace
         added = dict(call, status="in_progress", arguments="")
         self._event({"type": "response.output_item.added", "output_index": 0, "item": added})
         self._event(

@@ -1,11 +1,16 @@
-"""Desktop notices: macOS Notification Center through `osascript`, else `notify-send`.
+"""Desktop notices: macOS Notification Center through `terminal-notifier` (a click opens the
+page) or `osascript`, else `notify-send`.
 
-Owns the two argv shapes and running them: argv only (never a shell), stdin and output to
-/dev/null, a 10 s limit, the service's own environment. The text reaches `osascript` as an
-AppleScript string literal built by `applescript.applescript_string`, the one escaping rule.
-A notice from `display notification` cannot carry a link, so the page URL (never the
-secret: the page asks for the login itself) is its subtitle; `notify-send` gets it in the
-body. Success is exit status 0; a missing notifier is "unavailable", never an error.
+Owns the three argv shapes and running them: argv only (never a shell), stdin and output to
+/dev/null, a 10 s limit, the service's own environment. `terminal-notifier`, when it is on
+the service's PATH (`brew install terminal-notifier`), gets each text as its own argument
+(`-title`, `-message`, `-open` the page URL, `-group` the gate, so a notice about the same
+gate replaces the last one); nothing needs escaping there. Otherwise the text reaches
+`osascript` as an AppleScript string literal built by `applescript.applescript_string`, the
+one escaping rule; a notice from `display notification` cannot carry a link, so the page URL
+(never the secret: the page asks for the login itself) is its subtitle. `notify-send` gets
+the URL in the body. Success is exit status 0; a missing notifier is "unavailable", never an
+error.
 """
 
 from __future__ import annotations
@@ -28,6 +33,14 @@ def osascript_argv(program: str, notice: Notice) -> list[str]:
         f" subtitle {applescript_string(notice.page_url)}"
     )
     return [program, "-e", script]
+
+
+def terminal_notifier_argv(program: str, notice: Notice) -> list[str]:
+    group = notice.blocker_ref or notice.key
+    return [
+        *(program, "-title", notice.title, "-message", notice.body),
+        *("-open", notice.page_url, "-group", group),
+    ]
 
 
 def notify_send_argv(program: str, notice: Notice) -> list[str]:
@@ -59,6 +72,9 @@ class DesktopSender:
 
     def argv(self, notice: Notice) -> Sequence[str] | None:
         path = self._env.get("PATH")
+        found = self._which("terminal-notifier", path=path)
+        if found:
+            return terminal_notifier_argv(found, notice)
         found = self._which("osascript", path=path)
         if found:
             return osascript_argv(found, notice)

@@ -4,7 +4,8 @@ Owns how the owner's page looks and reads: the order (you decide, blocked on evi
 failure, the agent can continue, watching; the oldest blocking gate first), the badge words,
 the four answers in human words, the gates a person can decide (Approve / Reject, each with
 its equivalent CLI command), what happens next after a decision, and the script that keeps
-the page live through `/api/status/events`. Every value is HTML-escaped; the page loads only
+the page live through `/api/status/events` (what the owner is typing into a gate survives a
+redraw, in the page's memory only). Every value is HTML-escaped; the page loads only
 its own script (`/assets/first-screen.js`) under a CSP that allows nothing else, and without
 JavaScript it is a plain page that refreshes itself.
 """
@@ -416,8 +417,23 @@ PAGE_SCRIPT = r"""
         body: JSON.stringify({shown: shown})}).catch(function () {});
     }
   }
+  // What the owner is typing into a gate (an answer, a field, a reason) survives the cards
+  // being drawn again: kept by gate and question id, in this page's memory only.
+  function typedKey(field) {
+    const gate = field.closest("[data-gate]");
+    return gate ? gate.dataset.gate + " " + (field.dataset.qid || field.className) : null;
+  }
   function show(doc) {
+    const typed = {};
+    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+      const key = typedKey(f);
+      if (key && f.value) { typed[key] = f.value; }
+    });
     main.innerHTML = doc.cards_html;
+    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+      const key = typedKey(f);
+      if (key && typed[key] !== undefined && !f.value) { f.value = typed[key]; }
+    });
     stamp(new Date().toLocaleTimeString());
     requestAnimationFrame(reportShown);
   }
@@ -443,6 +459,12 @@ PAGE_SCRIPT = r"""
       }).catch(function () { run.disabled = false; });
       return;
     }
+    const fill = event.target.closest("button[data-fill]");
+    if (fill) {
+      const field = fill.closest(".q").querySelector(".answer");
+      field.value = fill.dataset.fill;
+      return;
+    }
     const button = event.target.closest("button[data-decision]");
     if (!button) { return; }
     const gate = button.closest("[data-gate]");
@@ -452,7 +474,12 @@ PAGE_SCRIPT = r"""
     const body = {decision: button.dataset.decision, reason: reason || null};
     if (button.dataset.forSession) { body.for_session = true; }
     const typed = gate.querySelector(".answer");
+    const each = gate.querySelectorAll(".answer[data-qid]");
     if (button.dataset.answer !== undefined) { body.answer = button.dataset.answer; }
+    else if (each.length && body.decision === "answer") {
+      body.answers = {};
+      each.forEach(function (f) { if (f.value) { body.answers[f.dataset.qid] = f.value; } });
+    }
     else if (typed && body.decision === "answer") { body.answer = typed.value; }
     button.disabled = true;
     fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +

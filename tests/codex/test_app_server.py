@@ -206,7 +206,10 @@ def test_the_policy_answers_each_kind_of_server_request() -> None:
     accept = ServerRequestPolicy(approval_decision="accept")
     assert accept.answer("item/commandExecution/requestApproval") == ({"decision": "accept"}, None)
     assert accept.answer("applyPatchApproval") == ({"decision": "denied"}, None)
+    # An MCP server's question nobody holds is declined in the schema's own words.
     result, error = ServerRequestPolicy().answer("mcpServer/elicitation/request")
+    assert result == {"action": "decline"} and error is None
+    result, error = ServerRequestPolicy().answer("item/tool/requestUserInput")
     assert result is None and error is not None and "does not answer" in error["message"]
 
 

@@ -31,3 +31,24 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
             return
         time.sleep(0.05)
     raise AssertionError("condition not met in time")
+
+
+def wait_value(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "it") -> Any:
+    """Poll `predicate` every 50 ms until it returns something truthy, and return that; fail
+    the test, naming `what`, when it has not after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = predicate()
+        if found:
+            return found
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def joined(thread: threading.Thread, box: dict[str, object], timeout: float = 60.0) -> Any:
+    """The result `run_in_thread` boxed, once its thread ended; its exception re-raised."""
+    thread.join(timeout)
+    assert not thread.is_alive(), "the call did not end in time"
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box["result"]

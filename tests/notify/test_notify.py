@@ -182,6 +182,57 @@ def test_notify_send_is_used_where_there_is_no_osascript(tmp_path: Path) -> None
     ]
 
 
+def test_terminal_notifier_is_preferred_and_gets_each_text_as_one_argument(
+    osascript: tuple[dict[str, str], Path],
+) -> None:
+    env, log = osascript
+    _standin(Path(env["PATH"]), "terminal-notifier")  # beside the osascript stand-in
+    notice = Notice("g1:host-1", "g1", "host_gate", "http://127.0.0.1:8767/", blocker_ref="host-1")
+    assert DesktopSender(env).send(notice) == Outcome(True, "desktop", "sent")
+    (entry,) = _entries(log)  # one notice, and not through osascript
+    assert Path(entry["argv"][0]).name == "terminal-notifier.py"
+    assert entry["argv"][1:] == [
+        "-title",
+        "loopx-chat: You decide",
+        "-message",
+        "Goal g1: Codex asks for your approval or answer.",
+        "-open",
+        "http://127.0.0.1:8767/",
+        "-group",
+        "host-1",
+    ]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(
+        alphabet=st.one_of(
+            st.sampled_from(['"', "\\", "\n", "'", "$", "`", ";", "é", "✓", "-", "&"]),
+            st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_any_text_reaches_terminal_notifier_as_itself_without_a_shell(
+    tmp_path: Path, text: str
+) -> None:
+    bindir = tmp_path / "tn-bin"
+    if not (bindir / "terminal-notifier").exists():
+        _standin(bindir, "terminal-notifier")
+    log = tmp_path / "tn.log"
+    log.unlink(missing_ok=True)
+    env = {"PATH": str(bindir), "STANDIN_LOG": str(log)}
+    notice = Notice("k", text, "blocked", f"http://127.0.0.1:1/?{text}", blocker_ref=text)
+    assert DesktopSender(env).send(notice).ok
+    (entry,) = _entries(log)
+    argv = entry["argv"][1:]
+    assert argv[0::2] == ["-title", "-message", "-open", "-group"]
+    assert argv[1::2] == [notice.title, notice.body, notice.page_url, text]
+
+
 # -- the webhook ---------------------------------------------------------------------------
 
 

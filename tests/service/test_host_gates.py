@@ -84,3 +84,58 @@ def test_a_bad_decision_body_is_a_usage_error(doc: dict[str, object]) -> None:
 
 def test_reject_means_decline() -> None:
     assert choice_from({"decision": "reject"}).decision == "decline"
+
+
+def test_several_questions_each_get_their_own_options_and_field() -> None:
+    details = {
+        "kind": "question",
+        "questions": [
+            {"id": "db", "header": "Database", "question": "Which <db>?", "options": ["SQLite"]},
+            {"id": "token", "header": "Token", "question": "Which token?", "secret": True},
+        ],
+    }
+    host = {
+        "kind": "question",
+        "questions": [{"id": "db", "secret": False}, {"id": "token", "secret": True}],
+    }
+    html = render_host_gate("g", _gate(**host), details)
+    assert '<div class="q" data-qid="db">' in html and "Which &lt;db&gt;?" in html
+    assert 'data-qid="db" type="text"' in html and 'data-qid="token" type="password"' in html
+    assert 'data-fill="SQLite"' in html and 'data-answer="SQLite"' not in html
+    assert "Send answers" in html
+    assert "--answer db=TEXT --answer token=TEXT" in html
+    # Not live any more: still one field per question, from the recorded ids.
+    gone = render_host_gate("g", _gate(**host, state="window_passed"), None)
+    assert 'data-qid="db"' in gone and 'data-qid="token" type="password"' in gone
+
+
+def test_an_mcp_servers_request_shows_its_message_and_fields_escaped() -> None:
+    details = {
+        "kind": "elicitation",
+        "server": "asker",
+        "message": "Your <name>?",
+        "tool_approval": False,
+        "fields": [
+            {"id": "name", "title": "Name", "type": "string", "options": [], "required": True},
+            {"id": "colour", "title": "Colour", "type": "string", "options": ["red", "<g>"]},
+            {"id": "ok", "title": "OK", "type": "boolean", "options": []},
+        ],
+    }
+    html = render_host_gate("g", _gate(kind="elicitation", server="asker", fields=3), details)
+    assert "Your &lt;name&gt;?" in html and "<name>" not in html
+    assert 'input class="answer" data-qid="name"' in html and "Name (required)" in html
+    assert 'select class="answer" data-qid="colour"' in html and "&lt;g&gt;" in html
+    assert '<option value="true">' in html
+    for label in ("Accept", "Decline", "Cancel"):
+        assert label in html
+    assert 'data-decision="answer"' in html
+    gone = render_host_gate("g", _gate(kind="elicitation", server="asker", fields=3), None)
+    assert "Your" not in gone and 'data-decision="approve"' in gone
+
+
+def test_answers_are_read_per_question_id_and_strictly() -> None:
+    choice = choice_from({"decision": "answer", "answers": {"db": "SQLite", "token": " "}})
+    assert choice.answers == (("db", "SQLite"),)
+    for bad in ({"db": 1}, ["db"], {f"q{n}": "x" for n in range(21)}, {"db": "x" * 5000}):
+        with pytest.raises(UsageError):
+            choice_from({"decision": "answer", "answers": bad})
