@@ -39,7 +39,13 @@ from loopx_chat.codex.host_connection import ServerRequest
 from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.controller import elicitation
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
-from loopx_chat.goals.gate_store import HOST_GATE_PREFIX, Gate, GateStore, public_text
+from loopx_chat.goals.gate_store import (
+    HOST_GATE_PREFIX,
+    Gate,
+    GateStore,
+    check_decision,
+    public_text,
+)
 from loopx_chat.goals.goal_runs import pid_alive
 
 KINDS = {
@@ -462,6 +468,8 @@ class HostRequestDesk:
             )
         record: dict[str, Any] = {"choice": choice.decision, "for_session": choice.for_session}
         record.update(kept_answers(host, choice))
+        # Refused now, not after codex was answered: a decision codex acted on is on record.
+        check_decision(gate_decision(choice), reason, actor)
         if live is not None and self._answer(live, choice):
             record.update(state="answered", decided_after_ms=_ms_since(live.received))
         else:

@@ -140,6 +140,17 @@ class Handoff:
         return data
 
 
+def check_decision(decision: str, reason: str | None, decided_by: str) -> None:
+    """What `resolve_gate` refuses before it writes, for a caller that must know first (a
+    host gate's decision is answered to codex before it is recorded)."""
+    if decision not in DECISIONS:
+        raise UsageError("decision must be approve or reject", error_code="usage_error")
+    if decided_by not in DECIDERS:
+        raise UsageError(f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error")
+    if reason:
+        public_text(reason, "reason")
+
+
 class GateStore:
     """Owner gates and handoff packets, append-only beside the session store, under the same
     state root; it also owns each goal's folder and lock, which `GoalLedger` writes under."""
@@ -223,12 +234,7 @@ class GateStore:
         decided_by: str = "owner-cli",
         host: Mapping[str, Any] | None = None,
     ) -> Gate:
-        if decision not in DECISIONS:
-            raise UsageError("decision must be approve or reject", error_code="usage_error")
-        if decided_by not in DECIDERS:
-            raise UsageError(
-                f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error"
-            )
+        check_decision(decision, reason, decided_by)
         # Look before taking the lock: the lock makes the goal's folder, and a mistyped goal
         # or gate must leave nothing behind. Checked again under the lock.
         self.gate(goal_id, gate_id)

@@ -286,3 +286,49 @@ def test_an_answer_is_kept_only_for_a_question_on_record_as_not_secret() -> None
     assert [q["id"] for q in facts["questions"]] == ["q0", "db"]
     choice = Choice("answer", answers=(("/home/me/secret-id", "hunter2"), ("db", "SQLite")))
     assert kept_answers(facts, choice) == {"answers": {"db": "SQLite"}}
+
+
+class _RecordingProc:
+    """Stands in for the app-server connection: what the desk answered codex."""
+
+    def __init__(self) -> None:
+        self.replies: list[tuple[object, object]] = []
+
+    def reply(self, request_id: object, result: object = None, **_: object) -> bool:
+        self.replies.append((request_id, result))
+        return True
+
+
+def test_a_decision_the_record_would_refuse_is_never_answered_to_codex(tmp_path: Path) -> None:
+    """Codex acts on an answer at once, so what the gate log would refuse (an unknown
+    decider, an unsafe reason) is refused before the answer, and the request stays live."""
+    from loopx_chat.codex.host_connection import ServerRequest
+
+    goals = GateStore(tmp_path)
+    desk = HostRequestDesk(goals, decision_timeout=600)
+    desk.bind("thread-1", "s", "g")
+    proc = _RecordingProc()
+    params = {
+        "threadId": "thread-1",
+        "turnId": "t",
+        "itemId": "i",
+        "command": "/bin/bash -lc 'touch f'",
+        "cwd": str(tmp_path),
+    }
+    request = ServerRequest(7, "item/commandExecution/requestApproval", params)
+    try:
+        assert desk.take(proc, request)  # type: ignore[arg-type]
+        (gate,) = goals.gates("g")
+        log = tmp_path / "goals" / "g" / "gates.jsonl"
+        before = log.read_bytes()
+        for actor, reason in (("someone", None), ("owner-cli", "line\x1b[2Jone")):
+            with pytest.raises(UsageError) as refused:
+                desk.decide("g", gate.gate_id, Choice("approve"), actor=actor, reason=reason)
+            assert refused.value.error_code in ("usage_error", "unsafe_text")
+        assert proc.replies == [] and desk.live(gate.gate_id) is not None
+        assert log.read_bytes() == before
+        decided = desk.decide("g", gate.gate_id, Choice("approve"), actor="owner-cli")
+        assert decided.status == "approved"
+        assert proc.replies == [(7, {"decision": "accept"})]
+    finally:
+        desk.close()
