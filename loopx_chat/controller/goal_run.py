@@ -562,7 +562,8 @@ class _Follow:
             reason = rejected[0].reason or f"gate {rejected[0].gate_id} rejected"
             self._wind_down("owner (gate rejected)", reason)
             return None
-        goal = self._set("active")
+        carried = self._carried_objective()
+        goal = self._set("active", objective=carried)
         self.goal = goal or self.goal
         self.runner.runs.note(
             self.goal_id,
@@ -570,6 +571,7 @@ class _Follow:
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
             host_status=goal.status if goal else None,
+            **({"carried": True} if carried else {}),
         )
         self.say("the gate was approved: Codex continues")
         return None
@@ -581,15 +583,33 @@ class _Follow:
         self.blocked_on = []
         self._set("paused")
 
-    def _set(self, status: str, *, nowait: bool = False) -> HostGoalState | None:
+    def _carried_objective(self) -> str | None:
+        """A host gate decided after codex stopped waiting (the window passed, the holder
+        died) reaches the next continuation turn through the goal's objective, one compact
+        line each before the run's own objective, as the next chat turn gets it in its text."""
         try:
-            if nowait or self.nowait:
+            lines = list(
+                self.runner.controller.host_requests.carry_lines(self.goal_id, self.session_id)
+            )
+        except LoopxChatError:
+            return None
+        if not lines:
+            return None
+        # Both parts passed the record text rules already (the line is built from a gate's
+        # compact facts): joined, not filtered again, so neither is cut to one record's size.
+        return " ".join(lines) + " Then: " + self.plan.objective.text
+
+    def _set(
+        self, status: str, *, nowait: bool = False, objective: str | None = None
+    ) -> HostGoalState | None:
+        try:
+            if (nowait or self.nowait) and objective is None:
                 # Codex's reader waits on this run (a host request being recorded): the set
                 # is written now, and codex's own `thread/goal/updated` confirms it.
                 self.watch.send_set(status)
                 goal = replace(self.goal, status=status) if self.goal is not None else None
             else:
-                goal = self.watch.set(status)
+                goal = self.watch.set(status, objective=objective)
         except CodexError:
             return None
         self.goal = goal

@@ -306,11 +306,22 @@ def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
             assert thread.is_alive() and store.gate("g", gate_id).status == "pending"
             assert len(goal_loop_turns(tmp_path / "state", sid)) == 1
             assert not target.exists()
+            asked = len(mock.requests)
             c.host_requests.decide("g", gate_id, Choice("approve"), actor="owner-api")
     result = _result(box)
     assert result.exit_code == 3  # approved afterwards: active again, codex went on
     assert len(goal_loop_turns(tmp_path / "state", sid)) >= 2
     assert _events(tmp_path) == ["run_authorized", "started", "blocked", "unblocked", "ended"]
+    # The approval codex never heard reaches the next continuation through the goal's
+    # objective (codex hands the model the objective it was set), once.
+    line = "The owner approved running `touch` (1 argument); run it again."
+    later = mock.requests[asked:]
+    assert later and any(
+        line in text for text in later[0]["user_texts"] + later[0]["tool_outputs"]
+    ), later[0]
+    unblocked = run_events(tmp_path / "state", "g")[3]
+    assert unblocked["carried"] is True
+    assert (store.gate("g", gate_id).host or {}).get("carried") is True
 
 
 def test_goal_run_in_a_terminal_records_the_policy_it_was_given(
