@@ -17,7 +17,7 @@ from loopx_chat.launchagent.installer import (
     status_exit_code,
 )
 from loopx_chat.launchagent.launchctl import Launchctl, subprocess_runner
-from loopx_chat.launchagent.plist import NOTIFY_MODES
+from loopx_chat.launchagent.plist import APPROVAL_MODES, NOTIFY_MODES
 from loopx_chat.notify.webhook import checked_url
 
 
@@ -79,6 +79,13 @@ def launchagent() -> None:
     metavar="URL",
     help="The opt-in webhook the service posts signed notices to.",
 )
+@click.option(
+    "--approval",
+    type=click.Choice(APPROVAL_MODES),
+    default=None,
+    help="What codex may ask the owner in the service's turns (default: keep the installed "
+    "choice, else never).",
+)
 @json_option
 @click.pass_obj
 def install(
@@ -87,6 +94,7 @@ def install(
     port: int | None,
     notify: str | None,
     notify_url: str | None,
+    approval: str | None,
     as_json: bool,
 ) -> None:
     """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
@@ -100,6 +108,7 @@ def install(
         explicit_source=source,
         notify=notify,
         notify_url=notify_url,
+        approval=approval,
     )
     _render(report, as_json)
 

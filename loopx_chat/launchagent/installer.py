@@ -34,6 +34,7 @@ from loopx_chat.launchagent.binding import (
 from loopx_chat.launchagent.launchctl import Launchctl, ServiceState
 from loopx_chat.launchagent.legacy import Ambiguous
 from loopx_chat.launchagent.plist import (
+    APPROVAL_MODES,
     DEFAULT_HOST,
     DEFAULT_PORT,
     NOTIFY_MODES,
@@ -279,11 +280,12 @@ class LaunchAgentInstaller:
         *,
         notify: str | None = None,
         notify_url: str | None = None,
+        approval: str | None = None,
     ) -> tuple[bytes, list[str], list[str]]:
         """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one).
 
-        `notify` / `notify_url` not given keep what the installed plist says (desktop when
-        it says nothing usable)."""
+        `notify` / `notify_url` / `approval` not given keep what the installed plist says
+        (desktop when it says nothing usable; no `--approval`, the service's `never`)."""
         if notify is None and existing is not None:
             notify = existing.option("--notify")
         if notify not in NOTIFY_MODES:
@@ -291,6 +293,11 @@ class LaunchAgentInstaller:
         if notify_url is None and existing is not None:
             notify_url = existing.option("--notify-url")
         notify_args = ("--notify", notify) + (("--notify-url", notify_url) if notify_url else ())
+        if approval is None and existing is not None:
+            approval = existing.option("--approval")
+        if approval not in APPROVAL_MODES or approval == "never":
+            approval = None  # the service's own default: the plist need not say it
+        approval_args = ("--approval", approval) if approval else ()
         path_parts: list[str] = []
         codex_bin = self._codex_bin(existing, warnings)
         if codex_bin:
@@ -316,6 +323,7 @@ class LaunchAgentInstaller:
                 "--port",
                 str(port),
                 *notify_args,
+                *approval_args,
             ),
             environment=env,
             working_directory=self.ctx.user_home,
@@ -343,6 +351,7 @@ class LaunchAgentInstaller:
         explicit_source: str = "--codex-home",
         notify: str | None = None,
         notify_url: str | None = None,
+        approval: str | None = None,
     ) -> Report:
         current = self.read_existing()  # fails closed before any launchctl call
         existing = current[1] if current else None
@@ -361,7 +370,13 @@ class LaunchAgentInstaller:
             warnings.append(f"Codex home {binding.path} does not exist yet")
         chosen_port = port or (existing.port() if existing else None) or DEFAULT_PORT
         data, kept, dropped = self.build(
-            binding, existing, chosen_port, warnings, notify=notify, notify_url=notify_url
+            binding,
+            existing,
+            chosen_port,
+            warnings,
+            notify=notify,
+            notify_url=notify_url,
+            approval=approval,
         )
         # The owner's secret before launchd starts the service, so the login URL is known now;
         # one others could read refuses the install here, before anything changes.

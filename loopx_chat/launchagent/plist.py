@@ -23,6 +23,8 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8767
 # `serve --notify` values the plist may carry (the service's own list is notify.dispatcher).
 NOTIFY_MODES = ("none", "desktop", "webhook", "both")
+# `serve --approval` values (the service's own list is codex.turn_defaults; a test keeps them one).
+APPROVAL_MODES = ("never", "on-request", "untrusted")
 # launchd throttles any relaunch, intentional ones included; 10 s is its own default.
 THROTTLE_INTERVAL_SEC = 10
 # Standard: no background CPU/IO throttling for a service a person's browser waits on.

@@ -285,6 +285,18 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
     again, _, _ = installer.build(InstallBinding("/h", "explicit"), chosen, 8767, [])
     kept_args = parse_plist(again, where="generated").program_arguments
     assert kept_args[-4:] == ("--notify", "both", "--notify-url", "http://h/x")
+    # So is the approval policy the service's turns run under; `never` is its own default.
+    data, _, _ = installer.build(
+        InstallBinding("/h", "explicit"), None, 8767, [], approval="untrusted"
+    )
+    asked = parse_plist(data, where="generated")
+    assert asked.program_arguments[-2:] == ("--approval", "untrusted")
+    again, _, _ = installer.build(InstallBinding("/h", "explicit"), asked, 8767, [])
+    assert parse_plist(again, where="generated").option("--approval") == "untrusted"
+    data, _, _ = installer.build(
+        InstallBinding("/h", "explicit"), asked, 8767, [], approval="never"
+    )
+    assert "--approval" not in parse_plist(data, where="generated").program_arguments
     # launchd's own PATH is /usr/bin:/bin:/usr/sbin:/sbin; Homebrew's two go first.
     assert parsed.environment["PATH"] == (
         "/opt/homebrew/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
@@ -354,3 +366,10 @@ def test_only_our_own_variable_given_straight_to_the_program_is_not_legacy(
 ) -> None:
     got = _resolve(existing=_existing(env, args))
     assert (got.path, got.legacy) == ("/h", legacy)
+
+
+def test_the_plist_offers_the_approval_policies_the_service_takes() -> None:
+    from loopx_chat.codex.turn_defaults import APPROVAL_POLICIES
+    from loopx_chat.launchagent.plist import APPROVAL_MODES
+
+    assert APPROVAL_MODES == APPROVAL_POLICIES
