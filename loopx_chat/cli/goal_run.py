@@ -102,6 +102,11 @@ def _follow(
             click.echo(f"[loopx-chat] {line}", err=True)
 
     with _runner(ctx) as controller:
+        if not as_json and sys.stdin.isatty():
+            # What codex asks during the run is asked here too (any other surface may answer).
+            from loopx_chat.cli.terminal_decide import TerminalDecider
+
+            TerminalDecider(controller)
         runner = GoalRunner(controller, GateStore(cli.state_dir))
         objective = None
         if note is not None:
@@ -167,6 +172,13 @@ def _follow(
     is_flag=True,
     help="Refused (plan_not_in_run): Codex continues no goal in Plan mode.",
 )
+@click.option(
+    "--sandbox",
+    type=click.Choice(["read-only", "workspace-write"]),
+    default=None,
+    help="What the agent may touch in a run in this process: read only (the default), or "
+    "write inside the work dir. The service's runs use its own `serve --sandbox`.",
+)
 @actor_option("owner", "Who authorizes the run (a person)")
 @json_option
 @click.pass_context
@@ -178,6 +190,7 @@ def goal_run(
     foreground: bool,
     approval: str | None,
     plan_mode: bool,
+    sandbox: str | None,
     actor: str,
     as_json: bool,
 ) -> None:
@@ -192,11 +205,24 @@ def goal_run(
     from loopx_chat.goals.goal_ledger import approval_policy_field
 
     approval_policy_field(approval)  # `approval_policy_unknown`, before anything else
+    if sandbox is not None:
+        from dataclasses import replace
+
+        from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
+
+        options = replace(DEFAULT_CONFIG.options, sandbox=sandbox)
+        ctx.obj = replace(ctx.obj, controller_config=replace(DEFAULT_CONFIG, options=options))
     if not foreground:
         from loopx_chat.cli.goal_run_remote import run_in_service, service_for
 
         service = service_for(ctx.obj.state_dir)
         if service is not None:
+            if sandbox is not None:
+                click.echo(
+                    "[loopx-chat] the service runs the goal with its own `serve --sandbox`; "
+                    "--sandbox applies to a run here (`--foreground`)",
+                    err=True,
+                )
             run_in_service(
                 service,
                 ctx.obj.state_dir,

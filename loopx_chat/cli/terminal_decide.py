@@ -1,4 +1,4 @@
-"""A foreground `chat new|send` on a terminal asks the owner there, as codex's own UI does.
+"""A foreground `chat new|send` or `goal run` on a terminal asks the owner there, as codex does.
 
 Owns the prompt: when codex asks during this command's turn, the request is shown on stderr
 (the full command, its folder and the justification, or the question and its options;

@@ -78,3 +78,37 @@ def test_chat_new_on_a_terminal_asks_there(
     assert (work / "f").exists() is exists
     (gate,) = GateStore(state).gates("g")
     assert gate.status == status and gate.decided_by == "owner-terminal"
+
+
+def test_goal_run_on_a_terminal_asks_there_and_the_run_goes_on(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+) -> None:
+    """Codex asks on a continuation turn of a foreground run: the terminal asks the owner,
+    the yes reaches codex (the file is made in the writable sandbox the run was given), and
+    the run goes on to its budget."""
+    from tests.helpers.goals import goal_with_policy
+
+    state = tmp_path / "state"
+    work = goal_with_policy(state, "g", "untrusted")
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "--codex-bin", codex_bin]
+    opened = subprocess.run(
+        [*base, "chat", "new", "--goal", "g", "--cwd", str(work), "mock:text=ready"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert opened.returncode == 0, opened.stderr
+    mock.script(f"mock:shell=touch {work}/f", default="mock:text=working on it")
+    argv = [*base, "goal", "run", "g", "--token-budget", "12000", "--sandbox", "workspace-write"]
+    code, err = _run_on_a_tty(argv, env, b"y\n")
+    assert code == 3, err  # the budget: the run went on after the owner's yes
+    assert f"touch {work}/f" in err
+    assert (work / "f").exists()
+    (gate,) = GateStore(state).gates("g")
+    assert gate.status == "approved" and gate.decided_by == "owner-terminal"
