@@ -729,6 +729,28 @@ class ChatController:
             same_by=same_by,
         )
 
+    def _refuse_held_for_loop(self, record: SessionRecord, client_turn_id: str | None) -> None:
+        """A chat turn on a thread held for codex's own loop (a goal run, or a loop the
+        service follows) would wait for the loop to end, which may be never: refuse it now.
+        A replay of a turn already on record is still answered by the caller."""
+        if client_turn_id is not None and self.store.find_turn_by_client_id(
+            record.session_id, client_turn_id
+        ):
+            return
+        goal = record.goal_id
+        raise CodexError(
+            f"Codex is running goal {goal}'s own loop on session {record.session_id}'s thread",
+            error_code="thread_busy",
+            remedy=Remedy(
+                summary="A goal run, or a loop loopx-chat did not start that this process "
+                "follows, holds the thread; a chat turn there would wait for the loop to end.",
+                next_action="Pause it (the goal's card; a run also stops with "
+                f"`loopx-chat goal stop {goal}`), then send again; or talk to Codex in "
+                "another session: "
+                f'`loopx-chat chat new --goal {goal} "…"`.',
+            ),
+        )
+
     def _record_resume_failure(self, record: SessionRecord, exc: CodexError) -> None:
         if exc.error_code in (
             "thread_busy",
@@ -769,6 +791,8 @@ class ChatController:
         if record.session_mode == "attached_host":
             return self.turns.queue_attached(record, client_turn_id)
         warm = self._warm.get(session_id)
+        if warm is not None and warm.pinned:
+            self._refuse_held_for_loop(record, client_turn_id)
         if warm is not None and warm.running_turn_id is not None:
             # A replay of a finished turn wins over steering the running one; the turns are
             # scanned here only when a turn runs (the locked path below checks every time).

@@ -334,6 +334,18 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
         assert said.returncode == 0, said.stderr
         assert said.stderr.count("Codex is running a goal loopx-chat did not start") == 1
         assert "Pause it on the goal's card" in said.stderr
+        # A chat turn there would wait for the loop to end: it is refused at once instead.
+        busy = subprocess.run(
+            [*setup.base, "chat", "send", sid, "mock:text=are you there"],
+            env=setup.env,
+            cwd=setup.tmp,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert busy.returncode == 1, busy.stderr
+        assert "error [thread_busy]" in busy.stderr and "own loop" in busy.stderr
+        assert "Traceback" not in busy.stderr
         wait_until(lambda: len([t for t in setup.goal_turns(sid) if t.status != "running"]) >= 2)
         code, page = setup.call("GET", "/")
         assert code == 200
