@@ -113,6 +113,9 @@ class HostLoops:
                             if event.kind == "goal_updated" and event.goal is not None:
                                 goal = event.goal
                             loop.on(event)
+                            if event.kind == "turn_ended":
+                                # Codex forgets what it asked in that turn: so does the desk.
+                                controller.host_requests.turn_ended(warm.thread.thread_id)
                         ended = goal is None or goal.status != "active"
                         quiet = time.monotonic() - last_event > idle
                         if (
