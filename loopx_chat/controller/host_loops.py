@@ -8,8 +8,9 @@ while the loop runs. It also owns the owner's Pause of such a loop (the host goa
 `paused`, recorded with its actor) and letting a loop go (a Run adopts it; the service
 stops: a turn still open is recorded interrupted, since closing the thread ends it).
 
-It never changes the host goal by itself: only the owner's Pause sets anything, and only
-`paused`. It never decides that a loop may run.
+It never changes the host goal by itself: only the owner's Pause (the card's, or a `goal
+stop` in force, the owner's recorded "no automatic turn") sets anything, and only `paused`.
+It never decides that a loop may run.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from typing import Any
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import CodexError, LoopxChatError, StateError
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns
 
 HAND_OVER_WAIT_SEC = 5.0  # how long a Run waits for the foreign loop's running turn
+STOP_LOOK_SEC = 0.2  # how often a followed loop's goal is checked for `goal stop`
 
 
 @dataclass
@@ -48,6 +51,7 @@ class HostLoops:
     def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
         self.runs = GoalRuns(goals)
+        self.records = GoalLedger(goals)
         self._followed: dict[str, _Followed] = {}
         self._lock = threading.Lock()
         self.closed = False
@@ -101,8 +105,12 @@ class HostLoops:
                 loop = LoopTurns(controller.turns, followed.session_id, warm)
                 goal = watch.get()
                 last_event = time.monotonic()
+                next_look = 0.0
                 try:
                     while not followed.let_go.is_set():
+                        if time.monotonic() >= next_look:
+                            next_look = time.monotonic() + STOP_LOOK_SEC
+                            self._pause_if_stopped(followed)
                         if followed.pause_by is not None and followed.paused is None:
                             goal = watch.set("paused")
                             followed.paused = self._record_pause(followed, goal.status)
@@ -133,6 +141,19 @@ class HostLoops:
         finally:
             followed.done.set()
             followed.asked.set()
+
+    def _pause_if_stopped(self, followed: _Followed) -> None:
+        """`goal stop` is the owner's recorded "no automatic turn": a loop codex runs on the
+        goal's thread while it is in force is paused like the card's Pause, with the actor
+        of the stop. Read between notifications; an unreadable record changes nothing."""
+        if followed.pause_by is not None:
+            return
+        try:
+            stopped = self.records.stopped(followed.goal_id)
+        except LoopxChatError:
+            return
+        if stopped is not None:
+            followed.pause_by = f"{stopped.get('actor', 'owner')} (goal stop)"
 
     @staticmethod
     def _wait_for_turn(watch: Any, loop: Any) -> None:

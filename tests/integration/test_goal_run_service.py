@@ -469,3 +469,30 @@ def test_a_delegated_chat_send_says_codex_runs_a_loop_loopx_chat_did_not_start(
     assert said.stderr.count("Codex is running a goal loopx-chat did not start") == 1
     assert "Pause it on the goal's card" in said.stderr  # the service's wording: it ran there
     assert [e["event"] for e in setup.runs("g")] == ["host_loop_seen"]
+
+
+def test_goal_stop_pauses_a_loop_loopx_chat_did_not_start_that_the_service_follows(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    """`goal stop` is the owner's recorded "no automatic turn": the loop codex runs on the
+    goal's thread is paused like the card's Pause, with the stop's actor on the record."""
+    sid = setup.goal("g", 400000)
+    _active_in_codex(setup, codex_bin, sid)
+    mock.script(default="mock:slow=0.2 mock:text=on my own for a while")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200 and doc["host_loop"] is True, doc
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+        setup.cli("goal", "stop", "g", "--reason", "enough for today")
+        wait_until(lambda: "host_loop_paused" in [e["event"] for e in setup.runs("g")])
+        wait_until(lambda: all(t.status != "running" for t in setup.goal_turns(sid)))
+        settled = len(setup.goal_turns(sid))
+        time.sleep(1.0)
+        assert len(setup.goal_turns(sid)) == settled  # no continuation after the pause
+    finally:
+        _stop(proc)
+    paused = [e for e in setup.runs("g") if e["event"] == "host_loop_paused"]
+    assert len(paused) == 1 and paused[0]["actor"] == "owner (goal stop)"
+    goal = _in_codex(setup, codex_bin, sid, "thread/goal/get", {})
+    assert goal["status"] == "paused" and goal["objective"] == "set in Codex"
