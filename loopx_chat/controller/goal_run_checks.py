@@ -22,7 +22,8 @@ from loopx_chat.errors import CodexError, Remedy, UsageError
 from loopx_chat.goals.gate_store import Gate as OwnerGate
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, pid_alive, run_objective
+from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, run_objective
+from loopx_chat.state.pids import pid_alive
 from loopx_chat.state.session_records import SessionRecord
 
 

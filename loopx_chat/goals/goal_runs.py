@@ -55,19 +55,6 @@ EXIT_CODES: dict[str, int] = {
 EXIT_INTERRUPTED = 130  # Ctrl-C: the goal is set paused first
 
 
-def pid_alive(pid: int | None) -> bool:
-    """Whether the process a run record names still runs (a probe, no signal sent)."""
-    if pid is None:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def exit_code_for(host_status: str | None) -> int:
     """The documented exit code of a run that ended with the host goal in this status."""
     return EXIT_CODES.get(host_status or "", 1)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.state.pids import pid_alive
+
 SECRET_FILE = "service-token"
 RUNTIME_FILE = "service.json"
 RUNTIME_SCHEMA = "loopx_chat_service_runtime_v1"
@@ -129,16 +131,6 @@ def _process_started(pid: int) -> float | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # someone's process: alive, and not ours (the identity check says so)
-    return True
-
-
 def parse_runtime(raw: bytes) -> ServiceRuntime | None:
     """`service.json` as a record, or None when it is not one we wrote."""
     try:
@@ -179,7 +171,7 @@ def read_runtime(
     runtime = parse_runtime(raw) if raw is not None else None
     if runtime is None or not check_process:
         return runtime
-    if not _pid_alive(runtime.pid):
+    if not pid_alive(runtime.pid):
         return None
     if start_time and runtime.process_started is not None:
         now_started = _process_started(runtime.pid)
