@@ -68,9 +68,6 @@ class NoticeLog:
     def records(self) -> list[NoticeRecord]:
         return [NoticeRecord.from_dict(d) for d in read_records(self.path, LOG_SCHEMA)]
 
-    def keys(self) -> set[str]:
-        return {r.key for r in self.records()}
-
     @staticmethod
     def failures(records: list[NoticeRecord]) -> dict[str, list[NoticeRecord]]:
         """Per goal, the channels whose latest notice failed (a later success clears it)."""

@@ -22,8 +22,6 @@ KIND_WORDS = {
     "owner_gate": "an owner gate needs your decision",
     "host_gate": "Codex asks for your approval or answer",
     "blocked": "the goal is blocked",
-    "budget_spent": "the goal's budget is spent",
-    "codex_done": "Codex says the goal is done: confirm it",
 }
 SUMMARY_KEY = "summary"
 

@@ -39,7 +39,7 @@ from loopx_chat.goals.gate_store import (
 )
 from loopx_chat.goals.gate_store import Gate as GoalGate
 from loopx_chat.goals.goal_facts import goal_exists, require_goal
-from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_ledger import GoalLedger, approval_policy_field
 from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service import access, host_gates
@@ -551,8 +551,6 @@ class ServiceApp:
         session_id = doc.get("session_id")
         if session_id is not None:
             session_id = validate_session_id(session_id)
-        from loopx_chat.goals.goal_ledger import approval_policy_field
-
         approval = approval_policy_field(doc.get("approval"))  # `approval_policy_unknown`
         plan_mode = doc.get("plan", False)
         if not isinstance(plan_mode, bool):
@@ -572,7 +570,7 @@ class ServiceApp:
                 approval_policy=approval,
                 plan_mode=plan_mode,
             )
-        except LoopxChatError:
+        except BaseException:  # refused or failed: the adopted loop is followed again
             if adopted is not None:
                 self.host_loops.follow_again(adopted)
             raise

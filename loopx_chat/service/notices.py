@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.goals.gate_store import HOST_GATE_PREFIX
 from loopx_chat.notify.desktop import DesktopSender, Outcome
 from loopx_chat.notify.dispatcher import Notifier, Sender
 from loopx_chat.notify.log import NoticeLog, NoticeRecord
@@ -28,7 +29,6 @@ from loopx_chat.state.session_store import utc_now
 POLL_SEC = 0.5
 # The latest run's words when the blocker is a gate the owner rejected (goal_facts).
 REJECTED_GATE = "blocked: gate "
-HOST_GATE_PREFIX = "host-"
 
 
 def wanted_notices(
@@ -54,10 +54,7 @@ def wanted_notices(
             latest = str((row.get("answers") or {}).get("latest_run", ""))
             if latest.startswith(REJECTED_GATE):
                 continue  # the owner rejected that gate themselves: nothing to tell them
-            ref = (
-                next((r for r in reversed(acts.blockers)), None)
-                or str((row.get("answers") or {}).get("latest_run", ""))[:80]
-            )
+            ref = acts.blockers[-1] if acts.blockers else latest[:80]
             key = f"{goal_id}:blocked:{ref}"
             out.append(Notice(key, goal_id, "blocked", page_url, blocker_ref=ref))
     return out
