@@ -154,5 +154,11 @@ def reply(params: Mapping[str, Any], decision: str, answers: Mapping[str, str]) 
         raise UsageError(
             f"an answer is required for: {', '.join(missing)}", error_code="answer_missing"
         )
+    unknown = sorted(name for name in answers if name not in fields)
+    if unknown:  # a request with no fields (or a mistyped name) takes none of these
+        raise UsageError(
+            f"the MCP server asked for no field named {', '.join(unknown)}",
+            error_code="unknown_question_id",
+        )
     content = {name: _typed(name, fields[name], text) for name, text in answers.items() if text}
     return {"action": "accept", "content": content}

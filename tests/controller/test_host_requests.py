@@ -241,6 +241,10 @@ def test_an_elicitation_is_answered_per_its_schema() -> None:
     with pytest.raises(UsageError) as typed:
         reply_for("elicitation", ELICIT, Choice("answer", answers=(("name", "x"), ("age", "old"))))
     assert typed.value.error_code == "input_invalid"
+    # A field the server did not ask for (none, for a tool approval) is the owner's typo.
+    with pytest.raises(UsageError) as unknown:
+        reply_for("elicitation", TOOL_APPROVAL, Choice("answer", answers=(("x", "1"),)))
+    assert unknown.value.error_code == "unknown_question_id"
     assert window_choice("elicitation", ELICIT) == Choice("decline")
 
 
