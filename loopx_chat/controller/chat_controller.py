@@ -816,12 +816,15 @@ class ChatController:
             self.apply_policy(warm.thread, record.goal_id)
             desk = self.host_requests
             desk.bind(warm.thread.thread_id, record.session_id, record.goal_id)
-            carried = list(desk.carry_lines(record.goal_id, record.session_id))
+            carried = desk.carries(record.goal_id, record.session_id)
             if carried:
-                text = "\n".join(f"[loopx-chat] {line}" for line in carried) + "\n\n" + text
-            return self._run_turn(
+                lines = (f"[loopx-chat] {line}" for _, line in carried)
+                text = "\n".join(lines) + "\n\n" + text
+            result = self._run_turn(
                 session_id, warm, text, client_turn_id, on_delta, on_started, digest
             )
+            desk.mark_carried(record.goal_id, carried)  # codex took the turn that says them
+            return result
 
     def _steer(
         self,

@@ -562,8 +562,14 @@ class _Follow:
             reason = rejected[0].reason or f"gate {rejected[0].gate_id} rejected"
             self._wind_down("owner (gate rejected)", reason)
             return None
-        carried = self._carried_objective()
-        goal = self._set("active", objective=carried)
+        desk = self.runner.controller.host_requests
+        try:
+            carried = desk.carries(self.goal_id, self.session_id)
+        except LoopxChatError:
+            carried = []
+        goal = self._set("active", objective=self._carried_objective(carried))
+        if goal is not None:  # codex took the objective that says them
+            desk.mark_carried(self.goal_id, carried)
         self.goal = goal or self.goal
         self.runner.runs.note(
             self.goal_id,
@@ -571,7 +577,7 @@ class _Follow:
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
             host_status=goal.status if goal else None,
-            **({"carried": True} if carried else {}),
+            **({"carried": True} if carried and goal is not None else {}),
         )
         self.say("the gate was approved: Codex continues")
         return None
@@ -583,16 +589,11 @@ class _Follow:
         self.blocked_on = []
         self._set("paused")
 
-    def _carried_objective(self) -> str | None:
+    def _carried_objective(self, carried: list[tuple[str, str]]) -> str | None:
         """A host gate decided after codex stopped waiting (the window passed, the holder
         died) reaches the next continuation turn through the goal's objective, one compact
         line each before the run's own objective, as the next chat turn gets it in its text."""
-        try:
-            lines = list(
-                self.runner.controller.host_requests.carry_lines(self.goal_id, self.session_id)
-            )
-        except LoopxChatError:
-            return None
+        lines = [line for _, line in carried]
         if not lines:
             return None
         # Both parts passed the record text rules already (the line is built from a gate's

@@ -30,7 +30,7 @@ import re
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -614,8 +614,11 @@ class HostRequestDesk:
             count += 1
         return count
 
-    def carry_lines(self, goal_id: str, session_id: str) -> Iterator[str]:
-        """Decisions on this session's host gates that never reached codex, each once."""
+    def carries(self, goal_id: str, session_id: str) -> list[tuple[str, str]]:
+        """Decisions on this session's host gates that never reached codex: (gate id, its
+        line). Nothing is marked here: the caller marks them (`mark_carried`) once codex
+        took the turn or the goal that carries them, so a failed start loses none."""
+        found: list[tuple[str, str]] = []
         for gate in self.goals.gates(goal_id):
             host = gate.host or {}
             if (
@@ -626,8 +629,12 @@ class HostRequestDesk:
                 or host.get("carried")
             ):
                 continue
-            self.goals.note_host(goal_id, gate.gate_id, {"carried": True})
-            yield carry_line(gate)
+            found.append((gate.gate_id, carry_line(gate)))
+        return found
+
+    def mark_carried(self, goal_id: str, carried: Iterable[tuple[str, str]]) -> None:
+        for gate_id, _ in carried:
+            self.goals.note_host(goal_id, gate_id, {"carried": True})
 
 
 def kept_answers(host: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
