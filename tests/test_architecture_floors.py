@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "loopx_chat"
 ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
-TOP_LEVEL_MODULES = frozenset({"__init__", "__main__", "home", "errors", "visible_text"})
+TOP_LEVEL_MODULES = frozenset({"__init__", "__main__", "home", "errors", "visible_text", "pids"})
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ FLOORS: tuple[Floor, ...] = (
         0,
         ("top",),
         "the Codex-home binding (`home`), the error hierarchy, the control-character filter "
-        "(`visible_text`), the version",
+        "(`visible_text`), the pid probe (`pids`), the version",
     ),
     Floor(1, ("session_runtime",), "the pure projection core and its public contracts"),
     Floor(2, ("state",), "owner-local storage: paths, atomic/append-only writes, records"),

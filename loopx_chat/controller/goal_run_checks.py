@@ -23,7 +23,7 @@ from loopx_chat.goals.gate_store import Gate as OwnerGate
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, run_objective
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 from loopx_chat.state.session_records import SessionRecord
 
 

@@ -17,7 +17,7 @@ from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns, host_goal_words
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 
 
 def host_goal_view(

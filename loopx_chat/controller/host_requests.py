@@ -46,7 +46,7 @@ from loopx_chat.goals.gate_store import (
     check_decision,
     public_text,
 )
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 
 KINDS = {
     "item/commandExecution/requestApproval": "command",

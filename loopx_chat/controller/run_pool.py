@@ -25,7 +25,7 @@ from loopx_chat.controller.goal_run_checks import RunPlan
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_runs import GoalRun, RunObjective
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 
 DEFAULT_MAX_RUNNING = 4
 PAUSE_WAIT_SEC = 5.0

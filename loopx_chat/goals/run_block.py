@@ -22,7 +22,7 @@ from typing import Any
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import Gate, GateStore
 from loopx_chat.goals.goal_runs import GoalRun, GoalRuns
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 
 # How long a gate request waits for a run in another process to acknowledge the gate. That
 # process looks at the goal's gates every 50 ms (a changed gate log) and at most every 0.2 s.

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from loopx_chat.state.pids import pid_alive
+from loopx_chat.pids import pid_alive
 
 SECRET_FILE = "service-token"
 RUNTIME_FILE = "service.json"
