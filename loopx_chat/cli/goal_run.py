@@ -213,9 +213,10 @@ def goal_run(
         options = replace(DEFAULT_CONFIG.options, sandbox=sandbox)
         ctx.obj = replace(ctx.obj, controller_config=replace(DEFAULT_CONFIG, options=options))
     if not foreground:
-        from loopx_chat.cli.goal_run_remote import run_in_service, service_for
+        from loopx_chat.cli.delegation import service_for
+        from loopx_chat.cli.goal_run_remote import run_in_service
 
-        service = service_for(ctx.obj.state_dir)
+        service = service_for(ctx.obj)
         if service is not None:
             if sandbox is not None:
                 click.echo(

@@ -305,6 +305,16 @@ class ServiceClient:
         body = {"question": question, "actor": actor, "blocking": blocking, "create_goal": True}
         return dict(self._checked("POST", f"/api/goals/{goal_id}/gates", body))
 
+    def goal_run(
+        self, method: str, goal_id: str, body: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """`POST` Run the goal (with the run's options), or `GET` its latest run: the run."""
+        return dict(self._checked(method, f"/api/goals/{goal_id}/run", body)["run"])
+
+    def pause_goal(self, goal_id: str) -> dict[str, Any]:
+        """Pause the run (or the loop loopx-chat did not start) the service follows."""
+        return dict(self._checked("POST", f"/api/goals/{goal_id}/pause", {}))
+
     def resolve_gate(
         self, goal_id: str, gate_id: str, decision: str, reason: str | None, **host: Any
     ) -> dict[str, Any]:
