@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat import __version__
-from loopx_chat.errors import Remedy
+from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.launchagent.binding import (
     InstallBinding,
     LaunchdUser,
@@ -292,6 +292,13 @@ class LaunchAgentInstaller:
             notify = "desktop"
         if notify_url is None and existing is not None:
             notify_url = existing.option("--notify-url")
+        if notify in ("webhook", "both") and not notify_url:
+            # `serve` refuses this at every start: a plist saying it would crash-loop.
+            raise UsageError(
+                f"--notify {notify} needs --notify-url URL (none given, and the installed "
+                "plist names none); nothing was changed",
+                error_code="usage_error",
+            )
         notify_args = ("--notify", notify) + (("--notify-url", notify_url) if notify_url else ())
         if approval is None and existing is not None:
             approval = existing.option("--approval")

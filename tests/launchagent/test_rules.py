@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from loopx_chat.errors import UsageError
 from loopx_chat.launchagent.binding import (
     InstallBinding,
     LaunchdUser,
@@ -285,6 +286,10 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
     again, _, _ = installer.build(InstallBinding("/h", "explicit"), chosen, 8767, [])
     kept_args = parse_plist(again, where="generated").program_arguments
     assert kept_args[-4:] == ("--notify", "both", "--notify-url", "http://h/x")
+    # A webhook mode with no webhook anywhere would make `serve` exit at every launchd start.
+    with pytest.raises(UsageError) as no_url:
+        installer.build(InstallBinding("/h", "explicit"), None, 8767, [], notify="webhook")
+    assert no_url.value.error_code == "usage_error" and "--notify-url" in no_url.value.message
     # So is the approval policy the service's turns run under; `never` is its own default.
     data, _, _ = installer.build(
         InstallBinding("/h", "explicit"), None, 8767, [], approval="untrusted"
