@@ -101,8 +101,9 @@ def test_the_home_rule_is_sent_only_when_codex_offered_it() -> None:
     offered = {"acceptWithExecpolicyAmendment": {"execpolicy_amendment": ["npm", "test"]}}
     params = {"availableDecisions": ["accept", offered, "cancel"]}
     assert reply_for("command", params, Choice("amend")) == {"decision": offered}
-    with pytest.raises(Exception, match="no rule"):
+    with pytest.raises(UsageError, match="no rule") as refused:
         reply_for("command", {"availableDecisions": ["accept"]}, Choice("amend"))
+    assert refused.value.error_code == "usage_error"
 
 
 def _gate(status: str, **host: object) -> Gate:

@@ -387,7 +387,8 @@ def test_a_slow_channel_never_holds_up_the_caller_or_another_channel() -> None:
         started = time.monotonic()
         for i in range(3):
             notifier.submit(_notice(key=f"g1:{i}"))
-        assert time.monotonic() - started < 0.2  # submit never blocks
+        # submit never blocks: three submits behind a 2 s channel take far less than one send
+        assert time.monotonic() - started < 1.0
         _until(lambda: len(fast.sent) == 3, timeout=1.5)  # before the slow one's first ends
         assert slow.sent == []
     finally:
