@@ -168,8 +168,12 @@ def test_each_gate_is_told_once_and_a_failing_webhook_shows_on_the_card(tmp_path
     before = len(desktop())
     proc, port = _serve(state, env, receiver.url)
     try:
-        time.sleep(2.0)
-        assert len(desktop()) == before
+        # A new gate proves the restarted notifier scans; only that gate is told.
+        _cli(state, "gate", "request", "--goal", "third", "--question", "Ship the docs?")
+        _until(lambda: len(desktop()) == before + 1, timeout=10)
+        assert "Goal third" in desktop()[-1][1]
+        time.sleep(0.5)  # a repeat of an old gate would come in the same scan
+        assert len(desktop()) == before + 1
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(10)
