@@ -6,6 +6,7 @@ terminal: under launchd stderr is a log file, and the secret never goes into a l
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -23,6 +24,7 @@ from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
 from loopx_chat.service.notices import NoticeWatcher, senders_for
+from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -152,9 +154,8 @@ def serve(
         )
     except OSError as exc:
         controller.close()
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror}", error_code="listen_failed"
-        ) from None
+        holder = find_holder(port, cli.state_dir) if exc.errno == errno.EADDRINUSE else None
+        raise listen_refusal(host, port, exc, holder) from None
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
