@@ -16,6 +16,7 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.options import port_option
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
@@ -42,13 +43,7 @@ from loopx_chat.state.service_runtime import (
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8767,
-    show_default=True,
-    help="Port to listen on (0: any free port).",
-)
+@port_option(8767, "")
 @click.option(
     "--max-warm",
     type=click.IntRange(1, 256),

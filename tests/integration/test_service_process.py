@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import signal
 import os
+import signal
 import socket
 import subprocess
 import sys
