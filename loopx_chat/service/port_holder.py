@@ -3,7 +3,8 @@ and, when it can be seen, what holds the one asked for.
 
 Owns `PortHolder` (the process listening on a port: its pid and process name, and whether it
 is this state dir's own service), `find_holder` (the probe: this state dir's `service.json`
-first, then the system's listening sockets through psutil, where the OS lets us see them) and
+first, then the system's listening sockets through psutil; where the OS lets only root list
+them all, as macOS does, the sockets of the processes we may inspect) and
 `listen_refusal` (PURE: the `listen_failed` error with its `Remedy`, worded from `HINTS`).
 
 What it must never do: bind, connect to or signal the holder; name a command line, a path or
@@ -16,6 +17,7 @@ from __future__ import annotations
 import errno
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.visible_text import ControlMode, visible_text
@@ -103,16 +105,34 @@ def find_holder(port: int, state_dir: Path) -> PortHolder | None:
         return PortHolder(pid=ours.pid, name="loopx-chat", our_service=True)
     try:
         import psutil
-
-        for conn in psutil.net_connections(kind="inet"):
-            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
-                if conn.pid is None:
-                    return PortHolder(pid=None, name=None)
-                try:
-                    name = psutil.Process(conn.pid).name()
-                except (psutil.Error, OSError):
-                    name = None
-                return PortHolder(pid=conn.pid, name=name)
-    except Exception:  # not installed, or not ours to see (macOS without root: AccessDenied)
+    except ImportError:
         return None
+    try:
+        listening = [(c.pid, c) for c in psutil.net_connections(kind="inet")]
+    except psutil.AccessDenied:  # macOS lets only root list every socket: our own processes
+        listening = _own_sockets(psutil)
+    except (psutil.Error, OSError):
+        return None
+    for pid, conn in listening:
+        if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+            if pid is None:
+                return PortHolder(pid=None, name=None)
+            try:
+                name = psutil.Process(pid).name()
+            except (psutil.Error, OSError):
+                name = None
+            return PortHolder(pid=pid, name=name)
     return None
+
+
+def _own_sockets(psutil: Any) -> list[tuple[int | None, Any]]:
+    """The inet sockets of the processes we may inspect, each with its process's pid."""
+    found: list[tuple[int | None, Any]] = []
+    for proc in psutil.process_iter():
+        try:
+            # `net_connections` since psutil 6; `connections` before.
+            sockets = getattr(proc, "net_connections", None) or proc.connections
+            found.extend((proc.pid, conn) for conn in sockets(kind="inet"))
+        except (psutil.Error, OSError):
+            continue
+    return found

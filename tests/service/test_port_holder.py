@@ -71,3 +71,18 @@ def test_a_free_port_has_no_holder_and_an_unknown_holder_still_gets_the_flag(
     assert refusal.remedy is not None and "--port 8768" in refusal.remedy.next_action
     denied = listen_refusal("127.0.0.1", 80, OSError(errno.EACCES, "Permission denied"), None)
     assert denied.remedy is not None and "above 1023" in denied.remedy.next_action
+
+
+def test_where_only_root_may_list_every_socket_our_own_processes_are_looked_at(
+    tmp_path: Path, taken_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """macOS answers `net_connections` with AccessDenied for a user who is not root (that
+    refusal is the one fake here); each process of ours is then asked for its own sockets."""
+    import psutil
+
+    def refused(kind: str = "inet") -> list[object]:
+        raise psutil.AccessDenied()
+
+    monkeypatch.setattr(psutil, "net_connections", refused)
+    holder = find_holder(taken_port, tmp_path / "state")
+    assert holder is not None and holder.pid == os.getpid() and not holder.our_service
