@@ -30,13 +30,16 @@ APPROVED_FILE = "tour-file.txt"
 
 COMPLETE = 'mock:call=update_goal {"status": "complete"}'
 
+# Once a lane's requests are spent (a goal run again), its default has Codex say "done" at
+# once, so a second try ends too, without asking again.
 TOUR_SCRIPT = MockScript(
     goals=(
         GoalLane(BUDGET_OBJECTIVE, default="mock:text=one, two, still counting"),
-        GoalLane(DONE_OBJECTIVE, requests=(COMPLETE, "mock:text=hello: done"), default=None),
+        GoalLane(DONE_OBJECTIVE, requests=(COMPLETE, "mock:text=hello: done"), default=COMPLETE),
         GoalLane(
             APPROVE_OBJECTIVE,
             requests=(f"mock:shell=touch {APPROVED_FILE}", COMPLETE, "mock:text=the file is made"),
+            default=COMPLETE,
         ),
     )
 )
