@@ -165,6 +165,9 @@ def test_the_tours_printed_commands_work_on_the_real_codex(
         assert gate_refusal is not None and "error [gate_open]" in gate_refusal.stderr
         assert "loopx-chat gate resolve" in gate_refusal.stderr
         assert (work / APPROVED_FILE).exists()  # the approved command ran
+        code, listed = _json(term, "gate", "list", "--goal", "tour-approve", "--json")
+        asked = [g for g in listed["gates"] if g["gate_id"].startswith("host-")]
+        assert [g["status"] for g in asked] == ["approved"]  # Codex asked once; it was approved
         again = term.run("goal", "run", "tour-done", "--token-budget", "50000")
         assert again.returncode == 0, again.stderr  # tried twice, it still ends: done
         code, doc = _json(term, "status", "--json")
