@@ -19,12 +19,16 @@ Open points resolved here (the spec shapes the document, and is silent on these)
 - ``next_action`` is never null: the recommended action, else the status layer's default.
 - ``outcome_status`` reads the latest outcome (the projection's "latest" rule): blocked wins
   over validated when one outcome says both; ``none`` without outcomes; ``other`` otherwise.
+- ``source_ids_redacted`` holds for texts too: an input's source id (``SOURCE_ID_KEYS``)
+  standing alone in a text ("turn 7f3a... completed") is replaced by ``<id>``. An id is
+  matched whole, never inside a longer word or id.
 - ``approval_state`` is ``pending`` while a blocking gate holds the goal, else the decision
   of the most recently decided gate (``approved`` / ``rejected``), else ``none``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +45,7 @@ from loopx_chat.session_runtime.projection import (
     KIND_KEYS,
     SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION,
     SOURCE_GROUPS,
+    SOURCE_ID_KEYS,
     STATUS_KEYS,
     VALIDATED_STATUSES,
     VALIDATION_SIGNAL_KEYS,
@@ -60,6 +65,8 @@ DECIDED_GATE_STATES: Mapping[str, str] = {
     **dict.fromkeys(("rejected", "reject", "declined", "denied"), "rejected"),
 }
 DECIDED_AT_KEYS = ("updated_at", "created_at", "event_at", "timestamp")
+REDACTED_ID = "<id>"
+ID_EDGE = "A-Za-z0-9_-"  # an id next to one of these is part of a longer word: left alone
 PROJECTION_TEXTS = ("first_user_todo", "first_agent_todo", "latest_validation", "latest_blocker")
 
 
@@ -77,6 +84,28 @@ def _stamp(item: Mapping[Any, Any], keys: tuple[str, ...]) -> str:
 
 def _signal(item: Mapping[Any, Any], keys: tuple[str, ...]) -> bool:
     return any((type(v := item.get(k)) is str and v.strip()) or v is True for k in keys)
+
+
+def source_ids(groups: Mapping[str, object]) -> frozenset[str]:
+    """Every source id the inputs name (the values a contract never carries)."""
+    return frozenset(
+        value
+        for group in groups.values()
+        for item in builder_items(group)
+        for key in SOURCE_ID_KEYS
+        if type(value := item.get(key)) is str and value
+    )
+
+
+def redact_ids(text: str | None, ids: frozenset[str]) -> str | None:
+    """``text`` with each whole occurrence of an id replaced by ``REDACTED_ID``."""
+    if text is None or not ids:
+        return text
+    present = sorted((i for i in ids if i in text), key=len, reverse=True)
+    if not present:
+        return text
+    pattern = "|".join(re.escape(i) for i in present)
+    return re.sub(f"(?<![{ID_EDGE}])(?:{pattern})(?![{ID_EDGE}])", REDACTED_ID, text)
 
 
 def outcome_status(outcomes: object) -> str:
@@ -127,6 +156,7 @@ def build_session_runtime_readonly_contract(*, goal_id: object, **groups: object
     source = compact.get("source", {})
     counts = source.get("source_ref_counts", {})
     blocking = first.get("user_action_required") is True
+    ids = source_ids(groups)
     return {
         "schema_version": SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION,
         "goal_id": compact.get("goal_id", ""),
@@ -146,8 +176,10 @@ def build_session_runtime_readonly_contract(*, goal_id: object, **groups: object
             "waiting_on": session_runtime_status_waiting_on(
                 first.get("waiting_on"), monitor_only=lane.get("monitor_only") is True
             ),
-            "next_action": first.get("recommended_action") or ATTENTION_DEFAULT_ACTION,
-            **{name: first.get(name) for name in PROJECTION_TEXTS},
+            "next_action": redact_ids(
+                first.get("recommended_action") or ATTENTION_DEFAULT_ACTION, ids
+            ),
+            **{name: redact_ids(first.get(name), ids) for name in PROJECTION_TEXTS},
             "gate_state": first.get("gate_state", "none"),
             "agent_can_continue": first.get("agent_can_continue") is True,
         },
