@@ -126,6 +126,7 @@ def with_unreadable(facts: GoalFacts, records: Sequence[Unreadable]) -> GoalFact
         facts,
         gates=[*facts.gates, *(r.gate(at) for r in records)],
         control_gate_ids=facts.control_gate_ids | {r.gate_id for r in records},
+        unreadable_records=tuple(r.session_id for r in records),
     )
 
 

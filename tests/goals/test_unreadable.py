@@ -75,6 +75,7 @@ def test_a_goal_keeps_its_own_gate_and_shows_its_unreadable_session(tmp_path: Pa
     # The person's own gate stays the question; the unreadable record holds the agent too.
     assert first["first_user_todo"] == "Merge now?"
     assert first["agent_can_continue"] is False
+    assert row["quota"]["reason_code"] == "open_blocking_gate"  # the person's gate comes first
     assert row["shown_blocker_refs"] and "unreadable-s-torn" not in row["shown_blocker_refs"]
 
 
@@ -87,6 +88,12 @@ def test_a_goal_known_only_through_its_unreadable_session_is_still_listed(
     assert row["goal_id"] == "lonely"
     assert row["waiting_on"] == "user_or_controller"
     assert "s-only cannot be read (state_corrupt)" in row["answers"]["gate_or_evidence_required"]
+    # The scheduler hint says why in its own words: no automatic turn while it is unreadable.
+    assert (row["quota"]["decision"], row["quota"]["reason_code"]) == (
+        "blocked",
+        "record_unreadable",
+    )
+    assert row["answers"]["agent_can_continue"].startswith("no: session s-only cannot be read")
 
 
 def test_a_record_no_goal_claims_is_listed_in_every_view(tmp_path: Path) -> None:
