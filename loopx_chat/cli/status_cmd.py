@@ -16,7 +16,6 @@ from loopx_chat.cli.context import (
     json_option,
     nothing_found,
 )
-from loopx_chat.cli.options import known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
 
@@ -50,7 +49,10 @@ def status(
         emit_json(contracts_document(found))
         return
     if goal_id:
-        known_goal(cli, goal_id)
+        from loopx_chat.goals.unreadable import require_listed_goal
+
+        # A goal known only through a session that cannot be read is still listed.
+        require_listed_goal(cli.store(), cli.gate_store(), goal_id)
     binding = cli.binding()
     scan = scan_bound_home(cli.state_dir, binding.path)
     doc = collect_status(

@@ -14,8 +14,13 @@ from typing import Any
 
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore
-from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids, require_goal
-from loopx_chat.goals.unreadable import attribute, goal_records_gate, with_unreadable
+from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
+from loopx_chat.goals.unreadable import (
+    attribute,
+    goal_records_gate,
+    require_listed_goal,
+    with_unreadable,
+)
 from loopx_chat.state.session_store import SessionStore
 
 CONTRACTS_SCHEMA_VERSION = "loopx_chat_contracts_v1"
@@ -37,7 +42,7 @@ def collect_contracts(
     unreadable = attribute(listing.problems, goals)
     known = {*known_goal_ids(listing.sessions, goals), *unreadable.by_goal}
     if goal_id is not None and goal_id not in known:
-        require_goal(store, goals, goal_id)  # raises goal_not_found, naming the goals there are
+        require_listed_goal(store, goals, goal_id)  # goal_not_found, naming the goals there are
     contracts = []
     for g in [goal_id] if goal_id is not None else sorted(known):
         try:

@@ -18,7 +18,7 @@ from typing import Any
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore, is_valid_goal_id
 from loopx_chat.goals.goal_facts import GoalFacts
-from loopx_chat.state.session_store import StoreProblem
+from loopx_chat.state.session_store import SessionStore, StoreProblem
 
 # What the owner can do about each kind of unreadable record, in words (no path).
 WHAT_TO_DO: Mapping[str, str] = {
@@ -149,3 +149,14 @@ def unreadable_fields(records: Sequence[Unreadable]) -> dict[str, Any]:
     if not records:
         return {}
     return {"severity": "high", "problems": [r.to_dict() for r in records]}
+
+
+def require_listed_goal(store: SessionStore, goals: GateStore, goal_id: str) -> str:
+    """GOAL_ID when a record names it, readable or not (a goal known only through a session
+    that cannot be read is still a goal); else `goal_not_found`, as `require_goal` says."""
+    from loopx_chat.goals.goal_facts import require_goal
+
+    problems = store.list().problems
+    if problems and goal_id in attribute(problems, goals).by_goal:
+        return goal_id
+    return require_goal(store, goals, goal_id)

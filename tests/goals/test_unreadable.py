@@ -94,6 +94,17 @@ def test_a_goal_known_only_through_its_unreadable_session_is_still_listed(
         "record_unreadable",
     )
     assert row["answers"]["agent_can_continue"].startswith("no: session s-only cannot be read")
+    for extra in ([], ["--contract"]):
+        one = CliRunner().invoke(
+            main,
+            ["--state-dir", str(tmp_path), "status", "--goal", "lonely", *extra, "--json"],
+            env={"LOOPX_CHAT_CODEX_HOME": HOME},
+        )
+        assert one.exit_code == 0, one.output  # never goal_not_found
+        doc = json.loads(one.stdout)
+        assert [g["goal_id"] for g in doc.get("attention_queue", doc.get("contracts"))] == [
+            "lonely"
+        ]
 
 
 def test_a_record_no_goal_claims_is_listed_in_every_view(tmp_path: Path) -> None:
