@@ -37,12 +37,14 @@ from loopx_chat.session_runtime.compact import (
     compact_session_runtime_readonly_projection,
     session_runtime_status_waiting_on,
 )
+from loopx_chat.session_runtime.keys import TIMESTAMP_KEYS
 from loopx_chat.session_runtime.projection import (
     BLOCKED_STATUSES,
     BLOCKER_KIND,
     BLOCKER_SIGNAL_KEYS,
     HOST_KIND,
     KIND_KEYS,
+    OPEN_GATE_STATUSES,
     SESSION_RUNTIME_READONLY_PROJECTION_SCHEMA_VERSION,
     SOURCE_GROUPS,
     SOURCE_ID_KEYS,
@@ -58,6 +60,7 @@ CONTRACT_SCHEMA_ID = "urn:loopx-chat:session_runtime_readonly_projection_v0"
 
 OUTCOME_STATUSES = ("none", "validated", "blocked", "other")
 APPROVAL_STATES = ("none", "pending", "approved", "rejected")
+GATE_STATES = ("none", *sorted(OPEN_GATE_STATUSES))
 WAITING_ON = ("codex", "user_or_controller", "external_evidence", "monitor_signal")
 # A decided gate's status word → the approval state it records.
 DECIDED_GATE_STATES: Mapping[str, str] = {
@@ -113,7 +116,7 @@ def outcome_status(outcomes: object) -> str:
     latest: Mapping[Any, Any] | None = None
     latest_at = ""
     for item in builder_items(outcomes):
-        at = _stamp(item, ("created_at", "event_at", "updated_at", "timestamp"))
+        at = _stamp(item, TIMESTAMP_KEYS)
         if latest is None or at > latest_at:
             latest, latest_at = item, at
     if latest is None:

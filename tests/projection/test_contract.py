@@ -69,6 +69,17 @@ def test_the_shipped_schema_is_a_valid_2020_12_schema_and_takes_the_specs_sample
     assert SCHEMA["properties"]["schema_version"]["const"] == SPEC_SAMPLE["schema_version"]
 
 
+def test_the_schemas_closed_sets_are_the_builders() -> None:
+    from loopx_chat.session_runtime import contract
+
+    facts = SCHEMA["properties"]["session_facts"]["properties"]
+    goal = SCHEMA["properties"]["goal_projection"]["properties"]
+    assert tuple(facts["outcome_status"]["enum"]) == contract.OUTCOME_STATUSES
+    assert tuple(facts["approval_state"]["enum"]) == contract.APPROVAL_STATES
+    assert tuple(goal["waiting_on"]["enum"]) == contract.WAITING_ON
+    assert tuple(goal["gate_state"]["enum"]) == contract.GATE_STATES
+
+
 @pytest.mark.parametrize(
     "broken",
     [
