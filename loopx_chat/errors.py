@@ -146,6 +146,12 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "too_many_streams": ErrorSpec(Outcome.UNAVAILABLE),
         "too_many_connections": ErrorSpec(Outcome.UNAVAILABLE),
         "service_not_running": ErrorSpec(Outcome.DEPENDENCY),
+        # the owner's browsers and devices (state/devices.py, service/device_auth.py)
+        "login_code_invalid": ErrorSpec(Outcome.UNAUTHORIZED),
+        "invalid_device_name": ErrorSpec(Outcome.INVALID),
+        "device_name_taken": ErrorSpec(Outcome.CONFLICT),
+        "device_not_found": ErrorSpec(Outcome.NOT_FOUND),
+        "foreign_owner": ErrorSpec(Outcome.UNAVAILABLE),
         "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
         "idle_timeout": ErrorSpec(Outcome.TIMEOUT),

@@ -30,6 +30,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "demo",
         "Open a session, stream a reply, resume from a new process, refuse another home.",
     ),
+    "devices": (
+        "devices_cmd",
+        "devices",
+        "The browsers and devices signed in to the service; `devices revoke NAME`.",
+    ),
     "dream": (
         "dream_cmd",
         "dream",
@@ -68,7 +73,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "open": (
         "open_cmd",
         "open_page",
-        "Open the running service's page in your browser, logged in as its owner.",
+        "Sign your browser in to the running service (a one-time code) and open its page.",
     ),
     "project": (
         "project_cmd",
@@ -88,8 +93,8 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "serve": (
         "serve_cmd",
         "serve",
-        "Serve the chat API, /status.json and the first-screen page on loopback, to the owner "
-        "only (everything but /healthz needs the secret in the state dir).",
+        "Serve the chat API, /status.json and the first-screen page on loopback, and the "
+        "owner's Unix socket, to the owner only.",
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (

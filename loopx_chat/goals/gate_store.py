@@ -11,6 +11,7 @@ the file and line, and nothing is rewritten.
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -39,9 +40,19 @@ DECISIONS = ("approve", "reject")
 # Text a person or agent types into a goal record (a gate's question, a reason, a handoff's
 # next action) is cut to this many characters; the first screen's input says the same.
 TYPED_TEXT_LIMIT = 280
-# Who decided a gate, by the owner's surface: the page (its cookie), a program with the
-# owner's secret, or the owner's terminal. Records written before this say nothing (None).
+# Who decided a gate, by the owner's surface: the page, a program with the owner's secret,
+# or the owner's terminal; or the owner's signed-in device by name (`owner-device:NAME`).
+# Records written before this say nothing (None).
 DECIDERS = ("owner-page", "owner-api", "owner-cli", "owner-terminal")
+_DEVICE_DECIDER = re.compile(r"owner-device:[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
+def is_decider(actor: object) -> bool:
+    return isinstance(actor, str) and (
+        actor in DECIDERS or _DEVICE_DECIDER.fullmatch(actor) is not None
+    )
+
+
 # A host gate (what codex asked: an approval or a question) has this id prefix and a compact
 # `host` mapping (kind, ids, a public-safe summary; see controller/host_requests.py).
 HOST_GATE_PREFIX = "host-"
@@ -145,7 +156,7 @@ def check_decision(decision: str, reason: str | None, decided_by: str) -> None:
     host gate's decision is answered to codex before it is recorded)."""
     if decision not in DECISIONS:
         raise UsageError("decision must be approve or reject", error_code="usage_error")
-    if decided_by not in DECIDERS:
+    if not is_decider(decided_by):
         raise UsageError(f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error")
     if reason:
         public_text(reason, "reason")
@@ -317,7 +328,7 @@ class GateStore:
                     status="approved" if decision == "approve" else "rejected",
                     decision=decision,
                     reason=event.get("reason"),
-                    decided_by=event["actor"] if event.get("actor") in DECIDERS else None,
+                    decided_by=event["actor"] if is_decider(event.get("actor")) else None,
                     updated_at=str(event.get("at")),
                     history=(*gate.history, event),
                 )

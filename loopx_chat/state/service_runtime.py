@@ -79,11 +79,6 @@ class ServiceRuntime:
         }
 
 
-def login_url(port: int, secret: str) -> str:
-    """The URL that lets the owner's browser in (it sets the cookie, then drops the token)."""
-    return f"http://127.0.0.1:{port}/?token={secret}"
-
-
 # -- reading (standard library only) --------------------------------------------------------
 
 
