@@ -25,8 +25,9 @@ from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.device import browser_sign_in
 from tests.helpers.goal_runs import browser_or_fail, goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.serve_process import RunningService, start_service
@@ -364,7 +365,7 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
             )
             try:
                 page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
-                page.goto(login_url(service.port, str(read_secret(owner.state))))
+                browser_sign_in(page, service.port, str(read_secret(owner.state)))
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="gates"]').wait_for(timeout=10000)
                 card.locator("input.hold").fill("Deploy to staging first?")

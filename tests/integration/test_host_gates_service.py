@@ -185,7 +185,8 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
         gate = _until(lambda: _pending_host_gate(state), what="the host gate")
         assert gate.question == "Codex asks to run `touch` (2 arguments)"
         # The page shows the live command and folder, escaped; status.json does not.
-        _, page = service.call("GET", "/")
+        _, page_doc = service.call("GET", "/api/page")
+        page = page_doc["cards_html"]
         assert f"touch {sub}/f {sub}/{CANARY}" in page and "Approve for this session" in page
         _, status_doc = service.call("GET", "/status.json")
         assert CANARY not in json.dumps(status_doc)
@@ -306,7 +307,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
     codex_bin: str,
     mock: MockResponsesServer,
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _browser_tools()
     state = tmp_path / "state"
@@ -339,7 +340,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
             browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
             try:
                 page = browser.new_context().new_page()
-                page.goto(login_url(service.port, read_secret(state) or ""))
+                browser_sign_in(page, service.port, read_secret(state) or "")
                 gate = page.locator(".gate.host")
                 gate.wait_for()
                 assert f"touch {work}/f" in gate.locator("pre.live.command").inner_text()
@@ -347,7 +348,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
                 gate.locator("button", has_text="Approve once").click()
                 _until(lambda: (work / "f").exists(), 10, what="the approved command to run")
                 _until(
-                    lambda: GateStore(state).gates("g")[0].decided_by == "owner-page",
+                    lambda: GateStore(state).gates("g")[0].decided_by == "owner-device:browser-1",
                     what="the page's decision on record",
                 )
                 # Next, once that turn is over: a secret question, in a password field.

@@ -367,7 +367,8 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     mock: MockResponsesServer,
     start_service: Callable[..., Any],
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url, read_secret
+    from loopx_chat.state.service_runtime import read_secret
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _playwright()
     canary = "CANARY-page-secret-93b7"
@@ -395,7 +396,7 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
         browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
         try:
             page = browser.new_context().new_page()
-            page.goto(login_url(service.port, read_secret(state) or ""))
+            browser_sign_in(page, service.port, read_secret(state) or "")
             card = page.locator(".gate.host")
             card.wait_for()
             db = card.locator('.q[data-qid="db"]')
@@ -517,7 +518,8 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
     mock: MockResponsesServer,
     start_service: Callable[..., Any],
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url, read_secret
+    from loopx_chat.state.service_runtime import read_secret
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _playwright()
     canary = "CANARY-mcp-page-2c5d"
@@ -554,7 +556,7 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
         browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
         try:
             page = browser.new_context().new_page()
-            page.goto(login_url(service.port, read_secret(state) or ""))
+            browser_sign_in(page, service.port, read_secret(state) or "")
             card = page.locator(f'.gate.host[data-gate="{ask.gate_id}"]')
             card.wait_for()
             assert "Who <b>are</b> you?" in card.inner_text()
