@@ -34,14 +34,20 @@ def _not_running() -> UsageError:
 
 
 def sign_in_url(cli: CliContext, name: str | None, *, full: bool = True) -> str:
-    """A one-time sign-in URL from the running service (over the owner's socket)."""
-    from loopx_chat.cli.delegation import service_for
+    """A one-time sign-in URL from the running service of this state dir, asked over the
+    owner's socket (whose peer proves it runs as this user; whatever home it serves)."""
+    from loopx_chat.service.client import TRANSPORT_ERRORS, ServiceClient
+    from loopx_chat.state.service_runtime import read_runtime
 
-    client = service_for(cli)
-    if client is None:
+    runtime = read_runtime(cli.state_dir, check_process=False)
+    if runtime is None:
         raise _not_running()
-    code = client.login_code(name, full=full)["code"]
-    return f"{client.runtime.base_url}/login#code={code}"
+    client = ServiceClient(runtime, cli.state_dir)
+    try:
+        code = client.login_code(name, full=full)["code"]
+    except TRANSPORT_ERRORS:
+        raise _not_running() from None
+    return f"{runtime.base_url}/login#code={code}"
 
 
 @click.command("open")

@@ -101,6 +101,7 @@ def decide(
     devices: DeviceLookup | None = None,
     nonces: NonceCache | None = None,
     now_ms: int = 0,
+    run_id: str = "",
 ) -> AccessDecision:
     """Whether this request may go on, and as whom. Checked before any routing."""
     if owner_channel:
@@ -119,7 +120,7 @@ def decide(
             return AccessDecision(Access.REFUSED, reason="this device is not paired (or revoked)")
         key, name = found
         target = f"{path}?{query}" if query else path
-        why = verify(signed, key, method, target, body, now_ms, nonces)
+        why = verify(signed, key, method, target, body, now_ms, nonces, run_id)
         if why is not None:
             return AccessDecision(Access.REFUSED, reason=why)
         return AccessDecision(Access.OWNER, surface="page", device=name, device_id=signed.device_id)

@@ -350,6 +350,7 @@ class ServiceApp:
             devices=self.devices.lookup,
             nonces=self.devices.nonces,
             now_ms=int(time.time() * 1000),
+            run_id=self.devices.run_id,
         )
         if decision.access is Access.HEALTH:
             return json_response(200, {"ok": True})
@@ -369,7 +370,10 @@ class ServiceApp:
         body: bytes,
         decision: AccessDecision,
     ) -> Response:
-        refusal = fetch_site_refusal(headers.get("sec-fetch-site"))
+        # The shell may be reached from anywhere (`open`'s file, a notice's link): it holds
+        # no data, and nothing it serves counts as the owner having seen anything.
+        shell = decision.access is Access.PUBLIC and method in ("GET", "HEAD")
+        refusal = None if shell else fetch_site_refusal(headers.get("sec-fetch-site"))
         if refusal:
             return error_response(403, "forbidden_request", refusal)
         writes = method not in ("GET", "HEAD")
@@ -840,7 +844,8 @@ class ServiceApp:
             200,
             {
                 "ok": True,
-                "proof": server_proof(found[0], challenge),
+                "proof": server_proof(found[0], challenge, self.devices.run_id),
+                "run_id": self.devices.run_id,
                 "server_time_ms": int(time.time() * 1000),
             },
         )

@@ -44,21 +44,26 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def signing_string(method: str, target: str, time_ms: str, nonce: str, body: bytes) -> bytes:
-    """What a device signs: the request's method, path and query, its time and nonce, and
-    the SHA-256 of its body. The page's script builds the same string."""
+def signing_string(
+    method: str, target: str, time_ms: str, nonce: str, body: bytes, run_id: str
+) -> bytes:
+    """What a device signs: the request's method, path and query, its time and nonce, the
+    SHA-256 of its body, and the id of this run of the service (learned with its proof), so
+    nothing signed before a restart works after it. The page's script builds the same."""
     digest = b64url(hashlib.sha256(body).digest())
-    return "\n".join(("loopx-v1", method, target, time_ms, nonce, digest)).encode("utf-8")
+    parts = ("loopx-v1", run_id, method, target, time_ms, nonce, digest)
+    return "\n".join(parts).encode("utf-8")
 
 
 def sign(key: bytes, message: bytes) -> str:
     return b64url(hmac.new(key, message, hashlib.sha256).digest())
 
 
-def server_proof(key: bytes, challenge: str) -> str:
-    """The service's answer to a page's challenge: only a holder of the device's key (the
-    owner's service) can make it, and the page checks it before it signs anything."""
-    return sign(key, f"loopx-server-v1\n{challenge}".encode())
+def server_proof(key: bytes, challenge: str, run_id: str) -> str:
+    """The service's answer to a page's challenge, naming this run: only a holder of the
+    device's key (the owner's service) can make it, and the page checks it before it signs
+    anything."""
+    return sign(key, f"loopx-server-v1\n{challenge}\n{run_id}".encode())
 
 
 @dataclass(frozen=True)
@@ -108,11 +113,13 @@ def verify(
     body: bytes,
     now_ms: int,
     nonces: NonceCache,
+    run_id: str,
 ) -> str | None:
-    """None when the request is this device's, fresh and first; else why not."""
+    """None when the request is this device's, for this run, fresh and first; else why not."""
     if abs(now_ms - signed.time_ms) > WINDOW_MS:
         return "the request's time is too far from the service's; reload the page"
-    expected = sign(key, signing_string(method, target, str(signed.time_ms), signed.nonce, body))
+    text = signing_string(method, target, str(signed.time_ms), signed.nonce, body, run_id)
+    expected = sign(key, text)
     if not hmac.compare_digest(expected, signed.signature):
         return "the request's signature is not this device's"
     if not nonces.first_use(signed.device_id, signed.nonce, signed.time_ms, now_ms):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -33,6 +34,8 @@ class DeviceRegistry:
         self.state_dir = state_dir
         self.codes = LoginCodes()
         self.nonces = NonceCache()
+        # This run of the service: every signature names it, so none outlives a restart.
+        self.run_id = secrets.token_urlsafe(12)
         self._lock = threading.Lock()
         self._signature: tuple[int, int, int] | None = None
         self._devices: dict[str, Device] = {}

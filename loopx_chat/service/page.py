@@ -404,6 +404,7 @@ PAGE_SCRIPT = r"""
   const enc = new TextEncoder();
   let cred = null;
   let offset = 0;  // the service's clock minus ours (a phone's clock may be off)
+  let runId = "";  // this run of the service, as its proof names it
   function b64url(bytes) {
     let s = "";
     bytes.forEach(function (b) { s += String.fromCharCode(b); });
@@ -444,7 +445,7 @@ PAGE_SCRIPT = r"""
     const time = String(Date.now() + offset);
     const nonce = b64url(crypto.getRandomValues(new Uint8Array(16)));
     const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(body)));
-    const text = ["loopx-v1", method, target, time, nonce, b64url(digest)].join("\n");
+    const text = ["loopx-v1", runId, method, target, time, nonce, b64url(digest)].join("\n");
     const sig = new Uint8Array(await crypto.subtle.sign("HMAC", cred.key, enc.encode(text)));
     return {"X-Loopx-Device": cred.id, "X-Loopx-Time": time, "X-Loopx-Nonce": nonce,
             "X-Loopx-Signature": b64url(sig)};
@@ -465,9 +466,10 @@ PAGE_SCRIPT = r"""
       body: JSON.stringify({device_id: cred.id, challenge: challenge})});
     const doc = await response.json();
     const good = doc.ok && await crypto.subtle.verify("HMAC", cred.key, unb64url(doc.proof),
-      enc.encode("loopx-server-v1\n" + challenge));
+      enc.encode("loopx-server-v1\n" + challenge + "\n" + doc.run_id));
     if (!good) { throw new Error("unproven"); }
     offset = doc.server_time_ms - Date.now();
+    runId = doc.run_id;
   }
   async function signIn(code) {
     history.replaceState(null, "", "/");  // the spent code leaves the address bar

@@ -11,7 +11,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from loopx_chat.service.device_auth import sign, signing_string
+from loopx_chat.service.device_auth import server_proof, sign, signing_string
 
 
 @dataclass
@@ -19,15 +19,32 @@ class Device:
     device_id: str
     name: str
     key: bytes = field(repr=False)
+    port: int = 0
+    run_id: str = ""
+
+    def prove(self) -> str:
+        """Check the service as the page does (it must know this device's key); the run id
+        every signature then names."""
+        challenge = secrets.token_urlsafe(24)
+        doc = _post(
+            self.port, "/api/auth/prove", {"device_id": self.device_id, "challenge": challenge}, {}
+        )
+        assert doc["ok"], doc
+        assert doc["proof"] == server_proof(self.key, challenge, doc["run_id"])
+        self.run_id = str(doc["run_id"])
+        return self.run_id
 
     def headers(self, method: str, target: str, body: bytes = b"") -> dict[str, str]:
+        if not self.run_id:
+            self.prove()
         stamp = str(int(time.time() * 1000))
         nonce = secrets.token_urlsafe(16)
+        text = signing_string(method, target, stamp, nonce, body, self.run_id)
         return {
             "X-Loopx-Device": self.device_id,
             "X-Loopx-Time": stamp,
             "X-Loopx-Nonce": nonce,
-            "X-Loopx-Signature": sign(self.key, signing_string(method, target, stamp, nonce, body)),
+            "X-Loopx-Signature": sign(self.key, text),
         }
 
 
@@ -60,7 +77,7 @@ def sign_in(port: int, secret: str, name: str | None = None) -> Device:
     doc = _post(port, "/api/auth/login", {"code": login_code(port, secret, name)}, {})
     assert doc["ok"], doc
     key = base64.urlsafe_b64decode(doc["key"] + "=" * (-len(doc["key"]) % 4))
-    return Device(doc["device_id"], doc["name"], key)
+    return Device(doc["device_id"], doc["name"], key, port)
 
 
 def browser_sign_in(page, port: int, secret: str, name: str | None = None) -> None:  # type: ignore[no-untyped-def]

@@ -391,7 +391,10 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     after = host_goal()
     assert (after["status"], after["tokenBudget"]) == ("paused", 10**6)
     row = setup.cli("status", "--goal", "g")["attention_queue"][0]
-    assert row["host_goal"]["words"] == "paused by owner-device:laptop (a goal loopx-chat did not start)"
+    assert (
+        row["host_goal"]["words"]
+        == "paused by owner-device:laptop (a goal loopx-chat did not start)"
+    )
     facts = setup.cli("codex", "facts")
     thread_id = str(SessionStore(setup.state).load(sid).upstream_thread_id)
     ledger = SessionStore(setup.state).list_turns(sid)

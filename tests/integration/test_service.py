@@ -368,7 +368,7 @@ def test_requests_started_by_another_site_are_refused_and_record_nothing(
 ) -> None:
     GateStore(service.state).request_gate("g-x", question="Proceed?")
     for site in ("cross-site", "same-site"):
-        for path in ("/", "/status.json"):
+        for path in ("/status.json", "/api/page"):
             got = service.request("GET", path, headers={"Sec-Fetch-Site": site})
             assert got.status == 403 and got.json()["error_code"] == "forbidden_request"
     # An image tag on another site never counted as the owner seeing the blocker.
