@@ -21,7 +21,8 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
-from loopx_chat.service.logline import log
+from loopx_chat.service.logline import LOG_CAP_BYTES, log
+from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
@@ -74,7 +75,17 @@ from loopx_chat.state.service_runtime import (
     type=click.IntRange(1, 4096),
     default=MAX_CONNECTIONS,
     show_default=True,
-    help="Connections open at once.",
+    help="The owner's connections open at once (connections that have not signed in share "
+    "a small separate allowance).",
+)
+@click.option(
+    "--log-cap",
+    type=click.IntRange(4096, 1 << 40),
+    default=LOG_CAP_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="When stderr is a file (launchd's log, `2>>file`) past this size, it is moved to "
+    "<file>.1 and a new one started.",
 )
 @click.option(
     "--notify",
@@ -108,6 +119,7 @@ def serve(
     max_running: int,
     max_streams: int,
     max_connections: int,
+    log_cap: int,
     notify_mode: str,
     notify_url: str | None,
     sandbox: str,
@@ -121,6 +133,7 @@ def serve(
         checked_url(notify_url)
     if notify_mode in ("webhook", "both") and not notify_url:
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
+    set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
     controller = ChatController(

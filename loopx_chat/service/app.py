@@ -649,7 +649,7 @@ class ServiceApp:
         return json_response(200, {"ok": True, "run": run.to_dict(), "running_here": running})
 
     def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
-        return self._status_events()
+        return self._status_events(decision.device_id)
 
     # -- the first screen ----------------------------------------------------------------
     def status_snapshot(self) -> tuple[dict[str, Any], bytes]:
@@ -734,14 +734,15 @@ class ServiceApp:
             "cards_html": render_cards(status, self.page_actions(status)),
         }
 
-    def _status_events(self) -> Response:
+    def _status_events(self, device_id: str | None = None) -> Response:
         """Server-sent `cards` events: the page's cards again whenever the status changed
-        (any process's write shows within about half a second)."""
+        (any process's write shows within about half a second). A device's stream ends
+        within that half second once the device is revoked."""
 
         def stream() -> Iterator[bytes]:
             last: bytes | None = None
             sent_at = time.monotonic()
-            while True:
+            while device_id is None or self.devices.active(device_id):
                 seen = self._generation
                 status, raw = self._status_cache.get()
                 if raw != last:
