@@ -94,7 +94,10 @@ def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped |
     except owner_socket.NotOwnerPeer:
         return Skipped(f"{where} is not this user's (its socket's peer runs as another user)")
     except (FileNotFoundError, ConnectionRefusedError):
-        return Skipped(f"service.json names pid {runtime.pid}, which is gone (a stale file)")
+        return Skipped(
+            f"service.json names pid {runtime.pid}, but nothing listens on its socket "
+            "(a stale file)"
+        )
     except TRANSPORT_ERRORS:
         return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
     if status != 200:
