@@ -172,6 +172,26 @@ def open_private_append(path: Path, *, readable: bool = False) -> int:
     return fd
 
 
+def create_private(path: Path, data: bytes) -> bool:
+    """Make `path` 0600 holding `data`, durably; False when it is already there (another
+    writer won the race: the caller reads theirs). Never through a symlink."""
+    try:
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+        )
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte or raise: a short write is retried for the rest, never ignored."""
     view = memoryview(data)
