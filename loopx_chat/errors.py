@@ -124,6 +124,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "state_unwritable": ErrorSpec(Outcome.UNAVAILABLE),
         "state_unreadable": ErrorSpec(Outcome.UNAVAILABLE),
         "state_unsafe": ErrorSpec(Outcome.UNAVAILABLE),
+        "foreign_owner": ErrorSpec(Outcome.FORBIDDEN),
         "codex_home_invalid": ErrorSpec(Outcome.DEPENDENCY),
         "codex_home_rebind_refused": ErrorSpec(Outcome.DEPENDENCY),
         "unsupported_session_fields": ErrorSpec(Outcome.INTERNAL),
@@ -165,6 +166,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         # goals
         "invalid_goal_id": ErrorSpec(Outcome.INVALID),
         "unsafe_text": ErrorSpec(Outcome.INVALID),
+        "invalid_text": ErrorSpec(Outcome.INVALID),
         "gate_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "goal_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "gate_already_resolved": ErrorSpec(Outcome.CONFLICT),
@@ -172,6 +174,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "answer_needs_question_id": ErrorSpec(Outcome.INVALID),
         "unknown_question_id": ErrorSpec(Outcome.INVALID),
         "answer_missing": ErrorSpec(Outcome.INVALID),
+        "secret_answer_on_argv": ErrorSpec(Outcome.INVALID),
         "elicitation_not_held": ErrorSpec(Outcome.CONFLICT),
         "input_invalid": ErrorSpec(Outcome.INVALID),
         "raw_material_refused": ErrorSpec(Outcome.INVALID),
