@@ -187,7 +187,10 @@ def _host_answers(
 def _ask(label: str, hidden: bool) -> str:
     """One answer typed at the terminal; a hidden one is never echoed."""
     shown = visible_text(label, ControlMode.ESCAPES)
-    return str(click.prompt(f"  {shown}", default="", show_default=False, hide_input=hidden))
+    # On stderr, so `--json` keeps stdout for the one document.
+    return str(
+        click.prompt(f"  {shown}", default="", show_default=False, hide_input=hidden, err=True)
+    )
 
 
 def _emit_gate(data: dict[str, Any], as_json: bool, block: RunBlock | None = None) -> None:

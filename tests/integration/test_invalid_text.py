@@ -50,6 +50,19 @@ def test_the_command_line_refuses_bytes_that_are_not_utf8_and_writes_nothing(
         assert "invalid_text" in said and option in said, said
         assert "not UTF-8" in said and "iconv" in said
         assert _tree(state) == before
+    # A message from stdin (or --file) is the same kind of entry.
+    piped = subprocess.run(
+        [
+            *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "--direct"),
+            *("--codex-bin", "/nonexistent", "chat", "new", "--goal", "g", "--json", "-"),
+        ],
+        env=base_env,
+        input=b"ok \xff there",
+        capture_output=True,
+        timeout=60,
+    )
+    assert piped.returncode != 0 and json.loads(piped.stdout)["error_code"] == "invalid_text"
+    assert _tree(state) == before
 
 
 def _request(
