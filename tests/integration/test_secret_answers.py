@@ -58,14 +58,14 @@ class Owner:
         self.seen: set[str] = set()
         self.session = ""
 
-    def call(self, method: str, path: str, body: Any) -> dict[str, Any]:
+    def call(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
         import http.client
 
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         conn.request(
             method,
             path,
-            body=json.dumps(body),
+            body=None if body is None else json.dumps(body),
             headers={
                 "Host": f"127.0.0.1:{self.port}",
                 "Authorization": f"Bearer {read_secret(self.state)}",
@@ -87,6 +87,14 @@ class Owner:
                 {"goal_id": "g", "work_dir": str(work), "create_goal": True},
             )
             self.session = str(opened["session"]["session_id"])
+        else:  # the last turn, answered, must have ended before the next one starts
+            wait_value(
+                lambda: (
+                    self.call("GET", f"/api/chat/sessions/{self.session}")["session"]["status"]
+                    != "busy"
+                ),
+                what="the previous turn to end",
+            )
         self.call("POST", f"/api/chat/sessions/{self.session}/turns", {"text": text})
 
         def new_gate() -> Gate | None:
