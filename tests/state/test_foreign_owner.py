@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from loopx_chat.goals.gate_store import GateStore
-from tests.helpers.conditions import unavailable
+from tests.helpers.conditions import as_nobody_prefix, unavailable
 
 NOBODY = 65534
 
@@ -128,3 +130,20 @@ def test_the_error_logs_fallback_folder_of_another_user_is_not_adopted(
     folder.rmdir()
     assert _internal_log(RuntimeError("boom")) == f"details in {folder / 'internal-errors.log'}"
     assert folder.stat().st_mode & 0o777 == 0o700
+
+
+def test_a_state_dir_made_by_another_users_process_is_refused() -> None:
+    """The same, with the folder made by a real process of `nobody` (setpriv), as another
+    user who guessed the path would: `mkdir -m 0777` before the owner's first command."""
+    prefix = as_nobody_prefix()
+    base = Path(tempfile.mkdtemp(prefix="loopx-foreign-"))
+    try:
+        base.chmod(0o777)  # a shared folder both users can create in (like /tmp)
+        state = base / "state"
+        made = subprocess.run([*prefix, "mkdir", "-m", "0777", str(state)], check=False)
+        assert made.returncode == 0 and state.stat().st_uid == NOBODY
+        before = _snapshot(state)
+        _refused(_cli(state, "gate", "request", "--goal", "g", "--question", "Q?", "--json"))
+        assert _snapshot(state) == before
+    finally:
+        shutil.rmtree(base)
