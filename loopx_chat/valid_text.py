@@ -92,4 +92,6 @@ def repaired_tree(value: object) -> object:
 def may_hold_invalid(raw: bytes) -> bool:
     """Whether JSON bytes can decode to invalid text at all (cheap: most records cannot, and
     are then never walked)."""
+    if b"\\u" not in raw and b"\xed" not in raw:  # two memchr-fast scans: the common case
+        return False
     return _MAYBE_IN_JSON.search(raw) is not None
