@@ -26,12 +26,14 @@ from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
+    check_own_root,
     ensure_private_dir,
     state_read,
     state_write,
 )
 from loopx_chat.state.session_records import validate_session_id
 from loopx_chat.state.session_store import utc_now
+from loopx_chat.valid_text import checked_text
 
 GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
@@ -93,6 +95,7 @@ def public_text(value: object, what: str) -> str:
     if not isinstance(value, str):
         # JSON input (`goal set --from-json`, the HTTP API) can carry any type here.
         raise UsageError(f"{what} must be text", error_code="input_invalid")
+    checked_text(value, what)  # whichever surface it came through: never a lone surrogate
     if has_control_characters(value):
         raise UsageError(
             f"{what} refused (control_character): it contains a control character; type plain text",
@@ -167,6 +170,7 @@ class GateStore:
     state root; it also owns each goal's folder and lock, which `GoalLedger` writes under."""
 
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        check_own_root(root)  # a state dir of another user: refused before any read
         self.root = root
         self.goals_dir = root / "goals"
         self._clock = clock

@@ -66,6 +66,7 @@ from loopx_chat.state.private_files import state_os_error
 from loopx_chat.state.safe_read import JsonRefused, parse_json
 from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
+from loopx_chat.valid_text import checked_tree
 
 MAX_BODY = 1 << 20
 ACCEPT_WAIT_SEC = 60.0
@@ -896,10 +897,12 @@ class ServiceApp:
             doc = parse_json(body or b"{}")
         except JsonRefused as exc:
             raise LoopxChatError(
-                f"the request body is not usable JSON ({exc.reason})", error_code="bad_json"
+                f"the request body is not usable JSON ({exc.reason})",
+                error_code="invalid_text" if exc.not_utf8 else "bad_json",
             ) from None
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
+        checked_tree(doc, "the request body")  # invalid_text: a lone surrogate anywhere in it
         return doc
 
     def warm_up(self) -> None:
