@@ -97,9 +97,9 @@ def test_the_api_refuses_invalid_text_and_stored_invalid_text_never_breaks_the_p
     service = start_service(state, bound_home, base_env, codex_bin, tmp_path / "serve.log")
     try:
         secret = read_secret(state) or ""
-        status, page = _request(service.port, secret, "GET", "/")
+        status, page = _request(service.port, secret, "GET", "/api/page")
         assert status == 200, page[-2000:]
-        text = page.decode("utf-8")
+        text = json.loads(page)["cards_html"]
         assert "\ufffd" in text and gate.gate_id in text
         status, doc = _request(service.port, secret, "GET", "/status.json")
         assert status == 200 and "\\ufffd" in doc.decode(), doc[-500:]
@@ -129,7 +129,7 @@ def test_the_api_refuses_invalid_text_and_stored_invalid_text_never_breaks_the_p
         )
         assert status == 400 and json.loads(body)["error_code"] == "invalid_text", body
         assert _tree(state / "goals") == before
-        status, page = _request(service.port, secret, "GET", "/")
+        status, page = _request(service.port, secret, "GET", "/api/page")
         assert status == 200
     finally:
         service.stop()
