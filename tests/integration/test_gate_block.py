@@ -387,11 +387,13 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
 
 
 def _records(root: Path) -> dict[str, bytes]:
-    """Every owner record under the state dir, by content (the rollout index is a cache)."""
+    """Every owner record under the state dir, by content (the rollout index is a cache, and
+    a device's `last_seen` is bookkeeping: a refused request still saw the device)."""
+    caches = ("cache", "index", "rollout", "devices.json", ".devices.lock")
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not str(p.relative_to(root)).startswith(("cache", "index", "rollout"))
+        if p.is_file() and not str(p.relative_to(root)).startswith(caches)
     }
 
 
@@ -417,8 +419,11 @@ BAD_GATE_REQUESTS: list[tuple[str, str, Any, dict[str, str], str, int, str]] = [
     ("no secret", "/api/goals/g/gates", {"question": "Ship?"}, {}, "none", 401, "unauthorized"),
     ("another secret", "/api/goals/g/gates", {"question": "Ship?"},
      {"Authorization": "Bearer " + "x" * 43}, "none", 401, "unauthorized"),
-    ("the page without its token", "/api/goals/g/gates", {"question": "Ship?"}, {}, "cookie",
-     403, "forbidden_request"),
+    ("a device unknown here", "/api/goals/g/gates", {"question": "Ship?"},
+     {"X-Loopx-Device": "dev-" + "x" * 16, "X-Loopx-Time": "1", "X-Loopx-Nonce": "n",
+      "X-Loopx-Signature": "x" * 43}, "none", 401, "unauthorized"),
+    ("a signed-in browser from another site", "/api/goals/g/gates", {"question": "Ship?"},
+     {"Sec-Fetch-Site": "cross-site"}, "device", 403, "forbidden_request"),
     ("another site", "/api/goals/g/gates", {"question": "Ship?"},
      {"Origin": "http://evil.example"}, "bearer", 403, "forbidden_request"),
 ]  # fmt: skip

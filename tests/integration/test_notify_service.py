@@ -110,10 +110,10 @@ def _page(port: int, state: Path) -> tuple[float, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request(
         "GET",
-        "/",
+        "/api/page",
         headers={"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {read_secret(state)}"},
     )
-    body = conn.getresponse().read().decode()
+    body = json.loads(conn.getresponse().read())["cards_html"]
     conn.close()
     return time.monotonic() - started, body
 

@@ -195,11 +195,11 @@ def test_fixture_smoke_passes() -> None:
     assert done.stdout.strip().endswith("macos-dashboard-launchagent-status-smoke ok")
 
 
-def _installer(tmp_path: Path, runner: ScriptedRunner):  # type: ignore[no-untyped-def]
+def _installer(tmp_path: Path, runner: ScriptedRunner, **env: str):  # type: ignore[no-untyped-def]
     from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller
 
     ctx = InstallerContext(
-        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
         user_home=str(tmp_path),
         uid=501,
         platform="darwin",
@@ -237,7 +237,9 @@ def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> 
         def address_string(self) -> str:
             return "owner-socket"
 
-    installer = _installer(tmp_path, ScriptedRunner({"print": [LOADED]}))
+    installer = _installer(
+        tmp_path, ScriptedRunner({"print": [LOADED]}), LOOPX_CHAT_STATE_DIR=str(tmp_path / "st")
+    )
     state_dir = installer.service_state_dir(None)
     state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
     # The probe asks over the owner's socket in the service's state dir, never over TCP.
