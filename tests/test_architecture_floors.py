@@ -19,7 +19,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "loopx_chat"
 ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
-TOP_LEVEL_MODULES = frozenset({"__init__", "__main__", "home", "errors", "visible_text", "pids"})
+TOP_LEVEL_MODULES = frozenset(
+    {"__init__", "__main__", "home", "errors", "visible_text", "valid_text", "pids"}
+)
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,8 @@ FLOORS: tuple[Floor, ...] = (
         0,
         ("top",),
         "the Codex-home binding (`home`), the error hierarchy, the control-character filter "
-        "(`visible_text`), the pid probe (`pids`), the version",
+        "(`visible_text`), the valid-Unicode check (`valid_text`), the pid probe (`pids`), "
+        "the version",
     ),
     Floor(1, ("session_runtime",), "the pure projection core and its public contracts"),
     Floor(2, ("state",), "owner-local storage: paths, atomic/append-only writes, records"),
@@ -137,7 +140,9 @@ def render_floor_table() -> str:
     ]
     for floor in reversed(FLOORS):
         rooms = ", ".join(
-            "top level (`home`, `errors`, `visible_text`)" if r == "top" else f"`{r}/`"
+            "top level (`home`, `errors`, `visible_text`, `valid_text`)"
+            if r == "top"
+            else f"`{r}/`"
             for r in floor.rooms
         )
         below = [r for f in FLOORS if f.level < floor.level for r in f.rooms]

@@ -44,8 +44,9 @@ def _read_limited(read: Callable[[int], bytes], source: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(
-            f"the message from {source} is not UTF-8 text; convert it and send it again",
-            error_code="usage_error",
+            f"the message from {source} is not valid text (not UTF-8); nothing was sent. "
+            "Convert it (e.g. `iconv -t UTF-8`) and send it again",
+            error_code="invalid_text",
         ) from None
 
 

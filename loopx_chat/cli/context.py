@@ -88,6 +88,7 @@ def read_json_input(source: str, what: str, *, limit: int | None = None) -> obje
     # The state layer loads with the commands that read or write state, not with every
     # command (a chat turn delegated to the running service touches none of it).
     from loopx_chat.state.safe_read import DOCUMENT_LIMIT, JsonRefused, parse_json, read_regular
+    from loopx_chat.valid_text import checked_tree
 
     limit = DOCUMENT_LIMIT if limit is None else limit
     try:
@@ -102,11 +103,13 @@ def read_json_input(source: str, what: str, *, limit: int | None = None) -> obje
     if len(raw) > limit:
         raise UsageError(f"{what} is larger than {limit >> 20} MiB", error_code="input_invalid")
     try:
-        return parse_json(raw)
+        doc = parse_json(raw)
     except JsonRefused as exc:
         raise UsageError(
-            f"{what} is not usable JSON ({exc.reason})", error_code="input_invalid"
+            f"{what} is not usable JSON ({exc.reason})",
+            error_code="invalid_text" if exc.not_utf8 else "input_invalid",
         ) from None
+    return checked_tree(doc, what)
 
 
 # Where `--json`, once parsed, is noted for the error boundary (`LazyGroup.invoke`): the

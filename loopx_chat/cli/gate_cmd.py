@@ -4,6 +4,8 @@ The agent cannot decide a gate; every request and decision stays on record (`Gat
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,6 +20,7 @@ from loopx_chat.cli.delegation import service_for
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.goals.gate_store import DECISIONS, HOST_GATE_PREFIX, validate_goal_id
+from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
     from loopx_chat.goals.run_block import RunBlock
@@ -72,7 +75,20 @@ def gate_request(
     "answers",
     multiple=True,
     help="Host gate: the answer to Codex's question; with several questions (or an MCP "
-    "server's fields) one ID=TEXT per question, repeated.",
+    "server's fields) one ID=TEXT per question, repeated. Never for a secret question "
+    "(every local user can read a command line): use the prompt, --answer-stdin or "
+    "--answer-file.",
+)
+@click.option(
+    "--answer-stdin",
+    is_flag=True,
+    help="Host gate: read the answers from stdin, one TEXT or ID=TEXT per line.",
+)
+@click.option(
+    "--answer-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Host gate: read the answers from this file (mode 0600), one TEXT or ID=TEXT per line.",
 )
 @json_option
 @click.pass_obj
@@ -84,21 +100,26 @@ def gate_resolve(
     reason: str | None,
     for_session: bool,
     answers: tuple[str, ...],
+    answer_stdin: bool,
+    answer_file: Path | None,
     as_json: bool,
 ) -> None:
     """Approve or reject GATE_ID (through the running service when one of ours is up); a
-    host gate (what Codex asked) is answered to codex's live request."""
+    host gate (what Codex asked) is answered to codex's live request. Approving a question
+    on a terminal asks for each answer not given (a secret one without echo)."""
     if gate_id.startswith(HOST_GATE_PREFIX):
         from loopx_chat.cli.host_gate_resolve import host_choice, resolve_host_gate
 
         goal = known_goal(cli, goal_id)
         asked = cli.gate_store().gate(goal, gate_id).host or {}
-        choice = host_choice(decision, for_session, answers, asked)
+        given = _host_answers(asked, decision, answers, answer_stdin, answer_file)
+        choice = host_choice(decision, for_session, given, asked)
         _emit_gate(resolve_host_gate(cli, goal, gate_id, choice, reason), as_json)
         return
-    if for_session or answers or decision == "cancel":
+    if for_session or answers or answer_stdin or answer_file or decision == "cancel":
         raise UsageError(
-            "--for-session, --answer and cancel are for host gates (what Codex asked)",
+            "--for-session, --answer, --answer-stdin, --answer-file and cancel are for host "
+            "gates (what Codex asked)",
             error_code="usage_error",
         )
     decision = "reject" if decision == "decline" else decision
@@ -138,6 +159,37 @@ def gate_list(cli: CliContext, goal_id: str | None, as_json: bool) -> None:
             *(f"goal={p['goal_id']}  error [{p['error_code']}]: {p['error']}" for p in problems),
         ],
         empty=nothing_found("gates", goal_id),
+    )
+
+
+def _host_answers(
+    host: dict[str, Any],
+    decision: str,
+    argv: tuple[str, ...],
+    from_stdin: bool,
+    from_file: Path | None,
+) -> list[str]:
+    """The answer words from every source `gate resolve` was given (see `answer_sources`);
+    on a terminal, approving a question asks for the rest."""
+    from loopx_chat.cli import answer_sources as sources
+
+    sources.refuse_secret_on_argv(argv, host)
+    given = list(argv)
+    if from_stdin:
+        given += sources.read_stdin()
+    if from_file is not None:
+        given += sources.read_file(from_file, lambda words: click.echo(f"note: {words}", err=True))
+    if decision == "approve" and not from_stdin and sys.stdin.isatty():
+        given += sources.prompted(host, given, _ask)
+    return given
+
+
+def _ask(label: str, hidden: bool) -> str:
+    """One answer typed at the terminal; a hidden one is never echoed."""
+    shown = visible_text(label, ControlMode.ESCAPES)
+    # On stderr, so `--json` keeps stdout for the one document.
+    return str(
+        click.prompt(f"  {shown}", default="", show_default=False, hide_input=hidden, err=True)
     )
 
 

@@ -30,6 +30,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "demo",
         "Open a session, stream a reply, resume from a new process, refuse another home.",
     ),
+    "devices": (
+        "devices_cmd",
+        "devices",
+        "The browsers and devices signed in to the service; `devices revoke NAME`.",
+    ),
     "dream": (
         "dream_cmd",
         "dream",
@@ -73,7 +78,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "open": (
         "open_cmd",
         "open_page",
-        "Open the running service's page in your browser, logged in as its owner.",
+        "Sign your browser in to the running service (a one-time code) and open its page.",
     ),
     "project": (
         "project_cmd",
@@ -93,8 +98,8 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
     "serve": (
         "serve_cmd",
         "serve",
-        "Serve the chat API, /status.json and the first-screen page on loopback, to the owner "
-        "only (everything but /healthz needs the secret in the state dir).",
+        "Serve the chat API, /status.json and the first-screen page on loopback, and the "
+        "owner's Unix socket, to the owner only.",
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
@@ -133,8 +138,10 @@ class LazyGroup(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         # Before a command has parsed its options (a failure in a group's own callback), the
         # words on the command line are all there is to go by.
-        in_args = "--json" in (*getattr(ctx, "_protected_args", ()), *ctx.args)
+        words = (*getattr(ctx, "_protected_args", ()), *ctx.args)
+        in_args = "--json" in words
         try:
+            _check_words(ctx.params, words)
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.Abort):
             raise
@@ -142,3 +149,20 @@ class LazyGroup(click.Group):
             from loopx_chat.cli.context import JSON_REQUESTED, render_failure
 
             sys.exit(render_failure(exc, bool(ctx.meta.get(JSON_REQUESTED, in_args))))
+
+
+def _check_words(params: dict[str, Any], words: tuple[str, ...]) -> None:
+    """Every word of the command line is valid text (`invalid_text` otherwise), before any
+    command reads one: a byte that is not UTF-8 arrives as a lone surrogate, which would be
+    recorded and then break every page and list that shows it. A refusal names the option
+    (or the word's place), never the text."""
+    from loopx_chat.valid_text import checked_text
+
+    for name, value in params.items():
+        if value is not None:
+            checked_text(str(value), f"--{name.replace('_', '-')}")
+    previous = ""
+    for number, word in enumerate(words, start=1):
+        where = f"the argument after {previous}" if previous.startswith("-") else ""
+        checked_text(word, where or f"command-line argument {number}")
+        previous = word

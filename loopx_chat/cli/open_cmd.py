@@ -1,46 +1,77 @@
-"""`loopx-chat open`: open the running service's page in the owner's browser, logged in.
+"""`loopx-chat open`: sign the owner's browser in to the running service and open its page.
 
-It reads where the service runs (`service.json`) and the owner's secret from the state dir,
-and hands the login URL to the system's opener (`open` on macOS, `xdg-open` elsewhere, as
-click launches them: argv, never a shell). `--print` only prints the URL. The URL carries the
-secret: it goes to the owner's browser or terminal, never to a log.
+It asks the service, over the owner's Unix socket, for a one-time code (single use, a few
+minutes long), writes a 0600 HTML file in the 0700 state dir that sends the browser to
+`/login#code=...`, and hands the browser that file: the only word on any command line is the
+file's path, which grants nothing to a user who cannot read the state dir (as Jupyter's
+`open` does). The code is in the URL's fragment, which a browser never sends to a server, and
+the page spends it at once for a key of its own. `--print` prints the URL instead (to the
+owner's terminal: the code is spent by the first browser that uses it).
 """
 
 from __future__ import annotations
+
+from html import escape
 
 import click
 
 from loopx_chat.cli.context import CliContext
 from loopx_chat.errors import Remedy, UsageError
 
+REDIRECT_FILE = "open.html"
+
+
+def _not_running() -> UsageError:
+    return UsageError(
+        "no loopx-chat service is running for this state dir",
+        error_code="service_not_running",
+        remedy=Remedy(
+            summary="`open` signs your browser in to a running service.",
+            next_action="Start it with `loopx-chat serve` (or `loopx-chat service start`), "
+            "then run `loopx-chat open` again.",
+        ),
+    )
+
+
+def sign_in_url(cli: CliContext, name: str | None, *, full: bool = True) -> str:
+    """A one-time sign-in URL from the running service of this state dir, asked over the
+    owner's socket (whose peer proves it runs as this user; whatever home it serves)."""
+    from loopx_chat.service.client import TRANSPORT_ERRORS, ServiceClient
+    from loopx_chat.state.service_runtime import read_runtime
+
+    runtime = read_runtime(cli.state_dir, check_process=False)
+    if runtime is None:
+        raise _not_running()
+    client = ServiceClient(runtime, cli.state_dir)
+    try:
+        code = client.login_code(name, full=full)["code"]
+    except TRANSPORT_ERRORS:
+        raise _not_running() from None
+    return f"{runtime.base_url}/login#code={code}"
+
 
 @click.command("open")
-@click.option("--print", "print_only", is_flag=True, help="Print the login URL; open nothing.")
+@click.option("--print", "print_only", is_flag=True, help="Print the sign-in URL; open nothing.")
+@click.option("--name", default=None, help="What `loopx-chat devices` calls this browser.")
 @click.pass_obj
-def open_page(cli: CliContext, print_only: bool) -> None:
-    """Open the running service's page in your browser, logged in as its owner."""
-    from loopx_chat.state.service_runtime import login_url, read_runtime, read_secret
-
-    runtime = read_runtime(cli.state_dir)
-    try:
-        secret = read_secret(cli.state_dir)
-    except ValueError:
-        secret = None
-    if runtime is None or secret is None:
-        raise UsageError(
-            "no loopx-chat service is running for this state dir",
-            error_code="service_not_running",
-            remedy=Remedy(
-                summary="`open` opens the page of a running service.",
-                next_action="Start it with `loopx-chat serve` (or `loopx-chat launchagent "
-                "start` on macOS), then run `loopx-chat open` again.",
-            ),
-        )
-    url = login_url(runtime.port, secret)
+def open_page(cli: CliContext, print_only: bool, name: str | None) -> None:
+    """Sign your browser in to the running service (a one-time code) and open its page."""
+    url = sign_in_url(cli, name)
     if print_only:
         click.echo(url)
         return
-    if click.launch(url) != 0:
+    from loopx_chat.state.private_files import PRIVATE_FILE_MODE, atomic_write_bytes
+
+    target = escape(url, quote=True)
+    page = (
+        '<!doctype html><html><head><meta charset="utf-8">'
+        f'<meta http-equiv="refresh" content="0;url={target}">'
+        '<meta name="referrer" content="no-referrer"><title>loopx-chat</title></head>'
+        f'<body><a href="{target}">Open loopx-chat</a></body></html>\n'
+    )
+    path = cli.state_dir / REDIRECT_FILE
+    atomic_write_bytes(path, page.encode(), mode=PRIVATE_FILE_MODE)
+    if click.launch(path.as_uri()) != 0:
         raise UsageError(
             "could not start a browser (no `open` or `xdg-open` that worked)",
             error_code="browser_unavailable",
@@ -49,4 +80,4 @@ def open_page(cli: CliContext, print_only: bool) -> None:
                 next_action="Run `loopx-chat open --print` and open that URL yourself.",
             ),
         )
-    click.echo(f"opened the page of the service on port {runtime.port}", err=True)
+    click.echo("opened a one-time sign-in page in your browser", err=True)

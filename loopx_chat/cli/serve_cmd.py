@@ -1,14 +1,13 @@
 """`loopx-chat serve`: run the local service in the foreground (what the LaunchAgent runs).
 
-It makes (or reads) the owner's secret, writes `service.json` once it listens, and
-removes `service.json` when it stops. The login URL is printed on stderr only when stderr is a
-terminal: under launchd stderr is a log file, and the secret never goes into a log."""
+It makes (or reads) the owner's secret, listens on loopback (browsers) and on the owner's
+Unix socket in the state dir (the CLI), writes `service.json` once it listens, and removes
+both when it stops. It never prints a credential: `loopx-chat open` signs a browser in."""
 
 from __future__ import annotations
 
 import errno
 import os
-import sys
 import threading
 
 import click
@@ -23,18 +22,20 @@ from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
-from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
+from loopx_chat.service.app import MAX_STREAMS, ServiceApp
+from loopx_chat.service.logline import LOG_CAP_BYTES, log
+from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
+    OwnerSocketServer,
     raise_open_file_limit,
     serve_forever,
 )
 from loopx_chat.state.service_runtime import (
     ensure_secret,
-    login_url,
     remove_runtime,
     runtime_for_this_process,
     write_runtime,
@@ -71,7 +72,17 @@ from loopx_chat.state.service_runtime import (
     type=click.IntRange(1, 4096),
     default=MAX_CONNECTIONS,
     show_default=True,
-    help="Connections open at once.",
+    help="The owner's connections open at once (connections that have not signed in share "
+    "a small separate allowance).",
+)
+@click.option(
+    "--log-cap",
+    type=click.IntRange(4096, 1 << 40),
+    default=LOG_CAP_BYTES,
+    show_default=True,
+    metavar="BYTES",
+    help="When stderr is a file (launchd's log, `2>>file`) past this size, it is moved to "
+    "<file>.1 and a new one started.",
 )
 @click.option(
     "--notify",
@@ -105,6 +116,7 @@ def serve(
     max_running: int,
     max_streams: int,
     max_connections: int,
+    log_cap: int,
     notify_mode: str,
     notify_url: str | None,
     sandbox: str,
@@ -112,12 +124,13 @@ def serve(
     plan: bool,
     decision_timeout: float,
 ) -> None:
-    """Serve the chat API, /status.json and the first-screen page on loopback, to the owner
-    only (everything but /healthz needs the secret in the state dir)."""
+    """Serve the chat API, /status.json and the first-screen page on loopback, and the
+    owner's Unix socket, to the owner only."""
     if notify_url is not None:
         checked_url(notify_url)
     if notify_mode in ("webhook", "both") and not notify_url:
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
+    set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
     controller = ChatController(
@@ -144,6 +157,7 @@ def serve(
                 secret=secret,
                 max_streams=max_streams,
                 max_running=max_running,
+                state_dir=cli.state_dir,
             ),
             max_connections=max_connections,
         )
@@ -169,11 +183,17 @@ def serve(
         server.server_close()
         controller.close()
         raise
-    if sys.stderr.isatty():
-        log(f"open the page: {login_url(server.port, secret)}")
-    else:
-        # Under launchd stderr is a log file, which must never hold the secret.
-        log("open the page with `loopx-chat open` (it carries the owner's login link)")
+    try:
+        owner = OwnerSocketServer(cli.state_dir, server.app)
+    except OSError as exc:
+        server.server_close()
+        controller.close()
+        raise UsageError(
+            f"cannot open the owner's socket in the state dir: {exc.strerror or exc}",
+            error_code="listen_failed",
+        ) from None
+    # Nothing here carries a credential: the page signs in with `loopx-chat open`.
+    log("open the page with `loopx-chat open` (it signs your browser in with a one-time code)")
     watcher = NoticeWatcher(
         status=server.app.status_snapshot,
         actions=server.app.page_actions,
@@ -185,7 +205,7 @@ def serve(
     controller.host_requests.listeners.append(lambda _live: watcher.wake())
     watcher.start()
     try:
-        serve_forever(server)
+        serve_forever(server, also=(owner,))
     finally:
         watcher.close()
         remove_runtime(cli.state_dir, os.getpid())

@@ -11,6 +11,7 @@ the file and line, and nothing is rewritten.
 from __future__ import annotations
 
 import os
+import re
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -25,12 +26,14 @@ from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
+    check_own_root,
     ensure_private_dir,
     state_read,
     state_write,
 )
 from loopx_chat.state.session_records import validate_session_id
 from loopx_chat.state.session_store import utc_now
+from loopx_chat.valid_text import checked_text
 
 GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
@@ -39,9 +42,19 @@ DECISIONS = ("approve", "reject")
 # Text a person or agent types into a goal record (a gate's question, a reason, a handoff's
 # next action) is cut to this many characters; the first screen's input says the same.
 TYPED_TEXT_LIMIT = 280
-# Who decided a gate, by the owner's surface: the page (its cookie), a program with the
-# owner's secret, or the owner's terminal. Records written before this say nothing (None).
+# Who decided a gate, by the owner's surface: the page, a program with the owner's secret,
+# or the owner's terminal; or the owner's signed-in device by name (`owner-device:NAME`).
+# Records written before this say nothing (None).
 DECIDERS = ("owner-page", "owner-api", "owner-cli", "owner-terminal")
+_DEVICE_DECIDER = re.compile(r"owner-device:[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+
+
+def is_decider(actor: object) -> bool:
+    return isinstance(actor, str) and (
+        actor in DECIDERS or _DEVICE_DECIDER.fullmatch(actor) is not None
+    )
+
+
 # A host gate (what codex asked: an approval or a question) has this id prefix and a compact
 # `host` mapping (kind, ids, a public-safe summary; see controller/host_requests.py).
 HOST_GATE_PREFIX = "host-"
@@ -82,6 +95,7 @@ def public_text(value: object, what: str) -> str:
     if not isinstance(value, str):
         # JSON input (`goal set --from-json`, the HTTP API) can carry any type here.
         raise UsageError(f"{what} must be text", error_code="input_invalid")
+    checked_text(value, what)  # whichever surface it came through: never a lone surrogate
     if has_control_characters(value):
         raise UsageError(
             f"{what} refused (control_character): it contains a control character; type plain text",
@@ -145,7 +159,7 @@ def check_decision(decision: str, reason: str | None, decided_by: str) -> None:
     host gate's decision is answered to codex before it is recorded)."""
     if decision not in DECISIONS:
         raise UsageError("decision must be approve or reject", error_code="usage_error")
-    if decided_by not in DECIDERS:
+    if not is_decider(decided_by):
         raise UsageError(f"a gate is decided by {', '.join(DECIDERS)}", error_code="usage_error")
     if reason:
         public_text(reason, "reason")
@@ -156,6 +170,7 @@ class GateStore:
     state root; it also owns each goal's folder and lock, which `GoalLedger` writes under."""
 
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        check_own_root(root)  # a state dir of another user: refused before any read
         self.root = root
         self.goals_dir = root / "goals"
         self._clock = clock
@@ -317,7 +332,7 @@ class GateStore:
                     status="approved" if decision == "approve" else "rejected",
                     decision=decision,
                     reason=event.get("reason"),
-                    decided_by=event["actor"] if event.get("actor") in DECIDERS else None,
+                    decided_by=event["actor"] if is_decider(event.get("actor")) else None,
                     updated_at=str(event.get("at")),
                     history=(*gate.history, event),
                 )

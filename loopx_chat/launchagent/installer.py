@@ -52,7 +52,7 @@ from loopx_chat.launchagent.plist import (
 from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities
 from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
-from loopx_chat.state.service_runtime import ensure_secret, login_url, read_secret
+from loopx_chat.state.service_runtime import ensure_secret
 
 PLIST_MODE = 0o644
 TEST_SWITCH = "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN"
@@ -170,12 +170,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     logs: dict[str, str] = field(default_factory=dict)
-    # The owner's login URL, for the terminal only: it carries the secret, so it is never
-    # part of the JSON document (which scripts log and paste).
-    login_url: str | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        doc = {k: v for k, v in self.__dict__.items() if k != "login_url"}
+        doc = dict(self.__dict__)
         return {"ok": True, **doc, "url": f"http://{DEFAULT_HOST}:{self.port}/"}
 
 
@@ -192,7 +189,7 @@ class LaunchAgentInstaller:
         self,
         ctx: InstallerContext,
         launchctl_factory: Callable[[], Launchctl],
-        probe: Callable[[str, int, str | None], ServiceProbe] = probe_capabilities,
+        probe: Callable[[Path], ServiceProbe] = probe_capabilities,
     ) -> None:
         if ctx.platform != "darwin" and ctx.environ.get(TEST_SWITCH) != "1":
             raise LaunchAgentError(
@@ -574,12 +571,6 @@ class LaunchAgentInstaller:
         )
         return Path(named) if named else default_state_dir(self.ctx.environ)
 
-    def _owner_secret(self, existing: ParsedPlist | None) -> str | None:
-        try:
-            return read_secret(self.service_state_dir(existing))
-        except ValueError:
-            return None  # not usable: the probe then reports the service as refusing us
-
     def restart(self, *, port: int | None = None) -> Report:
         return self.install(explicit_home=None, port=port, action="restart")
 
@@ -604,11 +595,8 @@ class LaunchAgentInstaller:
                 report.warnings.append(warning)
         if report.state == "loaded_without_plist":
             report.warnings.append("launchd still has the job but its plist is gone")
-        secret = self._owner_secret(existing)
-        if secret is not None:
-            report.login_url = login_url(port, secret)
         if state.running:
-            probe = self._probe(DEFAULT_HOST, port, secret)
+            probe = self._probe(self.service_state_dir(existing))
             report.service = {
                 "answering": probe.answering,
                 "package_version": probe.package_version,
@@ -674,8 +662,7 @@ def describe(report: Report) -> list[str]:
     if report.dropped:
         lines.append(f"dropped from the old plist: {', '.join(report.dropped)}")
     lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
-    if report.login_url:
-        lines.append(f"login:   {report.login_url}  (or: loopx-chat open)")
+    lines.append("sign in:  loopx-chat open")
     if report.service:
         if report.service["answering"]:
             lines.append(

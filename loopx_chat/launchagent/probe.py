@@ -1,7 +1,9 @@
 """Ask a running loopx-chat service who it is: `GET /api/chat/capabilities` and `/status.json`.
 
-Loopback only, 1 s to connect and 5 s in all per request, so `status` never hangs on a stuck
-service; it sends the owner's secret, which the service asks of every caller. It reads only
+Over the owner's Unix socket in the service's state dir, whose peer must prove it runs as
+this user before anything is sent (state/owner_socket.py): no secret is sent at all, so a
+squatter on the service's TCP port after a crash learns nothing. 1 s to connect and 5 s in
+all per request, so `status` never hangs on a stuck service. It reads only
 identity fields: the package version and bound home (capabilities),
 and the status contract (`schema_version`, `contract_version`); it never follows redirects
 and never reports anything else the documents hold.
@@ -14,7 +16,10 @@ import json
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
+
+from loopx_chat.state import owner_socket
 
 CONNECT_TIMEOUT_SEC = 1.0
 TOTAL_TIMEOUT_SEC = 5.0
@@ -29,21 +34,21 @@ class ServiceProbe:
     codex_home: str | None = None
 
 
-def _get_json(
-    host: str, port: int, path: str, secret: str | None
-) -> tuple[dict[str, Any] | None, str | None]:
+def _get_json(state_dir: Path, path: str) -> tuple[dict[str, Any] | None, str | None]:
     started = time.monotonic()
-    conn = http.client.HTTPConnection(host, port, timeout=CONNECT_TIMEOUT_SEC)
+    conn = http.client.HTTPConnection("localhost", timeout=CONNECT_TIMEOUT_SEC)
     try:
-        conn.connect()
-        assert conn.sock is not None
+        conn.sock = owner_socket.connect(state_dir, CONNECT_TIMEOUT_SEC)
         conn.sock.settimeout(max(0.1, TOTAL_TIMEOUT_SEC - (time.monotonic() - started)))
-        headers = {"Host": f"127.0.0.1:{port}"}
-        if secret:
-            headers["Authorization"] = f"Bearer {secret}"
-        conn.request("GET", path, headers=headers)
+        conn.request("GET", path, headers={"Host": "localhost"})
         response = conn.getresponse()
         body = response.read(1 << 20)
+    except FileNotFoundError:
+        return None, "no service socket in its state dir"
+    except ConnectionRefusedError:
+        return None, "its socket is stale (the service is gone)"
+    except owner_socket.NotOwnerPeer:
+        return None, "its socket is not this user's"
     except (OSError, http.client.HTTPException) as exc:
         return None, type(exc).__name__
     finally:
@@ -57,10 +62,9 @@ def _get_json(
     return (doc, None) if isinstance(doc, dict) else (None, "not a JSON object")
 
 
-def probe_capabilities(host: str, port: int, secret: str | None = None) -> ServiceProbe:
-    """Who answers on `port`, asked with the owner's secret (without it, a loopx-chat service
-    refuses us, reported as such)."""
-    doc, problem = _get_json(host, port, "/api/chat/capabilities", secret)
+def probe_capabilities(state_dir: Path) -> ServiceProbe:
+    """Who answers on the owner's socket of `state_dir` (nobody: not answering, and why)."""
+    doc, problem = _get_json(state_dir, "/api/chat/capabilities")
     if doc is None:
         return ServiceProbe(answering=False, detail=problem)
     if doc.get("schema_version") != "loopx_chat_capabilities_v1":
@@ -69,7 +73,7 @@ def probe_capabilities(host: str, port: int, secret: str | None = None) -> Servi
     version = identity.get("package_version") if isinstance(identity, dict) else None
     home = doc.get("codex_home")
     home_path = home.get("path") if isinstance(home, dict) else None
-    status, _ = _get_json(host, port, "/status.json", secret)
+    status, _ = _get_json(state_dir, "/status.json")
     contract = None
     if status is not None and isinstance(status.get("schema_version"), str):
         contract = str(status["schema_version"])

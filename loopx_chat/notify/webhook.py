@@ -1,17 +1,23 @@
 """The opt-in webhook: one signed JSON POST per notice, to the one URL the owner named.
 
-Owns the body (the notice's public-safe payload, sorted JSON), the signature header
-(`X-Loopx-Signature: sha256=<hex HMAC-SHA256 of the body>`, keyed by a secret made once,
-0600, in the state dir: `notify-webhook-secret`), a 5 s timeout per attempt, and 3 retries
-with backoff after the first attempt. It never follows a proxy from the environment, never
-sends the owner's page secret, and never raises: every failure is an `Outcome`.
+Owns the body (the notice's public-safe payload, sorted JSON) and its signature the Standard
+Webhooks way (https://www.standardwebhooks.com): `webhook-id` (new for each notice, the same
+on its retries), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
+(`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed by the `whsec_` secret in the
+state dir, `notify/webhook_secret.py`), so a receiver using any Standard Webhooks library
+verifies a notice and refuses a replay (an old timestamp, an id it has seen); a 5 s timeout
+per attempt, and 3 retries with backoff after the first attempt. It never follows a proxy
+from the environment, never sends the owner's page secret, and never raises: every failure
+is an `Outcome`.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import secrets
 import time
 import urllib.error
 import urllib.parse
@@ -21,9 +27,13 @@ from collections.abc import Callable, Sequence
 from loopx_chat.errors import UsageError
 from loopx_chat.notify.desktop import Outcome
 from loopx_chat.notify.notice import Notice
+from loopx_chat.notify.webhook_secret import signing_key
 
-SIGNATURE_HEADER = "X-Loopx-Signature"
-SECRET_FILE = "notify-webhook-secret"
+ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
+    "webhook-id",
+    "webhook-timestamp",
+    "webhook-signature",
+)
 TIMEOUT_SEC = 5.0
 BACKOFF_SEC: tuple[float, ...] = (0.5, 1.0, 2.0)  # before retry 1, 2, 3
 
@@ -43,8 +53,20 @@ def body_of(notice: Notice) -> bytes:
     return json.dumps(notice.payload(), sort_keys=True, separators=(",", ":")).encode()
 
 
-def signature(secret: str, body: bytes) -> str:
-    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+def new_message_id() -> str:
+    """A notice's `webhook-id`: random, so two notices never sign the same content."""
+    return "msg_" + secrets.token_urlsafe(18)
+
+
+def signed_headers(key: bytes, message_id: str, timestamp: int, body: bytes) -> dict[str, str]:
+    """The three Standard Webhooks headers for one attempt of one notice."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    digest = hmac.new(key, signed, hashlib.sha256).digest()
+    return {
+        ID_HEADER: message_id,
+        TIMESTAMP_HEADER: str(timestamp),
+        SIGNATURE_HEADER: "v1," + base64.b64encode(digest).decode("ascii"),
+    }
 
 
 class WebhookSender:
@@ -60,14 +82,15 @@ class WebhookSender:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.url = checked_url(url)
-        self._secret = secret
+        self._key = signing_key(secret)
         self._timeout = timeout
         self._backoff = tuple(backoff)
         self._sleep = sleep
         # No proxy from the environment: the notice goes where the owner said, nowhere else.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
-    def _attempt(self, body: bytes) -> str:
+    def _attempt(self, message_id: str, body: bytes) -> str:
+        signed = signed_headers(self._key, message_id, int(time.time()), body)
         request = urllib.request.Request(
             self.url,
             data=body,
@@ -75,7 +98,7 @@ class WebhookSender:
             headers={
                 "Content-Type": "application/json",
                 "User-Agent": "loopx-chat-notify",
-                SIGNATURE_HEADER: signature(self._secret, body),
+                **signed,
             },
         )
         try:
@@ -92,10 +115,11 @@ class WebhookSender:
 
     def send(self, notice: Notice) -> Outcome:
         body = body_of(notice)
-        code = self._attempt(body)
+        message_id = new_message_id()  # a retry is the same message, signed at its own time
+        code = self._attempt(message_id, body)
         for delay in self._backoff:
             if code == "sent":
                 break
             self._sleep(delay)
-            code = self._attempt(body)
+            code = self._attempt(message_id, body)
         return Outcome(code == "sent", self.channel, code)

@@ -10,11 +10,9 @@ session that asked for it.
 
 from __future__ import annotations
 
-import hmac
 import json
 import queue
 import re
-import secrets
 import sys
 import threading
 import time
@@ -43,16 +41,18 @@ from loopx_chat.goals.goal_ledger import GoalLedger, approval_policy_field
 from loopx_chat.goals.goal_runs import GoalRuns
 from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
 from loopx_chat.service import access, host_gates
-from loopx_chat.service.access import Access, AccessDecision
+from loopx_chat.service.access import LOGIN_PATH, SCRIPT_PATH, Access, AccessDecision
+from loopx_chat.service.device_auth import server_proof
+from loopx_chat.service.device_registry import DeviceRegistry
 from loopx_chat.service.events import EventHub
+from loopx_chat.service.logline import log
 from loopx_chat.service.page import (
     CSP,
     PAGE_SCRIPT,
-    SCRIPT_PATH,
+    PAGE_SHELL,
     GateView,
     GoalActions,
     render_cards,
-    render_first_screen,
     run_view,
 )
 from loopx_chat.service.security import (
@@ -66,13 +66,13 @@ from loopx_chat.state.private_files import state_os_error
 from loopx_chat.state.safe_read import JsonRefused, parse_json
 from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
+from loopx_chat.valid_text import checked_tree
 
 MAX_BODY = 1 << 20
 ACCEPT_WAIT_SEC = 60.0
 CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
 RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
 STATUS_POLL_SEC = 0.5
-CSRF_HEADER = "x-loopx-csrf"
 MAX_STREAMS = 64  # event streams open at once, across every client
 
 # Each outcome kind of `errors.ERRORS` as its HTTP status: the only place a status for an
@@ -115,8 +115,13 @@ _ID = r"([^/]+)"
 ROUTES: tuple[Route, ...] = tuple(
     Route(method, re.compile(pattern), handler)
     for method, pattern, handler in (
-        ("GET", r"/", "_page"),
+        ("GET", r"/", "_shell"),
+        ("GET", re.escape(LOGIN_PATH), "_shell"),
         ("GET", re.escape(SCRIPT_PATH), "_script"),
+        ("POST", r"/api/auth/login", "_login_route"),
+        ("POST", r"/api/auth/prove", "_prove_route"),
+        ("POST", r"/api/auth/codes", "_codes_route"),
+        ("GET", r"/api/page", "_page_data"),
         ("GET", r"/status\.json", "_status_json"),
         ("GET", r"/api/status/events", "_status_events_route"),
         ("POST", r"/api/status/rendered", "_rendered_route"),
@@ -142,9 +147,8 @@ ROUTES: tuple[Route, ...] = tuple(
 UNAUTHORIZED_PAGE = b"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>loopx-chat: owner only</title></head>
 <body><h1>This page belongs to the user who runs loopx-chat</h1>
-<p>Only its owner can open it. In the owner's terminal, run <code>loopx-chat open</code>, or
-use the login URL that <code>loopx-chat serve</code> and <code>loopx-chat launchagent
-status</code> print.</p></body></html>
+<p>Only its owner can open it. In the owner's terminal, run <code>loopx-chat open</code>:
+it signs this browser in with a one-time code.</p></body></html>
 """
 
 
@@ -160,6 +164,7 @@ class Response:
     content_type: str = "application/json"
     stream: Iterator[bytes] | None = None
     headers: tuple[tuple[str, str], ...] = ()
+    authenticated: bool = False  # the owner sent the request this answers
 
 
 def json_response(status: int, doc: Mapping[str, Any]) -> Response:
@@ -242,11 +247,6 @@ def checked_work_dir(value: object) -> Path:
     return path
 
 
-def log(message: str) -> None:
-    # stderr only: launchd sends it to the agent's log file. Never bodies, never text.
-    print(f"loopx-chat serve: {message}", file=sys.stderr, flush=True)
-
-
 @dataclass
 class _Worker:
     """What a turn's worker (the OS thread that runs it) reports back to the request."""
@@ -289,6 +289,7 @@ class ServiceApp:
         secret: str,
         max_streams: int = MAX_STREAMS,
         max_running: int = DEFAULT_MAX_RUNNING,
+        state_dir: Path | None = None,
     ) -> None:
         if len(secret) < 43:
             raise ValueError("the owner secret must carry at least 32 random bytes")
@@ -317,35 +318,64 @@ class ServiceApp:
         self._changed = threading.Condition()
         self._generation = 0
         controller.host_requests.listeners.append(lambda _live: self.state_changed())
-        # Per process: the page embeds it, and every write the page makes must send it back.
-        self.csrf_token = secrets.token_urlsafe(32)
+        # The owner's browsers and devices: each signs its requests with its own key.
+        self.devices = DeviceRegistry(state_dir or goals.root)
         # Notes per goal for its card (a notice that could not be sent); set by `serve`.
         self.card_notes: Callable[[], Mapping[str, tuple[str, ...]]] = dict
 
     # -- entry ---------------------------------------------------------------------------
-    def handle(self, method: str, path: str, headers: Mapping[str, str], body: bytes) -> Response:
-        refusal = host_refusal(headers.get("host"), self.port)
-        if refusal:
-            return error_response(403, "forbidden_host", refusal)
+    def handle(
+        self,
+        method: str,
+        path: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        *,
+        owner_channel: bool = False,
+    ) -> Response:
+        """One request's response; `authenticated` on it says whether the owner sent it
+        (the server gives an unauthenticated connection a small share and a short life).
+        `owner_channel`: it came over the owner's Unix socket, whose peer uid was checked."""
+        if not owner_channel:
+            refusal = host_refusal(headers.get("host"), self.port)
+            if refusal:
+                return error_response(403, "forbidden_host", refusal)
         path, _, query = path.partition("?")
-        decision = access.decide(method, path, query, headers, self.secret)
+        decision = access.decide(
+            method,
+            path,
+            query,
+            headers,
+            self.secret,
+            body=body,
+            owner_channel=owner_channel,
+            devices=self.devices.lookup,
+            nonces=self.devices.nonces,
+            now_ms=int(time.time() * 1000),
+            run_id=self.devices.run_id,
+        )
         if decision.access is Access.HEALTH:
             return json_response(200, {"ok": True})
         if decision.access is Access.REFUSED:
             return unauthorized(headers, path)
-        if decision.access is Access.LOGIN:
-            return Response(
-                303,
-                b"",
-                "text/plain; charset=utf-8",
-                headers=(
-                    ("Location", "/"),
-                    ("Set-Cookie", access.login_cookie(self.secret)),
-                    ("Cache-Control", "no-store"),
-                    ("Referrer-Policy", "no-referrer"),
-                ),
-            )
-        refusal = fetch_site_refusal(headers.get("sec-fetch-site"))
+        response = self._handle(method, path, query, headers, body, decision)
+        if decision.device_id is not None:
+            self.devices.seen(decision.device_id)
+        return replace(response, authenticated=decision.authenticated)
+
+    def _handle(
+        self,
+        method: str,
+        path: str,
+        query: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        decision: AccessDecision,
+    ) -> Response:
+        # The shell may be reached from anywhere (`open`'s file, a notice's link): it holds
+        # no data, and nothing it serves counts as the owner having seen anything.
+        shell = decision.access is Access.PUBLIC and method in ("GET", "HEAD")
+        refusal = None if shell else fetch_site_refusal(headers.get("sec-fetch-site"))
         if refusal:
             return error_response(403, "forbidden_request", refusal)
         writes = method not in ("GET", "HEAD")
@@ -358,10 +388,8 @@ class ServiceApp:
         if len(body) > MAX_BODY:
             return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
         try:
-            if writes and decision.surface == "page":
-                # A cookie rides along with any request the browser makes to us; the token
-                # only our own page holds says the owner's page made this one.
-                self._check_csrf(headers)
+            # No CSRF token: nothing rides along with a cross-site request any more (no
+            # cookie), and a device's signature can only be made by script of this origin.
             # HEAD is GET without the body (the server drops it).
             request = Request("GET" if method == "HEAD" else method, path, query, headers, body)
             return self._route(request, decision)
@@ -395,18 +423,12 @@ class ServiceApp:
         return error_response(404, "not_found", "no such endpoint")
 
     # -- routes ------------------------------------------------------------------------------
-    def _page(self, request: Request, decision: AccessDecision) -> Response:
-        status, _ = self._status_cache.get()
-        page = render_first_screen(
-            status,
-            self.page_actions(status),
-            codex_home_source=self.controller.binding.source,
-            csrf_token=self.csrf_token,
-            generated_at=_clock(),
-        )
+    def _shell(self, request: Request, decision: AccessDecision) -> Response:
+        """The page without data: its script signs in (a one-time code in the fragment) or
+        proves the service and loads the cards through signed calls."""
         return Response(
             200,
-            page,
+            PAGE_SHELL,
             "text/html; charset=utf-8",
             headers=(
                 ("Content-Security-Policy", CSP),
@@ -638,7 +660,7 @@ class ServiceApp:
         return json_response(200, contract)
 
     def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
-        return self._status_events()
+        return self._status_events(decision.device_id)
 
     # -- the first screen ----------------------------------------------------------------
     def status_snapshot(self) -> tuple[dict[str, Any], bytes]:
@@ -723,14 +745,15 @@ class ServiceApp:
             "cards_html": render_cards(status, self.page_actions(status)),
         }
 
-    def _status_events(self) -> Response:
+    def _status_events(self, device_id: str | None = None) -> Response:
         """Server-sent `cards` events: the page's cards again whenever the status changed
-        (any process's write shows within about half a second)."""
+        (any process's write shows within about half a second). A device's stream ends
+        within that half second once the device is revoked."""
 
         def stream() -> Iterator[bytes]:
             last: bytes | None = None
             sent_at = time.monotonic()
-            while True:
+            while device_id is None or self.devices.active(device_id):
                 seen = self._generation
                 status, raw = self._status_cache.get()
                 if raw != last:
@@ -771,13 +794,73 @@ class ServiceApp:
             headers=(("Cache-Control", "no-store"),),
         )
 
-    def _check_csrf(self, headers: Mapping[str, str]) -> None:
-        sent = headers.get(CSRF_HEADER) or ""
-        if not hmac.compare_digest(sent.encode(), self.csrf_token.encode()):
+    # -- the owner's devices --------------------------------------------------------------
+    def _page_data(self, request: Request, decision: AccessDecision) -> Response:
+        """What the shell shows: the header's words and the cards."""
+        status, _ = self._status_cache.get()
+        return json_response(
+            200,
+            {
+                **self._cards_event(status),
+                "goal_count": len(status.get("attention_queue", [])),
+                "codex_home_source": self.controller.binding.source,
+                "version": __version__,
+                "device": decision.device,
+            },
+        )
+
+    def _codes_route(self, request: Request, decision: AccessDecision) -> Response:
+        """A one-time login code, for the owner's CLI (`open`, `pair`) or a program."""
+        if decision.surface == "page":
             raise UsageError(
-                "this request does not carry the page's token; reload the page and try again",
+                "a signed-in browser cannot make login codes; run `loopx-chat open`",
                 error_code="forbidden_request",
             )
+        doc = self._json(request.body) if request.body else {}
+        name = doc.get("name")
+        full = doc.get("full", True)
+        if (name is not None and not isinstance(name, str)) or not isinstance(full, bool):
+            raise UsageError("name must be a string and full a boolean")
+        code, expires = self.devices.issue_code(name, full=full)
+        return json_response(
+            200, {"ok": True, "code": code, "expires_in_sec": int(expires - time.time())}
+        )
+
+    def _login_route(self, request: Request, decision: AccessDecision) -> Response:
+        """A one-time code becomes this browser's own device key (once; never again)."""
+        doc = self._json(request.body)
+        device = self.devices.redeem(doc.get("code"))
+        if device is None:
+            raise LoopxChatError(
+                "this sign-in link is used, expired or wrong; run `loopx-chat open` again",
+                error_code="login_code_invalid",
+            )
+        log(f"signed in a new device: {device.name}")
+        return json_response(
+            200,
+            {"ok": True, "device_id": device.device_id, "name": device.name, "key": device.key},
+        )
+
+    def _prove_route(self, request: Request, decision: AccessDecision) -> Response:
+        """The service shows it holds the device's key before the page signs anything."""
+        doc = self._json(request.body)
+        device_id, challenge = doc.get("device_id"), doc.get("challenge")
+        found = self.devices.lookup(device_id) if isinstance(device_id, str) else None
+        if found is None or not isinstance(challenge, str) or not 16 <= len(challenge) <= 128:
+            raise LoopxChatError(
+                "this browser's sign-in is not known here (revoked, or another service); "
+                "run `loopx-chat open`",
+                error_code="login_code_invalid",
+            )
+        return json_response(
+            200,
+            {
+                "ok": True,
+                "proof": server_proof(found[0], challenge, self.devices.run_id),
+                "run_id": self.devices.run_id,
+                "server_time_ms": int(time.time() * 1000),
+            },
+        )
 
     def _decide(
         self, goal_id: str, gate_id: str, doc: Mapping[str, Any], *, actor: str
@@ -824,10 +907,12 @@ class ServiceApp:
             doc = parse_json(body or b"{}")
         except JsonRefused as exc:
             raise LoopxChatError(
-                f"the request body is not usable JSON ({exc.reason})", error_code="bad_json"
+                f"the request body is not usable JSON ({exc.reason})",
+                error_code="invalid_text" if exc.not_utf8 else "bad_json",
             ) from None
         if not isinstance(doc, dict):
             raise LoopxChatError("the request body must be a JSON object", error_code="bad_json")
+        checked_tree(doc, "the request body")  # invalid_text: a lone surrogate anywhere in it
         return doc
 
     def warm_up(self) -> None:

@@ -1,19 +1,21 @@
 """The owner's programs as clients of the running service: find it, check it, call it.
 
-Owns finding the service of a state dir (`service.json`, the owner's secret), the identity
-check (its `capabilities` must name the Codex home the caller resolved, else it is not ours),
-and the calls the CLI delegates: open a session, run a turn streamed from its first delta
-(`POST .../turns` with `Accept: text/event-stream`), resume, interrupt, open and resolve a
-gate. Every
-request carries `Authorization: Bearer <secret>` and `X-Loopx-Surface: cli`.
+Owns finding the service of a state dir (`service.json` and the owner's Unix socket beside
+it), the identity check (its `capabilities` must name the Codex home the caller resolved,
+else it is not ours), and the calls the CLI delegates: open a session, run a turn streamed
+from its first delta (`POST .../turns` with `Accept: text/event-stream`), resume, interrupt,
+open and resolve a gate, make a one-time login code. Every request goes over the Unix socket
+in the 0700 state dir, to a peer that has proven it runs as this user (state/owner_socket.py),
+and carries no secret at all: a stale `service.json`, a reused pid or a squatter on the
+service's TCP port never receives a byte. Requests carry `X-Loopx-Surface: cli`.
 
-It speaks HTTP/1.1 over a plain socket (one request per connection, `Connection: close`):
+It speaks HTTP/1.1 over that socket (one request per connection, `Connection: close`):
 the service is ours and answers with `Content-Length` or, for a stream, until it closes, so
 `http.client` (and the `email` parser and `ssl` it loads, a third of a delegated command's
 imports) is not needed. Standard library only, plus the reader of the service's two files
-(`state/service_runtime`): a delegating CLI command loads no controller, no session store,
-no filelock, no psutil. It never prints, logs or returns the secret; a
-service it does not use is said in one line (`Skipped.note`) and nothing is sent to it.
+(`state/service_runtime`, `state/owner_socket`): a delegating CLI command loads no
+controller, no session store, no filelock, no psutil. A service it does not use is said in
+one line (`Skipped.note`) and nothing is sent to it.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import LoopxChatError, Remedy
+from loopx_chat.state import owner_socket
 from loopx_chat.state.service_runtime import (
     ServiceRuntime,
     home_identity,
     read_runtime,
-    read_secret,
 )
 
 PROBE_TIMEOUT_SEC = 1.0  # a service that does not answer its identity in this long is skipped
@@ -78,26 +80,23 @@ def turn_body(text: str, client_turn_id: str | None) -> bytes:
 
 def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped | None:
     """The service of `state_dir` serving `codex_home`, ready to call; `Skipped` when a
-    service.json is there but the service is stale, silent, or someone else's; None when no
-    service was ever started (or it stopped cleanly: its file is gone)."""
-    listed = read_runtime(state_dir, check_process=False)
-    if listed is None:
-        return None
-    # Only the pid: the secret-authenticated identity check below is what says it is ours.
-    runtime = read_runtime(state_dir, start_time=False)
+    service.json is there but the service is stale, silent, someone else's, or serves another
+    home; None when no service was ever started (or it stopped cleanly: its file is gone)."""
+    runtime = read_runtime(state_dir, check_process=False)
     if runtime is None:
-        return Skipped(f"service.json names pid {listed.pid}, which is gone (a stale file)")
+        return None
     where = f"the service on port {runtime.port}"
-    try:
-        secret = read_secret(state_dir)
-    except ValueError:
-        return Skipped(f"{where} has a secret file this user cannot trust")
-    if secret is None:
-        return Skipped(f"{where} has no secret file")
-    client = ServiceClient(runtime, secret)
+    client = ServiceClient(runtime, state_dir)
     try:
         status, doc = client.call(
             "GET", "/api/chat/capabilities", timeout=PROBE_TIMEOUT_SEC, total=True
+        )
+    except owner_socket.NotOwnerPeer:
+        return Skipped(f"{where} is not this user's (its socket's peer runs as another user)")
+    except (FileNotFoundError, ConnectionRefusedError):
+        return Skipped(
+            f"service.json names pid {runtime.pid}, but nothing listens on its socket "
+            "(a stale file)"
         )
     except TRANSPORT_ERRORS:
         return Skipped(f"{where} did not answer within {PROBE_TIMEOUT_SEC:g} s")
@@ -211,11 +210,11 @@ def _events(response: _Reply) -> Iterator[dict[str, Any]]:
 class ServiceClient:
     """Calls to one running service, as its owner's CLI."""
 
-    def __init__(self, runtime: ServiceRuntime, secret: str) -> None:
+    def __init__(self, runtime: ServiceRuntime, state_dir: Path) -> None:
         self.runtime = runtime
-        self._secret = secret
+        self.state_dir = state_dir
 
-    def __repr__(self) -> str:  # never the secret
+    def __repr__(self) -> str:
         return f"ServiceClient(port={self.runtime.port}, pid={self.runtime.pid})"
 
     def _open(
@@ -230,24 +229,19 @@ class ServiceClient:
         """Send one request; the response once its headers are in (`timeout` per read, or
         for the whole exchange when `total`)."""
         deadline = time.monotonic() + timeout if total else None
-        port = self.runtime.port
         payload = body if isinstance(body, bytes) else _encode(body) if body is not None else b""
         head = (
             f"{method} {path} HTTP/1.1\r\n"
-            f"Host: 127.0.0.1:{port}\r\n"
-            f"Authorization: Bearer {self._secret}\r\n"
+            "Host: localhost\r\n"
             f"X-Loopx-Surface: {SURFACE}\r\n"
             f"Accept: {accept}\r\n"
             "Content-Type: application/json\r\n"
             f"Content-Length: {len(payload)}\r\n"
             "Connection: close\r\n\r\n"
         )
-        # A plain IPv4 socket: `create_connection` would resolve the literal address through
-        # getaddrinfo and load the IDNA codec for it.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # The peer proved its uid before this: nothing is sent to anyone else.
+        sock = owner_socket.connect(self.state_dir, timeout)
         try:
-            sock.settimeout(timeout)
-            sock.connect(("127.0.0.1", port))
             sock.sendall(head.encode("ascii") + payload)
             return _Reply(sock, deadline)
         except BaseException:
@@ -310,6 +304,11 @@ class ServiceClient:
     ) -> dict[str, Any]:
         """`POST` Run the goal (with the run's options), or `GET` its latest run: the run."""
         return dict(self._checked(method, f"/api/goals/{goal_id}/run", body)["run"])
+
+    def login_code(self, name: str | None = None, *, full: bool = True) -> dict[str, Any]:
+        """A one-time code that signs one browser in (`open`, `pair`): code, expires_in_sec."""
+        body: dict[str, Any] = {"full": full, **({"name": name} if name else {})}
+        return dict(self._checked("POST", "/api/auth/codes", body))
 
     def pause_goal(self, goal_id: str) -> dict[str, Any]:
         """Pause the run (or the loop loopx-chat did not start) the service follows."""

@@ -140,8 +140,9 @@ def render_host_gate(goal_id: str, gate: Gate, details: Mapping[str, Any] | None
                 + "</div>"
             )
     asked = host.get("questions") or [] if kind == "question" else []
-    answers = [f"{q.get('id')}=TEXT" for q in asked]
-    cli = _cli(goal_id, gate.gate_id, "approve", answers if len(answers) > 1 else [])
+    # A secret question is never shown with --answer: the CLI asks for it without echo.
+    answers = [f"{q.get('id')}=TEXT" for q in asked if not q.get("secret")]
+    cli = _cli(goal_id, gate.gate_id, "approve", answers if len(asked) > 1 else [])
     parts.append(f'<p class="cli">or: <code>{cli}</code></p>')
     parts.append("</div>")
     return "".join(parts)

@@ -20,10 +20,10 @@ from loopx_chat.notify.desktop import DesktopSender, Outcome
 from loopx_chat.notify.dispatcher import Notifier, Sender
 from loopx_chat.notify.log import NoticeLog, NoticeRecord
 from loopx_chat.notify.notice import Notice
-from loopx_chat.notify.webhook import SECRET_FILE, WebhookSender
+from loopx_chat.notify.webhook import WebhookSender
+from loopx_chat.notify.webhook_secret import webhook_secret
 from loopx_chat.service.page import GoalActions, actor_of
 from loopx_chat.state.control_events import ControlLog
-from loopx_chat.state.service_runtime import ensure_secret
 from loopx_chat.state.session_store import utc_now
 
 POLL_SEC = 0.5
@@ -67,7 +67,7 @@ def senders_for(
     if mode in ("desktop", "both"):
         senders.append(DesktopSender(environ))
     if mode in ("webhook", "both") and url:
-        senders.append(WebhookSender(url, ensure_secret(state_dir, file_name=SECRET_FILE)))
+        senders.append(WebhookSender(url, webhook_secret(state_dir)))
     return senders
 
 

@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from loopx_chat import __version__
 from loopx_chat.goals.gate_store import TYPED_TEXT_LIMIT
 from loopx_chat.goals.words import LONG_ID, humanize, quota_words, short_id
+from loopx_chat.service.access import SCRIPT_PATH
 
 CSP = (
     "default-src 'none'; style-src 'unsafe-inline'; script-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
-SCRIPT_PATH = "/assets/first-screen.js"
 REFRESH_SECONDS = 10  # the no-JavaScript page reloads itself this often
 
 # (code, badge words, order)
@@ -400,29 +399,24 @@ border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color
 """
 
 
-def render_first_screen(
-    status: Mapping[str, Any],
-    actions: Mapping[str, GoalActions],
-    *,
-    codex_home_source: str,
-    csrf_token: str,
-    generated_at: str,
-) -> bytes:
-    count = len(status.get("attention_queue", []))
+def render_shell() -> bytes:
+    """The page without data (anyone may fetch it): its script signs the browser in or
+    loads the cards through signed calls. Without JavaScript it says how to get in."""
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f'<meta name="loopx-csrf" content="{escape(csrf_token)}">'
-        f'<noscript><meta http-equiv="refresh" content="{REFRESH_SECONDS}"></noscript>'
         "<title>loopx-chat: first screen</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>loopx-chat</h1>"
-        f"<p>{count} goal(s) · Codex home from {escape(codex_home_source)} · version "
-        f'{escape(__version__)}</p><p id="live" data-generated="{escape(generated_at)}">'
-        f"updated {escape(generated_at)}</p></header>"
-        f"<main>{render_cards(status, actions)}</main>"
+        '<p id="about"></p><p id="live">signing in…</p></header>'
+        '<main><p class="empty" id="signin">This page belongs to the user who runs loopx-chat. '
+        "In their terminal, <code>loopx-chat open</code> signs this browser in with a one-time "
+        "code.</p></main>"
         f'<script src="{SCRIPT_PATH}"></script></body></html>'
     )
     return html.encode("utf-8")
+
+
+PAGE_SHELL = render_shell()
 
 
 # The page's only script: live cards from the event stream, gate decisions, and telling the
@@ -430,10 +424,94 @@ def render_first_screen(
 PAGE_SCRIPT = r"""
 "use strict";
 (function () {
-  const token = document.querySelector('meta[name="loopx-csrf"]').content;
+  // The browser's credential is a WebCrypto HMAC key it cannot read out (extractable:
+  // false), kept in IndexedDB of this origin with the device id. Every call is signed; the
+  // service first proves it knows the key, so a squatter on this port is sent nothing.
   const live = document.getElementById("live");
+  const about = document.getElementById("about");
   const main = document.querySelector("main");
-  const headers = {"Content-Type": "application/json", "X-Loopx-CSRF": token};
+  const enc = new TextEncoder();
+  let cred = null;
+  let offset = 0;  // the service's clock minus ours (a phone's clock may be off)
+  let runId = "";  // this run of the service, as its proof names it
+  function b64url(bytes) {
+    let s = "";
+    bytes.forEach(function (b) { s += String.fromCharCode(b); });
+    return btoa(s).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  }
+  function unb64url(text) {
+    const s = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+    return Uint8Array.from(s, function (c) { return c.charCodeAt(0); });
+  }
+  function db() {
+    return new Promise(function (resolve, reject) {
+      const req = indexedDB.open("loopx-chat", 1);
+      req.onupgradeneeded = function () { req.result.createObjectStore("credential"); };
+      req.onsuccess = function () { resolve(req.result); };
+      req.onerror = function () { reject(req.error); };
+    });
+  }
+  function stored(value) {
+    return db().then(function (d) {
+      return new Promise(function (resolve, reject) {
+        const tx = d.transaction("credential", value === undefined ? "readonly" : "readwrite");
+        const store = tx.objectStore("credential");
+        const req = value === undefined ? store.get("device") :
+          (value === null ? store.delete("device") : store.put(value, "device"));
+        req.onsuccess = function () { resolve(req.result); };
+        req.onerror = function () { reject(req.error); };
+      });
+    });
+  }
+  function signedOut(why) {
+    cred = null;
+    live.classList.add("lost");
+    live.textContent = why;
+    main.innerHTML = '<p class="empty">This browser is not signed in. In the owner\'s ' +
+      "terminal, <code>loopx-chat open</code> signs it in with a one-time code.</p>";
+  }
+  async function headersFor(method, target, body) {
+    const time = String(Date.now() + offset);
+    const nonce = b64url(crypto.getRandomValues(new Uint8Array(16)));
+    const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", enc.encode(body)));
+    const text = ["loopx-v1", runId, method, target, time, nonce, b64url(digest)].join("\n");
+    const sig = new Uint8Array(await crypto.subtle.sign("HMAC", cred.key, enc.encode(text)));
+    return {"X-Loopx-Device": cred.id, "X-Loopx-Time": time, "X-Loopx-Nonce": nonce,
+            "X-Loopx-Signature": b64url(sig)};
+  }
+  async function call(method, target, doc) {
+    const body = doc === undefined ? "" : JSON.stringify(doc);
+    const headers = await headersFor(method, target, body);
+    if (body) { headers["Content-Type"] = "application/json"; }
+    const response = await fetch(target, {method: method, headers: headers,
+      body: body || undefined, cache: "no-store", credentials: "omit"});
+    if (response.status === 401) { signedOut("signed out: this browser's sign-in was revoked"); }
+    return response;
+  }
+  async function prove() {
+    const challenge = b64url(crypto.getRandomValues(new Uint8Array(24)));
+    const response = await fetch("/api/auth/prove", {method: "POST", credentials: "omit",
+      headers: {"Content-Type": "application/json"},
+      body: JSON.stringify({device_id: cred.id, challenge: challenge})});
+    const doc = await response.json();
+    const good = doc.ok && await crypto.subtle.verify("HMAC", cred.key, unb64url(doc.proof),
+      enc.encode("loopx-server-v1\n" + challenge + "\n" + doc.run_id));
+    if (!good) { throw new Error("unproven"); }
+    offset = doc.server_time_ms - Date.now();
+    runId = doc.run_id;
+  }
+  async function signIn(code) {
+    history.replaceState(null, "", "/");  // the spent code leaves the address bar
+    const response = await fetch("/api/auth/login", {method: "POST", credentials: "omit",
+      headers: {"Content-Type": "application/json"}, body: JSON.stringify({code: code})});
+    const doc = await response.json();
+    if (!doc.ok) { signedOut("not signed in: " + doc.error); return false; }
+    const key = await crypto.subtle.importKey("raw", unb64url(doc.key),
+      {name: "HMAC", hash: "SHA-256"}, false, ["sign", "verify"]);
+    cred = {id: doc.device_id, name: doc.name, key: key};
+    await stored(cred);
+    return true;
+  }
   function stamp(text) { live.classList.remove("lost"); live.textContent = "updated " + text; }
   function reportShown() {
     const shown = {};
@@ -441,9 +519,8 @@ PAGE_SCRIPT = r"""
       const refs = card.dataset.blockers.split(" ").filter(Boolean);
       if (refs.length) { shown[card.dataset.goal] = refs; }
     });
-    if (Object.keys(shown).length) {
-      fetch("/api/status/rendered", {method: "POST", headers: headers,
-        body: JSON.stringify({shown: shown})}).catch(function () {});
+    if (Object.keys(shown).length && cred) {
+      call("POST", "/api/status/rendered", {shown: shown}).catch(function () {});
     }
   }
   // What the owner is typing into a gate (an answer, a field, a reason) survives the cards
@@ -466,6 +543,11 @@ PAGE_SCRIPT = r"""
     stamp(new Date().toLocaleTimeString());
     requestAnimationFrame(reportShown);
   }
+  function post(target, body, onDone, onFail) {
+    call("POST", target, body).then(function (r) { return r.json(); }).then(function (doc) {
+      if (doc.ok) { show(doc); onDone(doc); } else { onFail(doc.error); }
+    }).catch(function () { onFail("the service did not answer"); });
+  }
   main.addEventListener("click", function (event) {
     const run = event.target.closest("button[data-run]");
     if (run) {
@@ -477,15 +559,12 @@ PAGE_SCRIPT = r"""
         body = {question: hold ? hold.value.trim() : "", actor: "owner"};
       }
       run.disabled = true;
-      fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run, {
-        method: "POST", headers: headers, body: JSON.stringify(body)
-      }).then(function (r) { return r.json(); }).then(function (doc) {
-        if (doc.ok) { show(doc); } else {
+      post("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run,
+        body, function () {}, function (error) {
           run.disabled = false;
           const what = run.dataset.run === "gates" ? "not recorded: " : "not started: ";
-          card.querySelector(".runbar").textContent = what + doc.error;
-        }
-      }).catch(function () { run.disabled = false; });
+          card.querySelector(".runbar").textContent = what + error;
+        });
       return;
     }
     const fill = event.target.closest("button[data-fill]");
@@ -511,23 +590,65 @@ PAGE_SCRIPT = r"""
     }
     else if (typed && body.decision === "answer") { body.answer = typed.value; }
     button.disabled = true;
-    fetch("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
-          encodeURIComponent(gate.dataset.gate) + "/decision", {
-      method: "POST", headers: headers, body: JSON.stringify(body)
-    }).then(function (r) { return r.json(); }).then(function (doc) {
-      if (doc.ok) { show(doc); } else {
+    post("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
+         encodeURIComponent(gate.dataset.gate) + "/decision", body, function () {},
+      function (error) {
         button.disabled = false;
-        gate.querySelector(".meta").textContent = "not recorded: " + doc.error;
-      }
-    }).catch(function () { button.disabled = false; });
+        gate.querySelector(".meta").textContent = "not recorded: " + error;
+      });
   });
-  const events = new EventSource("/api/status/events");
-  events.addEventListener("cards", function (e) { show(JSON.parse(e.data)); });
-  events.onopen = function () { live.classList.remove("lost"); };
-  events.onerror = function () {
-    live.classList.add("lost");
-    live.textContent = "connection lost, retrying";
-  };
-  requestAnimationFrame(reportShown);
+  // The cards' event stream, read through fetch so that it can be signed (an EventSource
+  // cannot send headers). Lost: prove the service again before anything else is signed.
+  async function follow() {
+    const response = await call("GET", "/api/status/events");
+    if (!response.ok || !response.body) { throw new Error("stream refused"); }
+    const reader = response.body.getReader();
+    const dec = new TextDecoder();
+    let buffer = "";
+    for (;;) {
+      const part = await reader.read();
+      if (part.done) { throw new Error("stream ended"); }
+      buffer += dec.decode(part.value, {stream: true});
+      let end;
+      while ((end = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, end);
+        buffer = buffer.slice(end + 2);
+        const data = block.split("\n").filter(function (l) { return l.startsWith("data:"); })
+          .map(function (l) { return l.slice(5).trim(); }).join("\n");
+        if (data) {
+          const doc = JSON.parse(data);
+          if (doc.type === "cards") { show(doc); }
+        }
+      }
+    }
+  }
+  async function start() {
+    const code = new URLSearchParams(location.hash.slice(1)).get("code");
+    if (code) {
+      if (!(await signIn(code))) { return; }
+    } else {
+      cred = await stored();
+      if (!cred) { signedOut("not signed in"); return; }
+    }
+    for (;;) {
+      if (!cred) { return; }
+      try {
+        await prove();
+        const response = await call("GET", "/api/page");
+        if (!response.ok) { if (cred) { throw new Error("refused"); } return; }
+        const doc = await response.json();
+        about.textContent = doc.goal_count + " goal(s) · Codex home from " +
+          doc.codex_home_source + " · version " + doc.version + " · this browser: " + doc.device;
+        show(doc);
+        await follow();
+      } catch (e) {
+        if (!cred) { return; }
+        live.classList.add("lost");
+        live.textContent = "connection lost, retrying";
+        await new Promise(function (r) { setTimeout(r, 2000); });
+      }
+    }
+  }
+  start().catch(function () { signedOut("this browser cannot keep a sign-in here"); });
 })();
 """

@@ -1,14 +1,17 @@
 """The HTTP shell of the local service: loopback sockets, request parsing, graceful stop.
 
-Owns binding (loopback only; anything else is `non_loopback_host`), reading at most 1 MiB
-of body (larger is refused before it is read), the bounds every client shares (at most
-`max_connections` connections at once, beyond that a bare 503 and close; a request's line,
-headers and body read within `REQUEST_DEADLINE_SEC` in all, else the connection is closed),
-writing responses and SSE streams (HEAD: headers only), request logging to stderr (method,
-path, status, milliseconds: never bodies, queries or tokens; a failed connection is one
-escaped line, never a traceback), raising the open-file limit as far as the hard limit
-allows, and SIGTERM: stop accepting, close the controller (active turns recorded as
-interrupted), exit 0.
+Owns binding (loopback only; anything else is `non_loopback_host`) and the owner's Unix
+socket beside it (`OwnerSocketServer`: a peer of another uid is closed unanswered), reading
+at most 1 MiB of body (larger is refused before it is read), and the bounds that keep
+another local user from starving the owner: a connection is *unproven* until one of its
+requests is the owner's; unproven connections share `UNPROVEN_SHARE` places (a new one
+pushes out the oldest), must send their request within `UNPROVEN_DEADLINE_SEC`, and are
+closed after their one answer; only proven connections count against `max_connections`.
+It writes responses and SSE streams (HEAD: headers only) and logs one bounded line per
+request (service/logline.py): method, path, status and milliseconds for the owner's requests,
+never a path, query, body or token of anyone else's. It raises the open-file limit as far as
+the hard limit allows, and on SIGTERM stops accepting, closes the controller (active turns
+recorded as interrupted) and exits 0.
 """
 
 from __future__ import annotations
@@ -16,9 +19,12 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
+import socketserver
 import threading
 import time
+from collections import OrderedDict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from loopx_chat.errors import UsageError
@@ -27,9 +33,10 @@ from loopx_chat.service.app import (
     Response,
     ServiceApp,
     error_response,
-    log,
 )
+from loopx_chat.service.logline import log, log_refusal
 from loopx_chat.service.security import LOOPBACK_BIND_HOSTS
+from loopx_chat.state import owner_socket
 from loopx_chat.visible_text import ControlMode, visible_text
 
 
@@ -44,6 +51,9 @@ def _request_words(command: str, path: str) -> tuple[str, str]:
 
 MAX_CONNECTIONS = 128
 REQUEST_DEADLINE_SEC = 10.0
+# Connections that have not yet shown the owner's credential: a small share, a short life.
+UNPROVEN_SHARE = 24
+UNPROVEN_DEADLINE_SEC = 3.0
 # What a LaunchAgent starts with is launchd's default soft limit of 256 open files: a few
 # hundred idle clients would leave the owner's page and codex no descriptors.
 OPEN_FILES_WANTED = 8192
@@ -78,6 +88,8 @@ class LoopbackServer(ThreadingHTTPServer):
         self.request_deadline = request_deadline
         self._connections = 0
         self._connections_lock = threading.Lock()
+        self._unproven: OrderedDict[Any, None] = OrderedDict()
+        self._owner: set[Any] = set()
         # Sockets still reading a request, and when they must be done (one reaper thread
         # closes late ones: a thread per connection would cost more than the check).
         self._reading: dict[socket.socket, float] = {}
@@ -100,18 +112,36 @@ class LoopbackServer(ThreadingHTTPServer):
 
     # -- bounds --------------------------------------------------------------------------
     def process_request(self, request: Any, client_address: Any) -> None:
+        """Every connection starts unproven; past the share, the oldest unproven one goes
+        (a browser sends its request at once, so the owner's is never the oldest)."""
         with self._connections_lock:
-            full = self._connections >= self.max_connections
-            if not full:
-                self._connections += 1
-        if full:
+            self._unproven[request] = None
+            evict = next(iter(self._unproven)) if len(self._unproven) > UNPROVEN_SHARE else None
+            if evict is not None:
+                del self._unproven[evict]
+                self._reading.pop(evict, None)
+        if evict is not None:
             with contextlib.suppress(OSError):
-                request.settimeout(1.0)
-                request.sendall(_BUSY_REPLY)
-            self.shutdown_request(request)
-            log("connection refused: too many connections")
-            return
+                evict.shutdown(socket.SHUT_RDWR)
+            log_refusal("connection closed: too many connections have not signed in")
         super().process_request(request, client_address)
+
+    def proven(self, conn: socket.socket) -> bool:
+        """`conn` carried the owner's request: it leaves the unproven share and takes one of
+        the owner's places; False when those are all taken (503, and the connection ends)."""
+        with self._connections_lock:
+            if conn not in self._unproven:
+                return True  # proven before, on an earlier request of this connection
+            del self._unproven[conn]
+            if self._connections >= self.max_connections:
+                return False
+            self._connections += 1
+            self._owner.add(conn)
+            return True
+
+    def is_unproven(self, conn: socket.socket) -> bool:
+        with self._connections_lock:
+            return conn in self._unproven
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
@@ -119,16 +149,25 @@ class LoopbackServer(ThreadingHTTPServer):
         finally:
             self.reading_done(request)
             with self._connections_lock:
-                self._connections -= 1
+                self._unproven.pop(request, None)
+                if request in self._owner:
+                    self._owner.discard(request)
+                    self._connections -= 1
 
     @property
     def connections(self) -> int:
         return self._connections
 
     def reading(self, conn: socket.socket) -> None:
-        """`conn` starts reading a request: it must have all of it within the deadline."""
+        """`conn` starts reading a request: it must have all of it within the deadline (a
+        short one while the connection is unproven)."""
         with self._connections_lock:
-            self._reading[conn] = time.monotonic() + self.request_deadline
+            deadline = (
+                min(UNPROVEN_DEADLINE_SEC, self.request_deadline)
+                if conn in self._unproven
+                else self.request_deadline
+            )
+            self._reading[conn] = time.monotonic() + deadline
             if self._reaper is None:
                 self._reaper = threading.Thread(
                     target=self._reap, name="loopx-request-deadline", daemon=True
@@ -150,7 +189,7 @@ class LoopbackServer(ThreadingHTTPServer):
                 # The handler's blocked read returns at once, and it closes the connection.
                 with contextlib.suppress(OSError):
                     conn.shutdown(socket.SHUT_RDWR)
-                log("connection closed: the request was not read within the deadline")
+                log_refusal("connection closed: the request was not read within the deadline")
 
     def server_close(self) -> None:
         self._closed.set()
@@ -163,7 +202,7 @@ class LoopbackServer(ThreadingHTTPServer):
 
         exc = sys.exc_info()[1]
         name = type(exc).__name__ if exc else "unknown"
-        log(f"connection failed: {visible_text(name, ControlMode.ESCAPES)}")
+        log_refusal(f"connection failed: {visible_text(name, ControlMode.ESCAPES)}")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -176,6 +215,8 @@ class _Handler(BaseHTTPRequestHandler):
     server_version = "loopx-chat"
     sys_version = ""
 
+    owner_channel = False  # the owner's Unix socket handler says True
+
     def handle_one_request(self) -> None:
         # A keep-alive connection waits for its next request on a fresh deadline.
         self.server.reading(self.connection)
@@ -183,7 +224,9 @@ class _Handler(BaseHTTPRequestHandler):
             super().handle_one_request()
         except (ConnectionError, TimeoutError, OSError) as exc:
             self.close_connection = True
-            log(f"connection failed: {visible_text(type(exc).__name__, ControlMode.ESCAPES)}")
+            log_refusal(
+                f"connection failed: {visible_text(type(exc).__name__, ControlMode.ESCAPES)}"
+            )
 
     def _handle(self) -> None:
         started = time.monotonic()
@@ -208,21 +251,35 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.reading_done(self.connection)
             if len(body) < length:  # the client went, or the deadline closed it
                 self.close_connection = True
-                method, target = _request_words(self.command, self.path)
-                log(f"{method} {target} body cut short")
+                log_refusal("a request's body was cut short")
                 return
             try:
-                response = self.server.app.handle(self.command, self.path, headers, body)
+                response = self.server.app.handle(
+                    self.command, self.path, headers, body, owner_channel=self.owner_channel
+                )
             except Exception as exc:  # never a traceback to the client
                 method, target = _request_words(self.command, self.path)
                 log(f"internal error on {method} {target}: {type(exc).__name__}")
                 response = error_response(500, "internal_error", "internal error")
+            if response.authenticated:
+                if not self.server.proven(self.connection):
+                    response = error_response(
+                        503, "too_many_connections", "too many connections; retry"
+                    )
+            else:
+                # One answer per unproven connection: nobody holds a place without signing in.
+                self.close_connection = True
         try:
             self._send(response)
         except (BrokenPipeError, ConnectionResetError, TimeoutError):
             self.close_connection = True  # the client left: nobody to answer, nothing to report
-        method, target = _request_words(self.command, self.path)
-        log(f"{method} {target} {response.status} {(time.monotonic() - started) * 1000:.0f}ms")
+        elapsed = f"{(time.monotonic() - started) * 1000:.0f}ms"
+        if response.authenticated:
+            method, target = _request_words(self.command, self.path)
+            log(f"{method} {target} {response.status} {elapsed}")
+        else:
+            # Never the path of a request nobody vouched for: it is the sender's to choose.
+            log_refusal(f"unauthenticated request {response.status} {elapsed}")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _handle
 
@@ -266,15 +323,61 @@ class _Handler(BaseHTTPRequestHandler):
         URI or a header too long, an unsupported version or method), logged like any request:
         method and path without the query, or `-` where the line could not be read."""
         super().send_error(code, message, explain)
-        # parse_request clears `command` before reading a line; `path` may then be the
-        # previous request's on this connection, so it is shown only with a command.
-        command = self.command or ""
-        path = getattr(self, "path", "") if command else ""
-        method, target = _request_words(command, path)
-        log(f"{method or '-'} {target[:200] or '-'} {code} refused before handling")
+        self.close_connection = True
+        # Before handling nobody is authenticated: the code only, never the line's words.
+        log_refusal(f"request {code} refused before handling")
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # our own log lines carry no query strings, bodies or raw request lines
+
+
+class _OwnerHandler(_Handler):
+    owner_channel = True
+
+
+class OwnerSocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    """The owner's own channel: the Unix socket in the state dir. A connection whose peer
+    runs as another uid is closed before a byte is read or written; the owner's connections
+    never share a place with anyone else's."""
+
+    daemon_threads = True
+
+    def __init__(self, state_dir: Path, app: ServiceApp) -> None:
+        self.state_dir = state_dir
+        self.app = app
+        self.request_deadline = REQUEST_DEADLINE_SEC
+        socketserver.BaseServer.__init__(
+            self, str(owner_socket.socket_path(state_dir)), _OwnerHandler
+        )
+        self.socket = owner_socket.listen(state_dir)
+
+    def server_bind(self) -> None:  # pragma: no cover - bound in owner_socket.listen
+        pass
+
+    def verify_request(self, request: Any, client_address: Any) -> bool:
+        try:
+            owner_socket.check_peer(request)
+        except OSError:
+            log_refusal("owner socket: a process of another user was refused")
+            return False
+        return True
+
+    # The handler's hooks that the loopback server implements for its deadlines.
+    def reading(self, conn: socket.socket) -> None:
+        conn.settimeout(self.request_deadline)
+
+    def reading_done(self, conn: socket.socket) -> None:
+        conn.settimeout(None)
+
+    def proven(self, conn: socket.socket) -> bool:
+        return True
+
+    def server_close(self) -> None:
+        owner_socket.remove(self.state_dir, self.socket)
+        super().server_close()
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log_refusal("owner socket: a connection failed")
 
 
 def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> tuple[int, int]:
@@ -290,8 +393,14 @@ def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> tuple[int, int]:
     return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
-def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> None:
-    """Serve until SIGTERM/SIGINT; then stop accepting and close the controller."""
+def serve_forever(
+    server: LoopbackServer,
+    *,
+    install_signals: bool = True,
+    also: tuple[socketserver.BaseServer, ...] = (),
+) -> None:
+    """Serve until SIGTERM/SIGINT; then stop accepting and close the controller. `also`:
+    servers of the same app on other sockets (the owner's Unix socket)."""
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:
@@ -304,6 +413,10 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
         target=server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
     )
     worker.start()
+    for other in also:
+        threading.Thread(
+            target=other.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+        ).start()
     host = server.server_address[0]
     shown = f"[{host}]" if ":" in host else host
     log(
@@ -315,6 +428,9 @@ def serve_forever(server: LoopbackServer, *, install_signals: bool = True) -> No
             pass
     finally:
         log("stopping: interrupting active turns and closing app-servers")
+        for other in also:
+            other.shutdown()
+            other.server_close()
         server.shutdown()
         server.app.runs.close()  # goal runs: paused, their running turns recorded
         server.app.host_loops.close()  # loops we did not start: let go, the goal untouched

@@ -26,6 +26,7 @@ from typing import Any
 
 from loopx_chat.errors import StateError
 from loopx_chat.state.private_files import (
+    check_owner,
     ensure_private_dir,
     notice,
     open_private_append,
@@ -118,7 +119,7 @@ def _checked(item: object, path: Path, where: str, schema: str | None) -> dict[s
 
 def _parsed(line: bytes, path: Path, where: str) -> object:
     try:
-        return parse_json(line)
+        return parse_json(line, repair=True)
     except JsonRefused as exc:
         if "nested" in exc.reason or "number" in exc.reason:
             raise StateError(
@@ -160,6 +161,7 @@ def read_appended(
                     f"{path} is not a regular file; it was left untouched",
                     error_code="state_corrupt",
                 )
+            check_owner(st, path)
             found = (st.st_dev, st.st_ino)
             restarted = found != identity or st.st_size < offset
             start = 0 if restarted else offset

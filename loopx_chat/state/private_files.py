@@ -8,7 +8,10 @@ It never follows a symlink at a destination and never writes in place, so a read
 crash) sees either the old bytes or the new bytes. The folder is not fsynced: after a power
 loss the rename may be lost, which still leaves the old bytes, and skipping it halves the
 cost of every state write on the turn path. A looser mode it finds is tightened once and
-said (`notice`), never silently.
+said (`notice`), never silently. Every folder it would use or tighten, and every file it
+opens, must belong to the user running loopx-chat: one of another user (a state dir someone
+pre-created 0777, a `gates.jsonl` they planted) is `foreign_owner`, and nothing in it is read,
+written or tightened.
 """
 
 from __future__ import annotations
@@ -87,6 +90,39 @@ def unsafe(path: Path | str, what: str) -> StateError:
     )
 
 
+def foreign_owner(path: Path | str, uid: int) -> StateError:
+    """The refusal for a folder or file of another user where only ours may be."""
+    from loopx_chat.errors import Remedy
+
+    return StateError(
+        f"{path} belongs to another user (uid {uid}), not to you (uid {os.getuid()}); "
+        "loopx-chat read, wrote and changed nothing there",
+        error_code="foreign_owner",
+        remedy=Remedy(
+            summary="Another local user could read or change what loopx-chat keeps there.",
+            next_action="Use a state dir of your own (--state-dir or LOOPX_CHAT_STATE_DIR), "
+            "or have that user remove it; then run the command again.",
+        ),
+    )
+
+
+def check_owner(st: os.stat_result, path: Path | str) -> None:
+    """`foreign_owner` unless `st` (of `path`) belongs to the current user."""
+    if st.st_uid != os.getuid():
+        raise foreign_owner(path, st.st_uid)
+
+
+def check_own_root(path: Path | str) -> None:
+    """A state root that exists must be a folder of ours (never followed if a symlink)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise state_os_error(exc, path, writing=False) from None
+    check_owner(st, path)
+
+
 def tighten(fd: int, path: Path | str, mode: int) -> None:
     """Give an open file or folder exactly `mode`; say so when it was looser."""
     st = os.fstat(fd)
@@ -139,6 +175,8 @@ def ensure_private_dir(path: Path | str, *, within: Path | str | None = None) ->
                 error_code="state_unwritable",
             )
         inside = current in (target, start) or current.startswith(start_prefix)
+        if inside:
+            check_owner(st, current)  # before anything is tightened or written in it
         if inside and st.st_mode & 0o777 != PRIVATE_DIR_MODE:
             os.chmod(current, PRIVATE_DIR_MODE, follow_symlinks=False)
             if st.st_mode & 0o077:
@@ -162,14 +200,36 @@ def open_private_append(path: Path, *, readable: bool = False) -> int:
         PRIVATE_FILE_MODE,
     )
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise unsafe(path, "is not a regular file")
+        check_owner(st, path)
         os.set_blocking(fd, True)
         tighten(fd, path, PRIVATE_FILE_MODE)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def create_private(path: Path, data: bytes) -> bool:
+    """Make `path` 0600 holding `data`, durably; False when it is already there (another
+    writer won the race: the caller reads theirs). Never through a symlink."""
+    try:
+        fd = os.open(
+            path,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            PRIVATE_FILE_MODE,
+        )
+    except FileExistsError:
+        return False
+    try:
+        os.fchmod(fd, PRIVATE_FILE_MODE)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
 
 
 def write_all(fd: int, data: bytes) -> None:

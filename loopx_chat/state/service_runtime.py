@@ -79,11 +79,6 @@ class ServiceRuntime:
         }
 
 
-def login_url(port: int, secret: str) -> str:
-    """The URL that lets the owner's browser in (it sets the cookie, then drops the token)."""
-    return f"http://127.0.0.1:{port}/?token={secret}"
-
-
 # -- reading (standard library only) --------------------------------------------------------
 
 
@@ -191,11 +186,7 @@ def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
     refused as `state_unsafe` and left as it is: a secret others could read must be replaced
     by the owner on purpose, never quietly trusted or overwritten."""
     from loopx_chat.errors import Remedy, StateError
-    from loopx_chat.state.private_files import (
-        PRIVATE_FILE_MODE,
-        ensure_private_dir,
-        state_write,
-    )
+    from loopx_chat.state.private_files import create_private, ensure_private_dir, state_write
 
     path = state_dir / file_name
     try:
@@ -218,20 +209,8 @@ def ensure_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str:
     with state_write(state_dir):
         ensure_private_dir(state_dir)
     with state_write(path):
-        try:
-            fd = os.open(
-                path,
-                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                PRIVATE_FILE_MODE,
-            )
-        except FileExistsError:  # another start won the race: use its secret
-            return ensure_secret(state_dir, file_name=file_name)
-        try:
-            os.fchmod(fd, PRIVATE_FILE_MODE)
-            os.write(fd, secret.encode("ascii") + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        if not create_private(path, secret.encode("ascii") + b"\n"):
+            return ensure_secret(state_dir, file_name=file_name)  # another start won the race
     return secret
 
 
@@ -271,3 +250,7 @@ def runtime_for_this_process(
         codex_home_id=home_identity(codex_home),
         process_started=_process_started(pid),
     )
+
+
+# Another secret kept the same way (the webhook's signing key) is read with the same checks.
+read_private = _read_private

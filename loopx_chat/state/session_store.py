@@ -25,6 +25,7 @@ from loopx_chat.errors import StateError
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
+    check_own_root,
     ensure_private_dir,
     state_read,
     state_write,
@@ -94,6 +95,7 @@ class SessionStore:
     """Sessions and their compact turns under one owner-local root."""
 
     def __init__(self, root: Path, *, clock: Callable[[], str] = utc_now) -> None:
+        check_own_root(root)  # a state dir of another user: refused before any read
         self.root = root
         self.sessions_dir = root / "sessions"
         self._clock = clock

@@ -43,6 +43,9 @@ def tree(root: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
         rel = str(path.relative_to(root))
+        if path.is_socket():  # the service's owner socket: a name, no bytes
+            out[rel] = "socket"
+            continue
         out[rel] = "dir" if path.is_dir() else hashlib.sha256(path.read_bytes()).hexdigest()
     return out
 

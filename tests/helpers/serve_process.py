@@ -91,13 +91,19 @@ class RunningService:
 
 
 def start_service(
-    state: Path, home: Path, env: dict[str, str], codex_bin: str, log: Path, *serve_args: str
+    state: Path,
+    home: Path,
+    env: dict[str, str],
+    codex_bin: str,
+    log: Path,
+    *serve_args: str,
+    port: int | None = None,
 ) -> RunningService:
-    """`serve` for a state dir, a home and an environment, its stderr in `log`; ready once
-    its `service.json` names it (written after it listens)."""
+    """`serve` for a state dir, a home and an environment, its stderr in `log`, on `port` (a
+    free one when None); ready once its `service.json` names it (written after it listens)."""
     from loopx_chat.state.service_runtime import read_runtime
 
-    port = free_port()
+    port = free_port() if port is None else port
     with log.open("wb") as err:
         proc = subprocess.Popen(
             [

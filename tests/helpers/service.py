@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.service.access import COOKIE_NAME
+from tests.helpers.device import Device, sign_in
 
 
 @dataclass
@@ -32,6 +32,13 @@ class Service:
     home: Path
     seen: list[bytes]
     secret: str
+    _device: Device | None = None
+
+    def device(self) -> Device:
+        """This service's signed-in test browser (signed in on first use)."""
+        if self._device is None:
+            self._device = sign_in(self.port, self.secret)
+        return self._device
 
     def request(
         self,
@@ -42,16 +49,18 @@ class Service:
         raw: bytes | None = None,
         auth: str = "bearer",
     ) -> Reply:
+        """`auth`: "bearer" (a program with the secret), "device" (the owner's signed-in
+        page, signing this request), or anything else for none."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         hdrs = {"Host": f"127.0.0.1:{self.port}"}
         if auth == "bearer":
             hdrs["Authorization"] = f"Bearer {self.secret}"
-        elif auth == "cookie":
-            hdrs["Cookie"] = f"{COOKIE_NAME}={self.secret}"
         payload = raw
         if body is not None:
             payload = json.dumps(body).encode()
             hdrs["Content-Type"] = "application/json"
+        if auth == "device":
+            hdrs.update(self.device().headers(method, path, payload or b""))
         hdrs.update(headers or {})
         conn.request(method, path, body=payload, headers=hdrs)
         resp = conn.getresponse()

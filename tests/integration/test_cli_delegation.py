@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -248,9 +249,14 @@ def test_a_delegated_send_loads_no_controller_no_state_layer_no_filelock(
         "tomllib",
         "_hashlib",
     )
-    # Of the state layer it needs where the state dir is (a path rule) and the service's two
-    # files (`service_runtime`, standard library only).
-    allowed = {"loopx_chat.state", "loopx_chat.state.location", "loopx_chat.state.service_runtime"}
+    # Of the state layer it needs where the state dir is (a path rule), `service.json`
+    # (`service_runtime`) and the owner's socket (`owner_socket`), standard library only.
+    allowed = {
+        "loopx_chat.state",
+        "loopx_chat.state.location",
+        "loopx_chat.state.service_runtime",
+        "loopx_chat.state.owner_socket",
+    }
     # and of the codex adapter only the turn defaults the `chat` options show (no imports)
     allowed |= {"loopx_chat.codex", "loopx_chat.codex.turn_defaults"}
     assert [m for m in loaded if m.startswith(heavy) and m not in allowed] == []
@@ -291,16 +297,16 @@ def test_a_service_that_is_down_is_skipped(
     cli_for: Callable[[str], Cli], mock: MockResponsesServer
 ) -> None:
     cli = cli_for("state")
-    _fake_runtime(cli.state, cli.home, _free_port())  # our pid, nothing on the port
-    _runs_here_with_one_note(cli, mock, "did not answer within 1 s")
+    _fake_runtime(cli.state, cli.home, _free_port())  # our pid, no socket in the state dir
+    _runs_here_with_one_note(cli, mock, "nothing listens on its socket")
 
 
-@pytest.fixture
-def hung_port() -> Iterator[int]:
-    """A socket that accepts connections and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
+@contextmanager
+def _hung_socket(state: Path) -> Iterator[None]:
+    """The owner's socket of `state`, accepting connections and never answering."""
+    from loopx_chat.state import owner_socket
+
+    server = owner_socket.listen(state)
     held: list[socket.socket] = []
     stop = threading.Event()
 
@@ -314,19 +320,26 @@ def hung_port() -> Iterator[int]:
 
     worker = threading.Thread(target=accept, daemon=True)
     worker.start()
-    yield int(server.getsockname()[1])
-    stop.set()
-    worker.join()
-    for conn in held:
-        conn.close()
-    server.close()
+    try:
+        yield
+    finally:
+        stop.set()
+        worker.join()
+        for conn in held:
+            conn.close()
+        server.close()
 
 
 def test_a_hung_service_is_skipped_after_one_second(
-    cli_for: Callable[[str], Cli], mock: MockResponsesServer, hung_port: int
+    cli_for: Callable[[str], Cli], mock: MockResponsesServer
 ) -> None:
     cli = cli_for("state")
-    _fake_runtime(cli.state, cli.home, hung_port)
+    _fake_runtime(cli.state, cli.home, _free_port())
+    with _hung_socket(cli.state):
+        _hung_service_is_skipped(cli, mock)
+
+
+def _hung_service_is_skipped(cli: Cli, mock: MockResponsesServer) -> None:
     _runs_here_with_one_note(cli, mock, "did not answer within 1 s")
     # How long the wait is: a command that fails at once here takes about one second more.
     unknown = ["gate", "resolve", "gate-nope", "--goal", "g", "--decision", "approve", "--json"]
@@ -348,7 +361,7 @@ def test_a_stale_service_file_is_skipped(
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     _fake_runtime(cli.state, cli.home, _free_port(), pid=gone.pid)
-    _runs_here_with_one_note(cli, mock, "which is gone")
+    _runs_here_with_one_note(cli, mock, "nothing listens on its socket")
 
 
 def test_another_homes_service_is_not_used(
@@ -478,10 +491,11 @@ def test_a_service_that_dribbles_its_answer_is_skipped_after_one_second(
 ) -> None:
     """One byte every 0.2 s never lets a read time out; the probe's second is for it all."""
     from loopx_chat.service.client import Skipped, find_service
+    from loopx_chat.state import owner_socket
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
+    state = tmp_path / "state"
+    _fake_runtime(state, bound_home, _free_port())
+    server = owner_socket.listen(state)
     stop = threading.Event()
 
     def dribble() -> None:
@@ -494,8 +508,6 @@ def test_a_service_that_dribbles_its_answer_is_skipped_after_one_second(
 
     worker = threading.Thread(target=dribble, daemon=True)
     worker.start()
-    state = tmp_path / "state"
-    _fake_runtime(state, bound_home, int(server.getsockname()[1]))
     started = time.monotonic()
     found = find_service(state, bound_home)
     took = time.monotonic() - started

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 
 from loopx_chat.goals.gate_store import GateStore
-from loopx_chat.service.access import COOKIE_NAME
-from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.device import browser_sign_in, sign_in
 from tests.helpers.serve_process import chromium, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,8 +111,8 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
         conn.close()
         assert first.gate_id not in goals.control.reported()["blockers"]
 
-        # A cross-site form post (no JSON, foreign Origin) and a JSON post without the
-        # page's token are both refused; the gate stays pending.
+        # A cross-site form post (no JSON, foreign Origin) and a signed request replayed are
+        # both refused; the gate stays pending.
         decision = f"/api/goals/goal-release/gates/{first.gate_id}/decision"
         status, doc = _post(
             port,
@@ -124,38 +124,56 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
             },
         )
         assert (status, doc["error_code"]) == (401, "unauthorized")
-        # The owner's cookie without the page's token is not the page deciding.
-        cookie = {"Cookie": f"{COOKIE_NAME}={secret}"}
-        status, doc = _post(
-            port,
-            decision,
-            b'{"decision":"approve"}',
-            {"Content-Type": "application/json", **cookie},
-        )
-        assert (status, doc["error_code"]) == (403, "forbidden_request")
-        assert goals.gate("goal-release", first.gate_id).status == "pending"
+        # A device's signed request is taken once: the same bytes again are refused, and a
+        # signature made for one path does not open another.
+        device = sign_in(port, secret, "replayer")
+        signed = device.headers("GET", "/status.json")
+
+        def get(path: str) -> int:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            conn.request("GET", path, headers={"Host": f"127.0.0.1:{port}", **signed})
+            code = conn.getresponse().status
+            conn.close()
+            return code
+
+        assert get("/api/chat/sessions") == 401
+        assert get("/status.json") == 200
+        assert get("/status.json") == 401
 
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
             try:
-                # Without the login URL the browser gets a page saying how to get in.
+                # Without signing in the browser gets the empty shell saying how to get in.
                 stranger = browser.new_context().new_page()
-                refused = stranger.goto(url)
-                assert refused is not None and refused.status == 401
+                stranger.goto(url)
+                stranger.wait_for_function(
+                    "() => document.getElementById('live').textContent.includes('not signed')"
+                )
                 assert "loopx-chat open" in stranger.inner_text("body")
                 assert stranger.locator("section.card").count() == 0
 
-                # The login URL sets the cookie and lands on the page without the token.
+                # A one-time code signs the browser in and leaves the address bar.
                 owner = browser.new_context(viewport={"width": 1400, "height": 1000})
                 page = owner.new_page()
-                page.goto(login_url(port, secret))
-                assert page.url == url  # the token is gone from the address bar
-                jar = {c["name"]: c for c in owner.cookies()}
-                assert jar[COOKIE_NAME]["httpOnly"] is True
-                assert jar[COOKIE_NAME]["sameSite"] == "Strict"
-                assert page.evaluate("() => document.cookie") == ""  # no script can read it
+                browser_sign_in(page, port, secret, "desk")
+                assert page.url == url  # the code is gone from the address bar
+                assert owner.cookies() == []  # nothing that every port would receive
                 page.wait_for_selector("section.card")
-                page.reload()  # and it works without the token afterwards
+                # What the browser keeps is a key its own scripts can use but never read out.
+                kept = page.evaluate(
+                    """() => new Promise(done => {
+                      const open = indexedDB.open("loopx-chat", 1);
+                      open.onsuccess = () => {
+                        const get = open.result.transaction("credential")
+                          .objectStore("credential").get("device");
+                        get.onsuccess = () => crypto.subtle.exportKey("raw", get.result.key)
+                          .then(() => done("exported"), () => done(
+                            String(get.result.key.extractable)));
+                      };
+                    })"""
+                )
+                assert kept == "false"
+                page.reload()  # and it works without a code afterwards
                 page.wait_for_selector("section.card")
 
                 # A hostile page in the owner's own browser posts a form to the service: the
@@ -203,7 +221,7 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 assert page.evaluate("() => window.__same_document") is True
                 resolved = goals.gate("goal-release", first.gate_id)
                 assert (resolved.status, resolved.reason) == ("approved", "numbers checked")
-                assert resolved.decided_by == "owner-page"
+                assert resolved.decided_by == "owner-device:desk"
                 after = page.inner_text('section.card[data-goal="goal-release"] .next')
                 assert "nothing is queued for the agent" in after and "handoff record" in after
 
@@ -221,12 +239,11 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
                 _wait(lambda: newer.gate_id in goals.control.reported()["blockers"])
 
-                # Without JavaScript the page is still whole, and refreshes itself.
+                # Without JavaScript nothing can sign in: the shell says how, and holds no data.
                 plain = browser.new_context(java_script_enabled=False).new_page()
-                plain.goto(login_url(port, secret))
-                assert plain.locator("section.card").count() == 5
-                refresh = plain.locator("noscript").inner_html()
-                assert 'http-equiv="refresh"' in refresh
+                plain.goto(url)
+                assert plain.locator("section.card").count() == 0
+                assert "loopx-chat open" in plain.inner_text("main")
 
                 # The service goes away: the page says so instead of showing stale cards.
                 proc.send_signal(signal.SIGTERM)

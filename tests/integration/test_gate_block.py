@@ -25,8 +25,9 @@ from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.device import browser_sign_in
 from tests.helpers.goal_runs import browser_or_fail, goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.serve_process import RunningService, start_service
@@ -364,7 +365,7 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
             )
             try:
                 page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
-                page.goto(login_url(service.port, str(read_secret(owner.state))))
+                browser_sign_in(page, service.port, str(read_secret(owner.state)))
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="gates"]').wait_for(timeout=10000)
                 card.locator("input.hold").fill("Deploy to staging first?")
@@ -386,11 +387,13 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
 
 
 def _records(root: Path) -> dict[str, bytes]:
-    """Every owner record under the state dir, by content (the rollout index is a cache)."""
+    """Every owner record under the state dir, by content (the rollout index is a cache, and
+    a device's `last_seen` is bookkeeping: a refused request still saw the device)."""
+    caches = ("cache", "index", "rollout", "devices.json", ".devices.lock")
     return {
         str(p.relative_to(root)): p.read_bytes()
         for p in sorted(root.rglob("*"))
-        if p.is_file() and not str(p.relative_to(root)).startswith(("cache", "index", "rollout"))
+        if p.is_file() and not str(p.relative_to(root)).startswith(caches)
     }
 
 
@@ -416,8 +419,11 @@ BAD_GATE_REQUESTS: list[tuple[str, str, Any, dict[str, str], str, int, str]] = [
     ("no secret", "/api/goals/g/gates", {"question": "Ship?"}, {}, "none", 401, "unauthorized"),
     ("another secret", "/api/goals/g/gates", {"question": "Ship?"},
      {"Authorization": "Bearer " + "x" * 43}, "none", 401, "unauthorized"),
-    ("the page without its token", "/api/goals/g/gates", {"question": "Ship?"}, {}, "cookie",
-     403, "forbidden_request"),
+    ("a device unknown here", "/api/goals/g/gates", {"question": "Ship?"},
+     {"X-Loopx-Device": "dev-" + "x" * 16, "X-Loopx-Time": "1", "X-Loopx-Nonce": "n",
+      "X-Loopx-Signature": "x" * 43}, "none", 401, "unauthorized"),
+    ("a signed-in browser from another site", "/api/goals/g/gates", {"question": "Ship?"},
+     {"Sec-Fetch-Site": "cross-site"}, "device", 403, "forbidden_request"),
     ("another site", "/api/goals/g/gates", {"question": "Ship?"},
      {"Origin": "http://evil.example"}, "bearer", 403, "forbidden_request"),
 ]  # fmt: skip

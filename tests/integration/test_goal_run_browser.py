@@ -12,7 +12,8 @@ from pathlib import Path
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.service_runtime import read_secret
+from tests.helpers.device import browser_sign_in
 from tests.helpers.goal_runs import browser_or_fail, run_events
 from tests.helpers.serve_process import free_port
 from tests.helpers.waiting import wait_for as wait_until
@@ -65,7 +66,7 @@ def test_run_progress_done_and_accept_on_the_card(
             )
             try:
                 page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
-                page.goto(login_url(port, str(read_secret(state))))
+                browser_sign_in(page, port, str(read_secret(state)))
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="run"]').click()
                 card.locator(".run-words", has_text="Codex is working on it (turn ").wait_for(
@@ -93,7 +94,7 @@ def test_run_progress_done_and_accept_on_the_card(
     rewards = (state / "goals" / "g" / "rewards.jsonl").read_text().splitlines()
     assert [json.loads(r)["label"] for r in rewards] == ["good"]
     authorized = run_events(state, "g")[0]
-    assert authorized["surface"] == "page" and authorized["actor"] == "owner-page"
+    assert authorized["surface"] == "page" and authorized["actor"] == "owner-device:browser-1"
 
 
 def _listening(port: int) -> bool:

@@ -4,10 +4,8 @@ mock): the run follows Codex's own loop to its budget, Pause lets the last turn 
 
 from __future__ import annotations
 
-import html
 import http.client
 import json
-import re
 import signal
 import socket
 import subprocess
@@ -21,9 +19,9 @@ import pytest
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.service.access import COOKIE_NAME
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.device import Device, sign_in
 from tests.helpers.goal_runs import goal_loop_turns, run_events
 from tests.helpers.serve_process import free_port
 from tests.helpers.waiting import wait_for as wait_until
@@ -128,7 +126,7 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
     mock.script(default="mock:slow=0.1 mock:text=one two three four five")
     proc = setup.serve("--max-running", "1", "--max-warm", "1")
     try:
-        code, page = setup.call("GET", "/")
+        code, page = setup.call("GET", "/api/page")
         assert code == 200 and 'data-run="run"' in str(page)
         code, doc = setup.call("POST", "/api/goals/g/run", {})
         assert code == 202, doc
@@ -268,16 +266,12 @@ def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
         _stop(proc)
 
 
-def _page_call(setup: Setup, path: str, csrf: str | None) -> tuple[int, dict[str, Any]]:
-    """A write the page makes: the owner's cookie, and the page's token when given."""
+def _page_call(setup: Setup, path: str, device: Device | None) -> tuple[int, dict[str, Any]]:
+    """A write the page makes: signed by the owner's signed-in browser when given."""
     conn = http.client.HTTPConnection("127.0.0.1", setup.port, timeout=60)
-    headers = {
-        "Host": f"127.0.0.1:{setup.port}",
-        "Cookie": f"{COOKIE_NAME}={read_secret(setup.state)}",
-        "Content-Type": "application/json",
-    }
-    if csrf is not None:
-        headers["X-Loopx-Csrf"] = csrf
+    headers = {"Host": f"127.0.0.1:{setup.port}", "Content-Type": "application/json"}
+    if device is not None:
+        headers.update(device.headers("POST", path, b"{}"))
     conn.request("POST", path, body=b"{}", headers=headers)
     resp = conn.getresponse()
     doc = json.loads(resp.read())
@@ -347,7 +341,7 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
         assert "error [thread_busy]" in busy.stderr and "own loop" in busy.stderr
         assert "Traceback" not in busy.stderr
         wait_until(lambda: len([t for t in setup.goal_turns(sid) if t.status != "running"]) >= 2)
-        code, page = setup.call("GET", "/")
+        code, page = setup.call("GET", "/api/page")
         assert code == 200
         assert "Codex is running a goal loopx-chat did not start" in str(page)
         assert 'data-run="pause"' in str(page) and 'data-run="run"' in str(page)
@@ -366,25 +360,24 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     assert [e["event"] for e in setup.runs("g")] == ["host_loop_seen"]
     counted = len(turns)
 
-    # 2. Again, and the owner pauses it from the card: the page's token is required, the
-    # Pause is recorded with its actor, the running turn finishes, no turn starts after.
+    # 2. Again, and the owner pauses it from the card: a signed-in browser is required, the
+    # Pause is recorded with that device as its actor, the running turn finishes, no turn
+    # starts after.
     proc = setup.serve()
     try:
         code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
         assert code == 200, doc
         wait_until(lambda: len(setup.goal_turns(sid)) > counted)
-        code, page = setup.call("GET", "/")
-        csrf = re.search(r'name="loopx-csrf" content="([^"]+)"', str(page))
-        assert csrf is not None
+        device = sign_in(setup.port, str(read_secret(setup.state)), "laptop")
         before = setup.runs("g")
         code, refused = _page_call(setup, "/api/goals/g/pause", None)
-        assert code == 403 and refused["error_code"] == "forbidden_request", refused
+        assert code == 401 and refused["error_code"] == "unauthorized", refused
         assert setup.runs("g") == before  # nothing recorded, nothing paused
-        code, paused = _page_call(setup, "/api/goals/g/pause", html.unescape(csrf.group(1)))
+        code, paused = _page_call(setup, "/api/goals/g/pause", device)
         assert code == 200, paused
-        assert paused["host_loop"]["actor"] == "owner-page"
+        assert paused["host_loop"]["actor"] == "owner-device:laptop"
         assert paused["host_loop"]["host_status"] == "paused"
-        assert "was paused by owner-page" in paused["cards_html"]
+        assert "was paused by owner-device:laptop" in paused["cards_html"]
         wait_until(lambda: SessionStore(setup.state).load(sid).active_turn_id is None)
         settled = len(setup.goal_turns(sid))
         time.sleep(1.0)
@@ -394,11 +387,14 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     turns = setup.goal_turns(sid)
     assert all(t.status in ("completed", "interrupted") for t in turns)
     last = setup.runs("g")[-1]
-    assert (last["event"], last["actor"]) == ("host_loop_paused", "owner-page")
+    assert (last["event"], last["actor"]) == ("host_loop_paused", "owner-device:laptop")
     after = host_goal()
     assert (after["status"], after["tokenBudget"]) == ("paused", 10**6)
     row = setup.cli("status", "--goal", "g")["attention_queue"][0]
-    assert row["host_goal"]["words"] == "paused by owner-page (a goal loopx-chat did not start)"
+    assert (
+        row["host_goal"]["words"]
+        == "paused by owner-device:laptop (a goal loopx-chat did not start)"
+    )
     facts = setup.cli("codex", "facts")
     thread_id = str(SessionStore(setup.state).load(sid).upstream_thread_id)
     ledger = SessionStore(setup.state).list_turns(sid)

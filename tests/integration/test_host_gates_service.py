@@ -4,8 +4,6 @@ stored, and a service killed with a request pending leaves `expired: host restar
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import json
 import os
@@ -23,6 +21,7 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.service_runtime import read_secret
 from tests.helpers.waiting import wait_value as _until
+from tests.helpers.webhooks import Verifier, state_webhook_secret
 
 CANARY = "CANARY5b2e"
 
@@ -38,6 +37,7 @@ class Receiver:
 
     def __init__(self, secret_of: Any, hang: float = 0.0) -> None:
         self.posts: list[dict[str, Any]] = []
+        self.verifier = Verifier(secret_of)
         self.raw: list[bytes] = []
         self.hang = hang
         self.arrived = 0
@@ -50,9 +50,9 @@ class Receiver:
                 outer.arrived += 1
                 if outer.hang:
                     outer.server_stop.wait(outer.hang)
-                want = "sha256=" + hmac.new(secret_of().encode(), body, hashlib.sha256).hexdigest()
-                if hmac.compare_digest(want, self.headers.get("X-Loopx-Signature", "")):
-                    outer.posts.append(json.loads(body))
+                doc = outer.verifier.verify(body, dict(self.headers))
+                if doc is not None:
+                    outer.posts.append(doc)
                 outer.raw.append(body)
                 self.send_response(204)
                 self.end_headers()
@@ -165,7 +165,7 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
     sub = work / f"in-{CANARY}"
     sub.mkdir(parents=True)
     env = _env(base_env, bound_home)
-    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    receiver = Receiver(lambda: state_webhook_secret(state))
     service = Service(state, env, codex_bin, receiver.url)
     try:
         status, doc = service.call(
@@ -185,7 +185,8 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
         gate = _until(lambda: _pending_host_gate(state), what="the host gate")
         assert gate.question == "Codex asks to run `touch` (2 arguments)"
         # The page shows the live command and folder, escaped; status.json does not.
-        _, page = service.call("GET", "/")
+        _, page_doc = service.call("GET", "/api/page")
+        page = page_doc["cards_html"]
         assert f"touch {sub}/f {sub}/{CANARY}" in page and "Approve for this session" in page
         _, status_doc = service.call("GET", "/status.json")
         assert CANARY not in json.dumps(status_doc)
@@ -231,7 +232,7 @@ def test_a_service_killed_with_a_request_pending_leaves_it_expired_and_asks_noth
     work = tmp_path / "work"
     work.mkdir()
     env = _env(base_env, bound_home)
-    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    receiver = Receiver(lambda: state_webhook_secret(state))
     service = Service(state, env, codex_bin, receiver.url)
     try:
         _, doc = service.call(
@@ -306,7 +307,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
     codex_bin: str,
     mock: MockResponsesServer,
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _browser_tools()
     state = tmp_path / "state"
@@ -314,7 +315,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
     work.mkdir()
     env = _env(base_env, bound_home)
     # The webhook hangs for longer than the whole test: turns and the page go on regardless.
-    receiver = Receiver(lambda: read_secret(state, file_name="notify-webhook-secret"), hang=120)
+    receiver = Receiver(lambda: state_webhook_secret(state), hang=120)
     service = Service(state, env, codex_bin, receiver.url, "--plan")
     secret_answer = "s3cret-answer-77e1"
     question = {
@@ -339,7 +340,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
             browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
             try:
                 page = browser.new_context().new_page()
-                page.goto(login_url(service.port, read_secret(state) or ""))
+                browser_sign_in(page, service.port, read_secret(state) or "")
                 gate = page.locator(".gate.host")
                 gate.wait_for()
                 assert f"touch {work}/f" in gate.locator("pre.live.command").inner_text()
@@ -347,7 +348,7 @@ def test_the_owner_approves_in_chromium_and_answers_a_secret_question(
                 gate.locator("button", has_text="Approve once").click()
                 _until(lambda: (work / "f").exists(), 10, what="the approved command to run")
                 _until(
-                    lambda: GateStore(state).gates("g")[0].decided_by == "owner-page",
+                    lambda: GateStore(state).gates("g")[0].decided_by == "owner-device:browser-1",
                     what="the page's decision on record",
                 )
                 # Next, once that turn is over: a secret question, in a password field.

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.terminal import read_until
 from tests.helpers.waiting import joined, run_in_thread, wait_value
 
 ASKER = Path(__file__).resolve().parents[1] / "helpers" / "mcp_asking_server.py"
@@ -367,7 +367,8 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     mock: MockResponsesServer,
     start_service: Callable[..., Any],
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url, read_secret
+    from loopx_chat.state.service_runtime import read_secret
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _playwright()
     canary = "CANARY-page-secret-93b7"
@@ -395,7 +396,7 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
         browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
         try:
             page = browser.new_context().new_page()
-            page.goto(login_url(service.port, read_secret(state) or ""))
+            browser_sign_in(page, service.port, read_secret(state) or "")
             card = page.locator(".gate.host")
             card.wait_for()
             db = card.locator('.q[data-qid="db"]')
@@ -432,20 +433,6 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     assert notices.exists() and canary.encode() not in notices.read_bytes()
 
 
-def _readwait_value(fd: int, marker: bytes, seen: bytearray, start: int = 0) -> int:
-    """Read the terminal until `marker` shows after `start`; where it ends."""
-    deadline = time.monotonic() + 60
-    while marker not in seen[start:]:
-        assert time.monotonic() < deadline, f"no {marker!r} in {bytes(seen)[-800:]!r}"
-        ready, _, _ = select.select([fd], [], [], 0.2)
-        if ready:
-            try:
-                seen.extend(os.read(fd, 4096))
-            except OSError:
-                raise AssertionError(f"no {marker!r}: {bytes(seen)[-800:]!r}") from None
-    return seen.index(marker, start) + len(marker)
-
-
 def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(
     tmp_path: Path,
     bound_home: Path,
@@ -471,11 +458,11 @@ def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(
     os.close(child)
     seen = bytearray()
     try:
-        at = _readwait_value(main, b"Which database should I use?", seen)
-        at = _readwait_value(main, b"your answer", seen, at)
+        at = read_until(main, b"Which database should I use?", seen)
+        at = read_until(main, b"your answer", seen, at)
         os.write(main, b"2\n")  # the second option
-        at = _readwait_value(main, b"Which token should I use?", seen, at)
-        _readwait_value(main, b"your answer", seen, at)
+        at = read_until(main, b"Which token should I use?", seen, at)
+        read_until(main, b"your answer", seen, at)
         os.write(main, b"main-db\n")
         assert proc.wait(60) == 0, bytes(seen)[-2000:]
     finally:
@@ -517,7 +504,8 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
     mock: MockResponsesServer,
     start_service: Callable[..., Any],
 ) -> None:
-    from loopx_chat.state.service_runtime import login_url, read_secret
+    from loopx_chat.state.service_runtime import read_secret
+    from tests.helpers.device import browser_sign_in
 
     sync_playwright, exe = _playwright()
     canary = "CANARY-mcp-page-2c5d"
@@ -554,7 +542,7 @@ def test_the_page_shows_an_mcp_servers_fields_and_sends_what_the_owner_filled_in
         browser = pw.chromium.launch(executable_path=exe, args=CHROMIUM)
         try:
             page = browser.new_context().new_page()
-            page.goto(login_url(service.port, read_secret(state) or ""))
+            browser_sign_in(page, service.port, read_secret(state) or "")
             card = page.locator(f'.gate.host[data-gate="{ask.gate_id}"]')
             card.wait_for()
             assert "Who <b>are</b> you?" in card.inner_text()

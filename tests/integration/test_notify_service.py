@@ -4,8 +4,6 @@ failure as a note on the card, and a restart never notifies the same gate again.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import json
 import os
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from loopx_chat.state.service_runtime import read_secret
+from tests.helpers.webhooks import Verifier, state_webhook_secret
 
 RECORDER = r"""
 import json, os, sys
@@ -53,14 +52,13 @@ def _until(predicate: Any, timeout: float = 20.0) -> None:
 class FailingReceiver:
     def __init__(self, secret_of: Any) -> None:
         self.posts: list[tuple[dict[str, Any], bool]] = []
+        self.verifier = Verifier(secret_of, processes=False)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                key = secret_of()
-                want = "sha256=" + hmac.new(key.encode(), body, hashlib.sha256).hexdigest()
-                good = hmac.compare_digest(want, self.headers.get("X-Loopx-Signature", ""))
+                good = outer.verifier.verify(body, dict(self.headers)) is not None
                 outer.posts.append((json.loads(body), good))
                 self.send_response(500)
                 self.send_header("Content-Length", "0")
@@ -112,10 +110,10 @@ def _page(port: int, state: Path) -> tuple[float, str]:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request(
         "GET",
-        "/",
+        "/api/page",
         headers={"Host": f"127.0.0.1:{port}", "Authorization": f"Bearer {read_secret(state)}"},
     )
-    body = conn.getresponse().read().decode()
+    body = json.loads(conn.getresponse().read())["cards_html"]
     conn.close()
     return time.monotonic() - started, body
 
@@ -135,7 +133,7 @@ def test_each_gate_is_told_once_and_a_failing_webhook_shows_on_the_card(tmp_path
         "STANDIN_LOG": str(log),
         "LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home"),
     }
-    receiver = FailingReceiver(lambda: read_secret(state, file_name="notify-webhook-secret"))
+    receiver = FailingReceiver(lambda: state_webhook_secret(state))
     _cli(state, "gate", "request", "--goal", "ship-it", "--question", "Deploy to prod?")
 
     def desktop() -> list[list[str]]:

@@ -36,7 +36,7 @@ import pytest
 
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.service.access import COOKIE_NAME
+from loopx_chat.service.access import PUBLIC
 from loopx_chat.service.app import ROUTES
 from loopx_chat.state.service_runtime import (
     RUNTIME_FILE,
@@ -46,6 +46,7 @@ from loopx_chat.state.service_runtime import (
     read_secret,
 )
 from tests.helpers.conditions import as_nobody_prefix
+from tests.helpers.device import login_code
 
 
 def _free_port() -> int:
@@ -274,7 +275,12 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
         {},
         {"Authorization": "Bearer " + "A" * 43},
         {"Authorization": "Basic b3duZXI6b3duZXI="},
-        {"Cookie": f"{COOKIE_NAME}=" + "A" * 43, "X-Loopx-CSRF": "guess"},
+        {
+            "X-Loopx-Device": "dev-" + "A" * 16,
+            "X-Loopx-Time": str(int(time.time() * 1000)),
+            "X-Loopx-Nonce": "guess",
+            "X-Loopx-Signature": "A" * 43,
+        },
     ]
     plan: list[tuple[str, str, Any, dict[str, str]]] = []
     for method, path in routes:
@@ -324,11 +330,15 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     assert set(got["files"].values()) == {"PermissionError"}
-    for method, path, status, body in got["results"]:
+    for (method, path, status, body), sent in zip(got["results"], plan, strict=True):
         if path == "/healthz":
             assert status == 200 and body in ('{"ok": true}\n', ""), (method, path)
             continue
-        assert status == 401, (method, path, status, body)
+        public = (method.replace("HEAD", "GET"), path) in PUBLIC and method != "POST"
+        if public and not sent[3]:
+            assert status == 200, (method, path)  # the shell and its script: no data
+        else:
+            assert status == 401, (method, path, status, body)
         if method == "GET" and body.startswith("{"):
             assert json.loads(body)["error_code"] == "unauthorized"
         for private in (
@@ -364,6 +374,9 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
         if path.endswith("/rendered"):
             # Only the owner's page reports what it rendered; a program would forge it.
             assert (status, json.loads(raw)["error_code"]) == (403, "forbidden_request")
+        elif path in ("/api/auth/login", "/api/auth/prove"):
+            # A code or a device the service does not know, whoever asks.
+            assert (status, json.loads(raw)["error_code"]) == (401, "login_code_invalid")
         elif path.endswith("/interrupt"):
             assert status in (200, 409), raw  # the turn may already be over
         elif path.endswith("/contract"):
@@ -456,7 +469,7 @@ def test_the_secret_never_leaves_in_a_log_error_status_page_or_event(served: Ser
         status, headers, raw = served.request(method, path, body)
         seen.append(raw + json.dumps(headers).encode())
     # Wrong and missing credentials: 401s carry no secret either.
-    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": f"{COOKIE_NAME}=wrong"}):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Cookie": f"token={secret}"}):
         status, got_headers, raw = served.request(
             "GET", "/status.json", headers=headers, auth=False
         )
@@ -472,14 +485,20 @@ def test_the_secret_never_leaves_in_a_log_error_status_page_or_event(served: Ser
     resp = conn.getresponse()
     seen.append(resp.fp.readline() + resp.fp.readline())
     conn.close()
-    # The login URL answers with the cookie (the one place the secret goes back) and a
-    # redirect to / that does not carry it.
+    # The old login URL is nobody, and no answer sets a cookie.
     status, headers, raw = served.request("GET", f"/?token={secret}", auth=False)
-    assert status == 303 and headers["location"] == "/"
-    assert headers["set-cookie"] == (f"{COOKIE_NAME}={secret}; HttpOnly; SameSite=Strict; Path=/")
-    seen.append(raw + headers["location"].encode())
+    assert status == 401 and "set-cookie" not in headers
+    seen.append(raw + json.dumps(headers).encode())
+    # A browser signs in with a one-time code: what it gets back is its own key, never the
+    # secret; neither the code nor the key is logged.
+    code = login_code(served.port, secret)
+    status, headers, raw = served.request("POST", "/api/auth/login", {"code": code}, auth=False)
+    assert status == 200 and "set-cookie" not in headers
+    key = json.loads(raw)["key"]
+    assert key != secret
+    seen.append(raw + json.dumps(headers).encode())
     log = served.stop()
-    assert secret not in log and "token=" not in log
+    assert secret not in log and "token=" not in log and code not in log and key not in log
     assert "Traceback" not in log
     for chunk in seen:
         assert secret.encode() not in chunk
@@ -647,9 +666,16 @@ def test_head_on_an_event_stream_is_headers_only(served: Served) -> None:
     assert body == b""
 
 
-def test_loopx_chat_open_hands_the_login_url_to_the_opener(
+def test_loopx_chat_open_puts_nothing_that_grants_access_on_argv(
     served: Served, tmp_path: Path, base_env: dict[str, str]
 ) -> None:
+    """`open` hands the browser a 0600 file in the 0700 state dir (as Jupyter does): its argv
+    names a file another user cannot read, and replayed later in a fresh browser profile it
+    signs nothing in (the one-time code in it was spent by the owner's browser)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.helpers.serve_process import chromium
+
     bindir = tmp_path / "bin"
     bindir.mkdir()
     record = tmp_path / "opened.json"
@@ -669,10 +695,53 @@ def test_loopx_chat_open_hands_the_login_url_to_the_opener(
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(record.read_text()) == [
-        f"http://127.0.0.1:{served.port}/?token={served.secret}"
-    ]
-    assert served.secret not in done.stderr + done.stdout
+    (argv,) = json.loads(record.read_text())
+    redirect = served.state / "open.html"
+    assert argv == str(redirect)
+    assert redirect.stat().st_mode & 0o777 == 0o600
+    assert "#code=" not in argv and served.secret not in argv
+    assert served.secret not in done.stderr + done.stdout + redirect.read_text()
+    # Another local user cannot read what the argv names.
+    peek = subprocess.run(
+        [*as_nobody_prefix(), "cat", str(redirect)], capture_output=True, timeout=60, check=False
+    )
+    assert peek.returncode != 0 and b"code" not in peek.stdout
+    args = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium(), args=args)
+        try:
+            owner = browser.new_context().new_page()
+            owner.goto(redirect.as_uri())
+            owner.wait_for_selector("section.card, p.empty")
+            owner.wait_for_function("() => document.getElementById('about').textContent")
+            # The same argv in a fresh profile, after the owner's browser used it.
+            replay = browser.new_context().new_page()
+            replay.goto(redirect.as_uri())
+            replay.wait_for_function(
+                "() => document.getElementById('live').textContent.includes('not signed in')"
+            )
+            assert replay.locator("section.card").count() == 0
+        finally:
+            browser.close()
+    devices = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "loopx_chat",
+                "--state-dir",
+                str(served.state),
+                "devices",
+                "--json",
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    )["devices"]
+    assert [d["name"] for d in devices] == ["browser-1"]  # one browser got in, once
     served.stop()
     gone = subprocess.run(
         [sys.executable, "-m", "loopx_chat", "--state-dir", str(served.state), "open"],

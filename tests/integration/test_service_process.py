@@ -16,8 +16,9 @@ import psutil
 
 from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.gate_store import GateStore
-from loopx_chat.state.service_runtime import login_url, read_secret
+from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.device import browser_sign_in
 from tests.helpers.serve_process import chromium, start_serve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,8 +111,9 @@ def test_first_screen_in_headless_chromium(
     state = tmp_path / "state"
     GateStore(state).request_gate("goal-page", "Approve the <release> & ship?", actor="owner")
     proc, port = start_serve(state, bound_home, base_env, codex_bin)
-    flags = [
-        "--headless",
+    from playwright.sync_api import sync_playwright
+
+    args = [
         "--no-sandbox",
         "--disable-gpu",
         "--disable-quic",
@@ -119,33 +121,27 @@ def test_first_screen_in_headless_chromium(
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chrome-profile'}",
-        "--window-size=1200,800",
     ]
-    # The login URL: it sets the owner's cookie and redirects to the page without the token.
-    url = login_url(port, str(read_secret(state)))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "first-screen.png"
+    shot.unlink(missing_ok=True)
     try:
-        dom = subprocess.run(
-            [exe, *flags, "--dump-dom", url],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        ARTIFACTS.mkdir(exist_ok=True)
-        shot = ARTIFACTS / "first-screen.png"
-        shot.unlink(missing_ok=True)
-        subprocess.run(
-            [exe, *flags, f"--screenshot={shot}", url],
-            capture_output=True,
-            timeout=120,
-            check=False,
-        )
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=exe, args=args)
+            try:
+                page = browser.new_context(viewport={"width": 1200, "height": 800}).new_page()
+                # The one-time sign-in URL `loopx-chat open` hands the browser: the page's
+                # script redeems it, keeps its own key and loads the cards by signed calls.
+                browser_sign_in(page, port, str(read_secret(state)))
+                page.wait_for_selector("section.card")
+                html = page.content()
+                page.screenshot(path=str(shot))
+            finally:
+                browser.close()
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
-    html = dom.stdout
-    assert 'data-goal="goal-page"' in html, dom.stderr[-2000:]
+    assert 'data-goal="goal-page"' in html
     assert "Who or what is it waiting on?" in html
     assert "the owner: an owner gate needs a decision" in html
     assert "no: blocked by an open owner gate" in html

@@ -195,11 +195,11 @@ def test_fixture_smoke_passes() -> None:
     assert done.stdout.strip().endswith("macos-dashboard-launchagent-status-smoke ok")
 
 
-def _installer(tmp_path: Path, runner: ScriptedRunner):  # type: ignore[no-untyped-def]
+def _installer(tmp_path: Path, runner: ScriptedRunner, **env: str):  # type: ignore[no-untyped-def]
     from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller
 
     ctx = InstallerContext(
-        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
         user_home=str(tmp_path),
         uid=501,
         platform="darwin",
@@ -209,8 +209,10 @@ def _installer(tmp_path: Path, runner: ScriptedRunner):  # type: ignore[no-untyp
 
 def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> None:
     import json
+    import socket
+    import socketserver
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     class Stale(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -232,12 +234,22 @@ def test_status_probes_the_service_and_flags_a_stale_version(tmp_path: Path) -> 
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Stale)
+        def address_string(self) -> str:
+            return "owner-socket"
+
+    installer = _installer(
+        tmp_path, ScriptedRunner({"print": [LOADED]}), LOOPX_CHAT_STATE_DIR=str(tmp_path / "st")
+    )
+    state_dir = installer.service_state_dir(None)
+    state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+    # The probe asks over the owner's socket in the service's state dir, never over TCP.
+    server = socketserver.ThreadingUnixStreamServer(str(state_dir / "service.sock"), Stale)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    with socket.socket() as sock:  # the port the plist names: nobody is asked there
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     try:
-        port = server.server_address[1]
-        installer = _installer(tmp_path, ScriptedRunner({"print": [LOADED]}))
-        installer.paths.plist.parent.mkdir(parents=True)
+        installer.paths.plist.parent.mkdir(parents=True, exist_ok=True)
         installer.paths.plist.write_bytes(render_plist(build_plist(spec("/h", port=port))))
         report = installer.status()
     finally:
@@ -546,12 +558,12 @@ def test_status_exit_codes_a_script_can_use(tmp_path: Path) -> None:
         assert _la(tmp_path, "install", "--port", str(port), **served).returncode == 0
         code, doc = status()
         assert (code, doc["state"], doc["service"]["answering"]) == (0, "running", True)
-        # Another state dir holds another secret: the service refuses it, and says so.
+        # Another state dir has no service socket: nothing is asked over TCP, and it says so.
         code, doc = _status_elsewhere(tmp_path)
         assert (code, doc["service"]["answering"], doc["service"]["detail"]) == (
             3,
             False,
-            "HTTP 401",
+            "no service socket in its state dir",
         )
     finally:
         proc.terminate()

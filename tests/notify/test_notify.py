@@ -4,8 +4,7 @@ rate limit, and a slow channel never holding up another one."""
 
 from __future__ import annotations
 
-import hashlib
-import hmac
+import base64
 import json
 import socket
 import stat
@@ -25,7 +24,9 @@ from loopx_chat.notify.applescript import applescript_string
 from loopx_chat.notify.desktop import DesktopSender, Outcome
 from loopx_chat.notify.dispatcher import Notifier
 from loopx_chat.notify.notice import Notice, Throttle, Verdict
-from loopx_chat.notify.webhook import SIGNATURE_HEADER, WebhookSender, checked_url
+from loopx_chat.notify.webhook import WebhookSender, body_of, checked_url
+from loopx_chat.notify.webhook_secret import signing_key, webhook_secret
+from tests.helpers.webhooks import Verifier
 
 # The stand-in parses each string literal back by AppleScript's own rule: inside a literal
 # only \" and \\ are escapes (a backslash before anything else is refused: our rule must
@@ -240,7 +241,8 @@ class Receiver:
     """A real loopback HTTP server: checks the signature, answers as told."""
 
     def __init__(self, secret: str, *, status: int = 200, hang: float = 0.0) -> None:
-        self.secret = secret
+        self.verifier = Verifier(lambda: secret)
+        self.headers: list[dict[str, str]] = []
         self.status = status
         self.hang = hang
         self.bodies: list[dict[str, Any]] = []
@@ -252,11 +254,12 @@ class Receiver:
             def do_POST(self) -> None:
                 outer.attempts += 1
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                want = "sha256=" + hmac.new(outer.secret.encode(), body, hashlib.sha256).hexdigest()
-                if not hmac.compare_digest(want, self.headers.get(SIGNATURE_HEADER, "")):
+                outer.headers.append({k.lower(): v for k, v in self.headers.items()})
+                doc = outer.verifier.verify(body, dict(self.headers))
+                if doc is None:
                     outer.bad_signatures += 1
                 else:
-                    outer.bodies.append(json.loads(body))
+                    outer.bodies.append(doc)
                 if outer.hang:
                     time.sleep(outer.hang)
                 self.send_response(outer.status)
@@ -276,7 +279,7 @@ class Receiver:
         self.server.server_close()
 
 
-SECRET = "s" * 43
+SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
 
 
 def test_the_webhook_posts_a_signed_public_safe_body() -> None:
@@ -302,10 +305,71 @@ def test_the_webhook_posts_a_signed_public_safe_body() -> None:
 def test_a_wrong_secret_fails_the_receivers_check() -> None:
     receiver = Receiver(SECRET)
     try:
-        WebhookSender(receiver.url, "t" * 43).send(_notice())
+        WebhookSender(receiver.url, "whsec_" + base64.b64encode(b"t" * 32).decode()).send(_notice())
     finally:
         receiver.close()
     assert receiver.bad_signatures == 1 and receiver.bodies == []
+    assert receiver.verifier.refused == ["No matching signature found"]
+
+
+def test_notices_verify_with_standardwebhooks_and_a_replay_is_refused() -> None:
+    """Two notices of identical content (two gates of one goal) are two messages: their ids,
+    and so what is signed, differ. A captured notice sent again is refused (its id was seen),
+    and the library itself refuses it once its timestamp is outside the 5-minute window."""
+    import standardwebhooks.webhooks as library
+
+    receiver = Receiver(SECRET)
+    try:
+        sender = WebhookSender(receiver.url, SECRET)
+        assert sender.send(_notice(key="g1:gate-1")).ok
+        assert sender.send(_notice(key="g1:gate-2")).ok
+        first, second = receiver.headers
+        assert first["webhook-id"] != second["webhook-id"]
+        assert first["webhook-signature"] != second["webhook-signature"]
+        assert first["webhook-signature"].startswith("v1,")
+        assert len(receiver.bodies) == 2 and receiver.bad_signatures == 0
+        body = body_of(_notice())
+        # The same bytes and headers again: the id was seen.
+        assert receiver.verifier.verify(body, first) is None
+        assert receiver.verifier.refused[-1] == "replayed message id"
+        # Ten minutes later, a fresh receiver (no memory of ids) still refuses it.
+        later = library.datetime.now(tz=library.timezone.utc) + library.timedelta(minutes=10)
+
+        class Later(library.datetime):
+            @classmethod
+            def now(cls, tz: Any = None) -> Any:
+                return later
+
+        original = library.datetime
+        library.datetime = Later  # type: ignore[misc]
+        try:
+            with pytest.raises(library.WebhookVerificationError, match="too old"):
+                library.Webhook(SECRET).verify(body, first)
+        finally:
+            library.datetime = original  # type: ignore[misc]
+        # A timestamp moved forward by the replayer breaks the signature.
+        moved = {**first, "webhook-timestamp": str(int(first["webhook-timestamp"]) + 1)}
+        with pytest.raises(library.WebhookVerificationError, match="No matching signature"):
+            library.Webhook(SECRET).verify(body, moved)
+    finally:
+        receiver.close()
+
+
+def test_an_older_secret_is_moved_to_the_whsec_form_with_the_same_key(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    old = "o" * 43  # what 0.x made: a bare token, its bytes the HMAC key
+    (state / "notify-webhook-secret").write_text(old + "\n")
+    (state / "notify-webhook-secret").chmod(0o600)
+    secret = webhook_secret(state)
+    assert secret.startswith("whsec_") and signing_key(secret) == old.encode()
+    assert (state / "notify-webhook-secret").read_text().strip() == secret
+    assert stat.S_IMODE((state / "notify-webhook-secret").stat().st_mode) == 0o600
+    assert webhook_secret(state) == secret  # read again as it is, not moved twice
+    fresh = tmp_path / "fresh"
+    made = webhook_secret(fresh)
+    assert len(signing_key(made)) == 32
+    assert stat.S_IMODE((fresh / "notify-webhook-secret").stat().st_mode) == 0o600
 
 
 def _free_port() -> int:
