@@ -17,7 +17,7 @@ from loopx_chat.goals.contract_view import collect_contracts
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.status import collect_status
 from loopx_chat.goals.unreadable import WHAT_TO_DO, Unreadable, attribute
-from loopx_chat.service.page import render_first_screen
+from loopx_chat.service.page import render_cards
 from loopx_chat.session_runtime._text import LOCAL_PATH_PATTERNS
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore, StoreProblem
@@ -126,9 +126,7 @@ def test_a_record_no_goal_claims_is_listed_in_every_view(tmp_path: Path) -> None
         env={"LOOPX_CHAT_CODEX_HOME": HOME},
     )
     assert json.loads(as_json.stdout)["unreadable_records"] == [record]
-    page = render_first_screen(
-        doc, {}, codex_home_source="env", csrf_token="t", generated_at="now"
-    ).decode()
+    page = render_cards(doc, {})
     assert "Records of no known goal" in page and "s-orphan" in page
     assert "What to do: its session.json is damaged" in page
 

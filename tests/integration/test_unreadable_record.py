@@ -91,9 +91,9 @@ def test_a_truncated_session_keeps_its_goal_in_every_view(
         status, body = _get(service.port, cli.state, "/status.json")
         assert status == 200
         _assert_problem_row(_row(json.loads(body)), session_id)
-        status, page = _get(service.port, cli.state, "/")
+        status, page = _get(service.port, cli.state, "/api/page")
         assert status == 200
-        html = page.decode()
+        html = json.loads(page)["cards_html"]
         status, served_contract = _get(service.port, cli.state, f"/api/goals/{GOAL}/contract")
         assert status == 200 and json.loads(served_contract) == contract
     finally:
