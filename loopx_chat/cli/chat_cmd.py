@@ -96,6 +96,13 @@ def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+FIRST_OUTPUT_HINT = (
+    "codex produced nothing before --first-output-timeout: it could not reach its model. "
+    "`loopx-chat home check` checks the home's model provider and sign-in; a slow model "
+    "needs a larger --first-output-timeout"
+)
+
+
 def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:
     turn = result["turn"]
     ok = turn["status"] in ("completed", "queued", "running")
@@ -121,6 +128,8 @@ def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:
             f"tokens={turn['total_tokens']}{note}",
             err=True,
         )
+        if code == "first_output_timeout":
+            click.echo(f"[loopx-chat] {FIRST_OUTPUT_HINT}", err=True)
     if not ok:
         sys.exit(1)
 
@@ -145,6 +154,10 @@ def _submit(
         if not as_json:
             click.echo(f"[loopx-chat] turn {turn_id} running, waiting for codex…", err=True)
 
+    def on_notice(line: str) -> None:
+        # On stderr with --json too: stdout then holds only the one document.
+        click.echo(f"[loopx-chat] {line}", err=True)
+
     controller = getattr(backend, "controller", None)  # a turn run here, not in the service
     if controller is not None and not as_json and sys.stdin.isatty():
         # What codex asks during this turn is asked here too (any other surface may answer).
@@ -152,7 +165,12 @@ def _submit(
 
         TerminalDecider(controller)
     result = backend.submit_turn(
-        session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
+        session_id,
+        message,
+        client_turn_id=client_turn_id,
+        on_delta=on_delta,
+        on_started=on_started,
+        on_notice=on_notice,
     )
     _finish(result, as_json, streamed)
 
@@ -202,8 +220,22 @@ def _say_host_loop(pause: str) -> None:
     default=turn_defaults.HARD_TIMEOUT_SEC,
     help="Seconds a turn may run in all before it is stopped.",
 )
+@click.option(
+    "--first-output-timeout",
+    type=POSITIVE_SECONDS,
+    default=turn_defaults.FIRST_OUTPUT_TIMEOUT_SEC,
+    envvar=turn_defaults.FIRST_OUTPUT_ENV,
+    help="Seconds a turn may go without producing anything (codex cannot reach its model) "
+    "before it is stopped.",
+)
 @click.pass_context
-def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
+def chat(
+    ctx: click.Context,
+    sandbox: str,
+    idle_timeout: float,
+    turn_timeout: float,
+    first_output_timeout: float,
+) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
     given = tuple(
         name
@@ -220,7 +252,12 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
         ctx.obj,
         controller_config=replace(
             config,
-            timeouts=replace(config.timeouts, idle=idle_timeout, hard=turn_timeout),
+            timeouts=replace(
+                config.timeouts,
+                idle=idle_timeout,
+                hard=turn_timeout,
+                first_output=first_output_timeout,
+            ),
             options=replace(config.options, sandbox=sandbox),
         ),
     )

@@ -38,6 +38,17 @@ from loopx_chat.state.service_runtime import (
 )
 
 
+def readiness_line(cli: CliContext) -> str:
+    """What `home check` says of the codex and the home's sign-in, as one line with no path."""
+    from loopx_chat.codex.compat_probe import check_codex, summary_line
+    from loopx_chat.controller.home_ownership import home_check
+
+    report = home_check(cli.binding(), cli.environ)
+    line = summary_line(check_codex(cli.codex_bin, cli.environ, cli.state_dir))
+    codes = ", ".join(p.code for p in report.issues)
+    return f"{line}; home: {'ok' if not codes else 'not ok (' + codes + ')'}"
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only.")
 @click.option(
@@ -159,6 +170,9 @@ def serve(
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
     threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
+    threading.Thread(
+        target=lambda: log(readiness_line(cli)), name="loopx-codex-check", daemon=True
+    ).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()

@@ -32,7 +32,14 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequestPolicy,
 )
-from loopx_chat.codex.turn_defaults import APPROVAL, HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
+from loopx_chat.codex.turn_defaults import (
+    APPROVAL,
+    FIRST_OUTPUT_TIMEOUT_SEC,
+    HARD_TIMEOUT_SEC,
+    IDLE_TIMEOUT_SEC,
+    SANDBOX,
+)
+from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
@@ -53,6 +60,7 @@ class Timeouts:
     request: float = 30.0
     idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
     hard: float = HARD_TIMEOUT_SEC  # whole turn
+    first_output: float = FIRST_OUTPUT_TIMEOUT_SEC  # nothing produced yet for this long
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
@@ -378,15 +386,22 @@ class CodexThread:
         *,
         on_delta: Callable[[str], None] | None = None,
         should_interrupt: Callable[[], bool] = lambda: False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> TurnOutcome:
         """Consume notifications until `turn_id` completes, a timeout fires or the process dies.
+
+        What codex says while it retries (an unreachable model) goes to `on_notice` as our own
+        line (`turn_notices`); a turn that has produced nothing within `first_output` is
+        stopped with `first_output_timeout`, retries or not.
 
         The turn's tokens are the thread total at its end minus the total before it: codex
         repeats the previous total (and the previous turn's `last`) for a turn that is
         interrupted or fails before the model answers, and that must cost nothing.
         """
         usage = _TurnUsage(self.usage_total)
-        started = last_event = time.monotonic()
+        started = last_event = began = time.monotonic()
+        produced = False  # a reply, reasoning, a tool call, a token count or an owner wait
+        retries = 0
         # While codex waits on the owner (an approval, a question), neither the idle nor the
         # turn timeout runs: the time spent waiting is added back when the wait ends.
         waiting_since: float | None = None
@@ -405,6 +420,8 @@ class CodexThread:
                     reason = "idle_timeout"
                 elif now - started > self.timeouts.hard:
                     reason = "hard_timeout"
+                elif not produced and now - began > self.timeouts.first_output:
+                    reason = "first_output_timeout"
                 if reason is not None:
                     interrupt_sent_for = reason
                     settle_deadline = now + self.timeouts.interrupt_settle
@@ -431,6 +448,7 @@ class CodexThread:
                 self.thread_id,
             ):
                 waiting = _waits_on_owner(params.get("status"))
+                produced = produced or waiting
                 if waiting and waiting_since is None:
                     waiting_since = last_event
                 elif not waiting and waiting_since is not None:
@@ -447,9 +465,17 @@ class CodexThread:
             if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
                 continue
             if note.method == "item/agentMessage/delta":
+                produced = True
                 delta = params.get("delta")
                 if on_delta is not None and isinstance(delta, str):
                     on_delta(delta)
+            elif note.method == "item/started":
+                produced = produced or _item_type(params) not in (None, "userMessage")
+            elif note.method == "error":
+                retries += 1
+                line = retry_notice(params, retries)
+                if line is not None and on_notice is not None:
+                    on_notice(line)
             elif note.method == "turn/completed":
                 turn = params.get("turn")
                 if not isinstance(turn, dict) or turn.get("id") != turn_id:
@@ -595,7 +621,13 @@ def _waits_on_owner(status: object) -> bool:
 
 
 def _timeout_code(reason: str | None) -> str | None:
-    return reason if reason in ("idle_timeout", "hard_timeout") else None
+    return reason if reason in ("idle_timeout", "hard_timeout", "first_output_timeout") else None
+
+
+def _item_type(params: Mapping[str, Any]) -> str | None:
+    item = params.get("item")
+    kind = item.get("type") if isinstance(item, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _usage_total(usage: object) -> TokenCounts | None:
