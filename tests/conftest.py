@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from loopx_chat.codex.binary import codex_version as codex_version_of
+from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
@@ -39,6 +41,16 @@ def codex_bin() -> str:
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def codex_version(codex_bin: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The version the codex under test reports (`codex --version`): tests derive what they
+    expect of a release from it, never from a version written in the test."""
+    scratch = tmp_path_factory.mktemp("codex-version-home")
+    version = codex_version_of(find_codex(codex_bin, os.environ), os.environ, scratch)
+    assert version is not None, f"{codex_bin} --version printed no version"
+    return version
 
 
 @pytest.fixture

@@ -215,8 +215,7 @@ class GoalLoopWatch:
                 outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
             if self.running_turn_id == turn_id:
                 self.running_turn_id = None
-            if t.active_turn_id == turn_id:
-                t.active_turn_id = None
+            t.turn_ended(str(turn_id))
             return LoopEvent("turn_ended", turn_id=str(turn_id), outcome=outcome)
         if note.method == "thread/goal/updated":
             goal = HostGoalState.from_wire(params.get("goal"))

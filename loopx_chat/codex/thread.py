@@ -52,6 +52,14 @@ HOME_HOST_REMEDY = Remedy(
 # How often a refused `turn/interrupt` is asked again, and how long `abandon_turn` keeps at it.
 INTERRUPT_RETRY_SEC = 0.05
 ABANDON_RETRY_SEC = 2.0
+# How long a `turn/interrupt` waits for its answer. codex answers at once while the turn runs;
+# codex 0.160.0-0.168.0 never answer one that arrives after an interrupted turn ended (0.169.0
+# and later say "no active turn to interrupt"; seen on 0.160.0 and 0.171.0), so waiting the
+# request timeout (30 s) would hold the caller for nothing: the turn's own `turn/completed`
+# says how it ended.
+INTERRUPT_ANSWER_SEC = 2.0
+# How many ended turns a thread remembers, so an interrupt for one of them is never sent.
+ENDED_TURNS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -172,6 +180,7 @@ class CodexThread:
         self.options = options or ThreadOptions()
         self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
+        self._ended_turns: dict[str, None] = {}  # ordered: the last ENDED_TURNS_KEPT
         # The thread's cumulative usage as codex last reported it (a resume reports it too):
         # a turn is charged the growth of this total, never another turn's `last` figure.
         self.usage_total: TokenCounts | None = None
@@ -491,12 +500,22 @@ class CodexThread:
     def _finish(
         self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
-        if self.active_turn_id == turn_id:
-            self.active_turn_id = None
+        self.turn_ended(turn_id)
         return TurnOutcome(turn_id, status, code, usage.charged())
 
+    def turn_ended(self, turn_id: str) -> None:
+        """codex said `turn_id` is over: it is no longer active, and is never interrupted."""
+        if self.active_turn_id == turn_id:
+            self.active_turn_id = None
+        self._ended_turns[turn_id] = None
+        while len(self._ended_turns) > ENDED_TURNS_KEPT:
+            del self._ended_turns[next(iter(self._ended_turns))]
+
     def abandon_turn(self, turn_id: str) -> None:
-        """Interrupt a turn nobody will wait for, and stop counting it as the active one."""
+        """Interrupt a turn nobody will wait for, and stop counting it as the active one.
+        A turn codex already said is over is not asked again (see INTERRUPT_ANSWER_SEC)."""
+        if turn_id in self._ended_turns and self.active_turn_id != turn_id:
+            return
         # The turn was started a moment ago: see `_send_interrupt` for why it is asked again.
         deadline = time.monotonic() + ABANDON_RETRY_SEC
         while not self._send_interrupt(turn_id) and time.monotonic() < deadline:
@@ -518,7 +537,7 @@ class CodexThread:
             self.proc.request(
                 "turn/interrupt",
                 {"threadId": self.thread_id, "turnId": turn_id},
-                self.timeouts.request,
+                min(self.timeouts.request, INTERRUPT_ANSWER_SEC),
             )
         except RpcError:
             return False

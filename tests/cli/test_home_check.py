@@ -16,7 +16,6 @@ from typing import Any
 from click.testing import CliRunner, Result
 
 from loopx_chat.cli import main
-from loopx_chat.codex.binary import codex_version, find_codex
 from loopx_chat.codex.compat import TESTED_RANGE, USED_METHODS
 from loopx_chat.codex.compat_probe import summary_line
 from loopx_chat.codex.offline_config import write_offline_codex_config
@@ -79,10 +78,10 @@ def test_a_codex_that_does_not_run_is_not_runnable(tmp_path: Path) -> None:
 
 
 def test_the_codex_under_test_has_every_method_and_a_second_check_is_cached(
-    tmp_path: Path, codex_bin: str
+    tmp_path: Path, codex_bin: str, codex_version: str
 ) -> None:
     home = _mock_home(tmp_path)
-    version = codex_version(find_codex(codex_bin, {}), {}, tmp_path / "scratch")
+    version = codex_version
     first = _check(tmp_path / "state", home, codex_bin, "--json")
     assert first.exit_code == 0, first.output
     doc = _doc(first)
