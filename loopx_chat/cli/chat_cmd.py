@@ -19,7 +19,7 @@ import click
 from loopx_chat.cli.approval_options import chat_policy_options
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend
-from loopx_chat.cli.options import POSITIVE_SECONDS
+from loopx_chat.cli.options import FIRST_OUTPUT_HINT, POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import UsageError
 from loopx_chat.visible_text import ControlMode, visible_text
@@ -94,13 +94,6 @@ def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
         return func(*args, message=(message, message_file), **kwargs)
 
     return wrapper
-
-
-FIRST_OUTPUT_HINT = (
-    "codex produced nothing before --first-output-timeout: it could not reach its model. "
-    "`loopx-chat home check` checks the home's model provider and sign-in; a slow model "
-    "needs a larger --first-output-timeout"
-)
 
 
 def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:

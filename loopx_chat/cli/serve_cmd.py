@@ -15,6 +15,7 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.controller_scope import with_first_output
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
@@ -139,10 +140,13 @@ def serve(
         environ=cli.environ,
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
-        config=ControllerConfig(
-            max_warm=max_warm,
-            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
-            decision_timeout=decision_timeout,
+        config=with_first_output(
+            ControllerConfig(
+                max_warm=max_warm,
+                options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+                decision_timeout=decision_timeout,
+            ),
+            cli,
         ),
     )
     goals = GateStore(cli.state_dir)
@@ -169,10 +173,13 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
-    threading.Thread(
-        target=lambda: log(readiness_line(cli)), name="loopx-codex-check", daemon=True
-    ).start()
+
+    def warm_up() -> None:
+        server.app.warm_up()
+        # After the warm-up: the first `capabilities` answer must not wait on these codex runs.
+        log(readiness_line(cli))
+
+    threading.Thread(target=warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -17,7 +18,8 @@ from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state.service_runtime import login_url, read_secret
 from loopx_chat.state.session_store import SessionStore
-from tests.helpers.serve_process import chromium, start_serve
+from tests.helpers.serve_process import RunningService, chromium, start_serve
+from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -180,3 +182,26 @@ def test_serve_on_a_busy_port_is_one_clean_error(
     assert done.returncode == 1
     assert done.stderr.startswith("error [listen_failed]: cannot listen on 127.0.0.1:")
     assert "Traceback" not in done.stderr
+
+
+def test_serve_logs_the_codex_check_once_at_start_with_no_path(
+    tmp_path: Path,
+    codex_bin: str,
+    codex_version: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    start_service: Callable[..., RunningService],
+) -> None:
+    service = start_service(tmp_path / "state", bound_home, base_env, codex_bin)
+
+    def checked() -> list[str]:
+        text = service.log.read_text(errors="replace")
+        return [x for x in text.splitlines() if f"codex {codex_version}:" in x]
+
+    wait_for(lambda: bool(checked()))
+    (line,) = checked()
+    assert "inside the tested range" in line and "methods loopx-chat uses" in line
+    assert line.endswith("home: ok")
+    assert str(tmp_path) not in line and str(bound_home) not in line
+    service.stop()
+    assert len(checked()) == 1

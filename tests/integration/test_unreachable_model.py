@@ -12,8 +12,11 @@ import json
 import socket
 from pathlib import Path
 
+import pytest
+
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.codex.turn_notices import retry_notice
+from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.owner_cli import OwnerCli
 
 FAIL_FAST = ("request_max_retries", "stream_max_retries", "unbounded_connection_retries")
@@ -77,3 +80,43 @@ def test_the_retry_line_names_only_the_kind() -> None:
     assert retry_notice({**params, "willRetry": False}, 1) is None
     odd = {"error": {"codexErrorInfo": {"a b/c": {}}}, "willRetry": True}
     assert retry_notice(odd, 1) == "codex reports an error; retrying, attempt 1"
+
+
+def test_a_goal_run_whose_model_cannot_be_reached_says_so_and_pauses_in_time(
+    tmp_path: Path, codex_bin: str, base_env: dict[str, str], mock: MockResponsesServer
+) -> None:
+    home = tmp_path / "home"
+    write_offline_codex_config(home, mock.base_url)
+    cli = OwnerCli(tmp_path, home, base_env, codex_bin)
+    done = cli("goal", "set", "g", "--objective", "count to three", "--acceptance", "3 said")
+    assert done.returncode == 0, done.stderr
+    code, doc = cli.json("chat", "new", "--goal", "g", "mock:text=ready")
+    assert code == 0, doc
+    # The model goes away: codex's continuation turn retries for ever.
+    unreachable = _home_at_closed_port(tmp_path / "elsewhere")
+    (home / "config.toml").write_text((unreachable / "config.toml").read_text())
+    cli.env["LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT"] = "8"
+    code, run = cli.json("goal", "run", "g", "--token-budget", "5000")
+    assert run["run"]["state"] == "ended", run
+    assert run["run"]["reason"] == "first_output_timeout", run
+    assert run["host_goal"]["status"] == "paused" and code != 0 and run["ok"] is False
+    shown = cli("goal", "run", "g", "--token-budget", "5000")
+    assert "codex cannot reach its model (responseStreamDisconnected); retrying" in shown.stderr
+    assert "first-output timeout" in shown.stderr and "home check" in shown.stderr
+
+
+def test_the_environment_timeout_must_be_a_positive_number(tmp_path: Path) -> None:
+    from loopx_chat.cli.context import CliContext
+    from loopx_chat.cli.options import first_output_from_env
+    from loopx_chat.errors import UsageError
+
+    def cli(value: str) -> CliContext:
+        env = {"LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT": value}
+        return CliContext(environ=env, cwd=tmp_path, state_dir=tmp_path, codex_bin=None)
+
+    assert first_output_from_env(cli("2.5")) == 2.5
+    assert first_output_from_env(cli("")) is None
+    for bad in ("abc", "0", "-3"):
+        with pytest.raises(UsageError) as info:
+            first_output_from_env(cli(bad))
+        assert info.value.error_code == "usage_error"
