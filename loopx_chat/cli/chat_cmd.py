@@ -233,7 +233,10 @@ def chat(
     given = tuple(
         name
         for name in CHAT_OPTIONS
-        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        # From the environment (LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT) is not given here: the
+        # service reads its own environment, and `command_controller` applies it here.
+        if ctx.get_parameter_source(name)
+        not in (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.ENVIRONMENT)
     )
     ctx.meta["chat_options_given"] = given
     if not given:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.owner_cli import OwnerCli
+from tests.helpers.serve_process import RunningService
 
 FAIL_FAST = ("request_max_retries", "stream_max_retries", "unbounded_connection_retries")
 
@@ -120,3 +122,22 @@ def test_the_environment_timeout_must_be_a_positive_number(tmp_path: Path) -> No
         with pytest.raises(UsageError) as info:
             first_output_from_env(cli(bad))
         assert info.value.error_code == "usage_error"
+
+
+def test_through_the_service_the_retries_reach_the_terminal_too(
+    tmp_path: Path,
+    codex_bin: str,
+    base_env: dict[str, str],
+    start_service: Callable[..., RunningService],
+) -> None:
+    home = _home_at_closed_port(tmp_path)
+    cli = OwnerCli(tmp_path, home, base_env, codex_bin)
+    served = {**base_env, "LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT": "8"}  # the service's own setting
+    start_service(cli.state, home, served, codex_bin)
+    cli.env["LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT"] = "600"  # the terminal's: not the service's
+    done = cli("chat", "new", "--goal", "g", "hi", "--json")
+    assert "not using the service" not in done.stderr
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["error_code"] == "first_output_timeout"
+    first = "codex cannot reach its model (responseStreamDisconnected); retrying, attempt 1"
+    assert f"[loopx-chat] {first}" in done.stderr
