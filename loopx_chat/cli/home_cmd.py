@@ -14,6 +14,7 @@ from loopx_chat.controller.home_ownership import (
     home_check,
     run_exclusive,
 )
+from loopx_chat.visible_text import ControlMode, visible_text
 
 
 @click.group(invoke_without_command=True)
@@ -97,7 +98,9 @@ def home_check_cmd(cli: CliContext, as_json: bool) -> None:
                 if s.signed_in is None
                 else "NO"
             )
-            click.echo(f"sign-in:     {state} (provider {s.provider}: {s.how})")
+            # The provider and an env_key's name come from the owner's config.toml.
+            line = f"sign-in:     {state} (provider {s.provider}: {s.how})"
+            click.echo(visible_text(line, ControlMode.ESCAPES))
         click.echo(f"codex:       {summary_line(codex)}")
         click.echo(
             f"tested on:   codex {TESTED_RANGE.oldest} to {TESTED_RANGE.newest} "

@@ -135,6 +135,12 @@ def serve(
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
+    # What `home check` says of the codex and the home, logged once, as one line: it runs
+    # while the rest starts (a cold check runs codex three times; a cached one, none).
+    readiness = threading.Thread(
+        target=lambda: log(readiness_line(cli)), name="loopx-codex-check", daemon=True
+    )
+    readiness.start()
     controller = ChatController(
         store=cli.store(),
         environ=cli.environ,
@@ -173,16 +179,13 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
-
-    def warm_up() -> None:
-        server.app.warm_up()
-        # After the warm-up: the first `capabilities` answer must not wait on these codex runs.
-        log(readiness_line(cli))
-
-    threading.Thread(target=warm_up, name="loopx-host-warmup", daemon=True).start()
+    threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()
+    # The check of the codex ends before the service says it is up (service.json): nothing
+    # of it runs, or is written, once clients may come.
+    readiness.join()
     try:
         write_runtime(
             cli.state_dir,
