@@ -137,8 +137,9 @@ def serve(
     secret = ensure_secret(cli.state_dir)
     # What `home check` says of the codex and the home, logged once, as one line: it runs
     # while the rest starts (a cold check runs codex three times; a cached one, none).
+    checked: list[str] = []
     readiness = threading.Thread(
-        target=lambda: log(readiness_line(cli)), name="loopx-codex-check", daemon=True
+        target=lambda: checked.append(readiness_line(cli)), name="loopx-codex-check", daemon=True
     )
     readiness.start()
     controller = ChatController(
@@ -156,6 +157,9 @@ def serve(
         ),
     )
     goals = GateStore(cli.state_dir)
+    # The check of the codex ends before the service listens: nothing of it runs, or is
+    # written, once clients may come.
+    readiness.join()
     try:
         server = LoopbackServer(
             host,
@@ -179,13 +183,12 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
+    for line in checked:  # logged once the service listens (a failed start says only why)
+        log(line)
     threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
     threading.Thread(target=server.app.runs.recover, name="loopx-run-recovery", daemon=True).start()
-    # The check of the codex ends before the service says it is up (service.json): nothing
-    # of it runs, or is written, once clients may come.
-    readiness.join()
     try:
         write_runtime(
             cli.state_dir,
