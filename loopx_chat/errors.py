@@ -131,6 +131,9 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "illegal_status_transition": ErrorSpec(Outcome.INTERNAL),
         # codex host
         "host_tool_unavailable": ErrorSpec(Outcome.DEPENDENCY),
+        "codex_not_runnable": ErrorSpec(Outcome.DEPENDENCY),
+        "codex_protocol_missing": ErrorSpec(Outcome.DEPENDENCY),
+        "codex_not_signed_in": ErrorSpec(Outcome.DEPENDENCY),
         "app_server_start_failed": ErrorSpec(Outcome.DEPENDENCY),
         "app_server_exited": ErrorSpec(Outcome.DEPENDENCY),
         "app_server_rejected": ErrorSpec(Outcome.DEPENDENCY),
@@ -156,6 +159,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
         "idle_timeout": ErrorSpec(Outcome.TIMEOUT),
         "hard_timeout": ErrorSpec(Outcome.TIMEOUT),
+        "first_output_timeout": ErrorSpec(Outcome.TIMEOUT),
         "startup_timeout": ErrorSpec(Outcome.TIMEOUT),
         "request_timeout": ErrorSpec(Outcome.TIMEOUT),
         "agent_unsupported": ErrorSpec(Outcome.CONFLICT),

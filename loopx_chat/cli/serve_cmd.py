@@ -15,6 +15,7 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.controller_scope import with_first_output
 from loopx_chat.cli.options import port_option
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
@@ -40,6 +41,17 @@ from loopx_chat.state.service_runtime import (
     runtime_for_this_process,
     write_runtime,
 )
+
+
+def readiness_line(cli: CliContext) -> str:
+    """What `home check` says of the codex and the home's sign-in, as one line with no path."""
+    from loopx_chat.codex.compat_probe import check_codex, summary_line
+    from loopx_chat.controller.home_ownership import home_check
+
+    report = home_check(cli.binding(), cli.environ)
+    line = summary_line(check_codex(cli.codex_bin, cli.environ, cli.state_dir))
+    codes = ", ".join(p.code for p in report.issues)
+    return f"{line}; home: {'ok' if not codes else 'not ok (' + codes + ')'}"
 
 
 @click.command()
@@ -133,18 +145,31 @@ def serve(
     set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
+    # What `home check` says of the codex and the home, logged once, as one line: it runs
+    # while the rest starts (a cold check runs codex three times; a cached one, none).
+    checked: list[str] = []
+    readiness = threading.Thread(
+        target=lambda: checked.append(readiness_line(cli)), name="loopx-codex-check", daemon=True
+    )
+    readiness.start()
     controller = ChatController(
         store=cli.store(),
         environ=cli.environ,
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
-        config=ControllerConfig(
-            max_warm=max_warm,
-            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
-            decision_timeout=decision_timeout,
+        config=with_first_output(
+            ControllerConfig(
+                max_warm=max_warm,
+                options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+                decision_timeout=decision_timeout,
+            ),
+            cli,
         ),
     )
     goals = GateStore(cli.state_dir)
+    # The check of the codex ends before the service listens: nothing of it runs, or is
+    # written, once clients may come.
+    readiness.join()
     try:
         server = LoopbackServer(
             host,
@@ -168,6 +193,8 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
+    for line in checked:  # logged once the service listens (a failed start says only why)
+        log(line)
     threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.

@@ -13,6 +13,7 @@ ids, statuses and numbers only (a goal's objective is sent, never read back into
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +26,7 @@ from loopx_chat.codex.thread import (
     _TurnUsage,
     _usage_total,
 )
+from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.errors import CodexError
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
@@ -75,11 +77,12 @@ class HostGoalState:
 class LoopEvent:
     """One step of the host's loop: a turn started or ended, or the goal changed."""
 
-    kind: str  # turn_started | turn_ended | goal_updated | delta
+    kind: str  # turn_started | turn_ended | goal_updated | delta | notice
     turn_id: str | None = None
     outcome: TurnOutcome | None = None
     goal: HostGoalState | None = None
     text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
+    # (or, for a notice, our own line on what codex said while it retries)
 
 
 class GoalLoopWatch:
@@ -87,6 +90,10 @@ class GoalLoopWatch:
 
     def __init__(self, thread: CodexThread) -> None:
         self.thread = thread
+        # Since when the running turn has produced nothing (no reply, reasoning or tool call):
+        # the run stops it at the first-output timeout. None: it has, or none runs.
+        self.silent_since: float | None = None
+        self._retries = 0
         self._usage: dict[str, _TurnUsage] = {}
         self.running_turn_id: str | None = None
         self.interrupted: set[str] = set()
@@ -185,7 +192,17 @@ class GoalLoopWatch:
             elif total is not None:
                 t.usage_total = total  # a resume repeats the thread's total: the baseline
             return None
+        if note.method == "error":
+            self._retries += 1
+            line = retry_notice(params, self._retries)
+            return LoopEvent("notice", turn_id=params.get("turnId"), text=line) if line else None
+        if note.method == "item/started":
+            item = params.get("item")
+            if isinstance(item, dict) and item.get("type") not in (None, "userMessage"):
+                self.silent_since = None
+            return None
         if note.method == "item/agentMessage/delta":
+            self.silent_since = None
             delta = params.get("delta")
             return (
                 LoopEvent("delta", turn_id=params.get("turnId"), text=delta)
@@ -199,6 +216,7 @@ class GoalLoopWatch:
                 return None
             self._usage[turn_id] = _TurnUsage(t.usage_total)
             self.running_turn_id = turn_id
+            self.silent_since = time.monotonic()
             return LoopEvent("turn_started", turn_id=turn_id)
         if note.method == "turn/completed":
             turn = params.get("turn")
@@ -215,8 +233,8 @@ class GoalLoopWatch:
                 outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
             if self.running_turn_id == turn_id:
                 self.running_turn_id = None
-            if t.active_turn_id == turn_id:
-                t.active_turn_id = None
+                self.silent_since = None
+            t.turn_ended(str(turn_id))
             return LoopEvent("turn_ended", turn_id=str(turn_id), outcome=outcome)
         if note.method == "thread/goal/updated":
             goal = HostGoalState.from_wire(params.get("goal"))

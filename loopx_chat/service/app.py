@@ -1028,6 +1028,10 @@ class ServiceApp:
             turn_id = worker.turn.turn_id if worker.turn else None
             self.hub.publish(session_id, {"type": "delta", "turn_id": turn_id, "delta": delta})
 
+        def on_notice(notice: str) -> None:
+            turn_id = worker.turn.turn_id if worker.turn else None
+            self.hub.publish(session_id, {"type": "notice", "turn_id": turn_id, "notice": notice})
+
         def run() -> None:
             try:
                 worker.result = self.controller.submit_turn(
@@ -1037,6 +1041,7 @@ class ServiceApp:
                     on_delta=on_delta,
                     on_started=on_started,
                     may_start=worker.may_start,
+                    on_notice=on_notice,
                 )
                 turn = worker.result.turn
                 if worker.result.created:
