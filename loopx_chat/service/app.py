@@ -435,6 +435,10 @@ class ServiceApp:
             )
         return error_response(404, "not_found", "no such endpoint")
 
+    def _full(self, decision: AccessDecision) -> bool:
+        device = self.devices.device(decision.device_id)
+        return device is None or device.full
+
     def _require_full(self, decision: AccessDecision) -> None:
         """A device paired without `--full` decides, holds and pauses; it starts nothing."""
         device = self.devices.device(decision.device_id)
@@ -540,7 +544,7 @@ class ServiceApp:
     def _session_events(
         self, request: Request, decision: AccessDecision, session_id: str
     ) -> Response:
-        return self._events(validate_session_id(session_id))
+        return self._events(validate_session_id(session_id), decision.device_id)
 
     def _open_route(self, request: Request, decision: AccessDecision) -> Response:
         return self._open(self._json(request.body))
@@ -825,6 +829,8 @@ class ServiceApp:
                 "codex_home_source": self.controller.binding.source,
                 "version": __version__,
                 "device": decision.device,
+                # A device paired without --full: the page leaves out what it may not start.
+                "full": self._full(decision),
             },
         )
 
@@ -1200,7 +1206,9 @@ class ServiceApp:
                 unsubscribe()
                 self._streams.release()
 
-    def _events(self, session_id: str) -> Response:
+    def _events(self, session_id: str, device_id: str | None = None) -> Response:
+        """A session's events; a device's stream ends within half a second once the device
+        is revoked, as its cards stream does."""
         record = self.controller.store.load(session_id)
         listener = self.hub.subscribe(session_id)
 
@@ -1220,14 +1228,18 @@ class ServiceApp:
             yield _sse(first)
             if not active():
                 return
-            while True:
+            quiet_since = time.monotonic()
+            while device_id is None or self.devices.active(device_id):
                 try:
-                    event = listener.get(timeout=15)
+                    event = listener.get(timeout=STATUS_POLL_SEC if device_id else 15)
                 except queue.Empty:
                     if not active():
                         return
-                    yield b": keepalive\n\n"
+                    if time.monotonic() - quiet_since >= 15 or device_id is None:
+                        quiet_since = time.monotonic()
+                        yield b": keepalive\n\n"
                     continue
+                quiet_since = time.monotonic()
                 if event is None:
                     yield _sse({"type": "end"})
                     return

@@ -368,6 +368,8 @@ dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
 .live.command{white-space:pre-wrap;word-break:break-all;background:#f3f3f6;padding:6px;
 border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color:#a40000}
 button.armed{background:#0a60d0;color:#fff;border-color:#0a60d0}
+.decide-only button[data-run=run],.decide-only button[data-run=reopen],.decide-only .runbar .note{
+display:none}
 @media (max-width:600px){
 header{padding:10px 14px}h1{font-size:18px}
 main{grid-template-columns:minmax(0,1fr);gap:10px;padding:10px}
@@ -475,6 +477,10 @@ PAGE_SCRIPT = r"""
     const response = await fetch("/api/auth/prove", {method: "POST", credentials: "omit",
       headers: {"Content-Type": "application/json"},
       body: JSON.stringify({device_id: cred.id, challenge: challenge})});
+    if (response.status === 401) {
+      signedOut("signed out: this browser's sign-in was revoked");
+      throw new Error("revoked");
+    }
     const doc = await response.json();
     const good = doc.ok && await crypto.subtle.verify("HMAC", cred.key, unb64url(doc.proof),
       enc.encode("loopx-server-v1\n" + challenge + "\n" + doc.run_id));
@@ -682,6 +688,7 @@ PAGE_SCRIPT = r"""
         const doc = await response.json();
         about.textContent = doc.goal_count + " goal(s) · Codex home from " +
           doc.codex_home_source + " · version " + doc.version + " · this browser: " + doc.device;
+        document.body.classList.toggle("decide-only", doc.full === false);
         show(doc);
         await follow();
       } catch (e) {
