@@ -3,6 +3,8 @@ loopback by the Host and Origin checks; anything but https (loopback aside) refu
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from loopx_chat.errors import UsageError
@@ -87,14 +89,16 @@ def test_the_origin_check_accepts_exactly_the_public_origin() -> None:
     assert origin_refusal("https://phone-test.example:8443", PORT) is not None
 
 
-def test_serve_refuses_a_plain_http_public_url_before_it_listens(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_serve_refuses_a_plain_http_public_url_before_it_listens(tmp_path: Path) -> None:
     import subprocess
     import sys
 
     state = tmp_path / "state"
     done = subprocess.run(
-        [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "serve"]
-        + ["--port", "0", "--public-url", "http://phone.example:8443"],
+        [
+            *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "serve"),
+            *("--port", "0", "--public-url", "http://phone.example:8443"),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
