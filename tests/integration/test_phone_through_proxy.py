@@ -191,6 +191,22 @@ def test_the_phone_pairs_through_the_proxy_approves_codex_and_is_revoked(
             devices = json.loads(_cli(state, env, "devices", "--json").stdout)["devices"]
             assert [d["name"] for d in devices] == ["phone"] and devices[0]["full"] is False
 
+            # Another goal that sorts first by name, with a long unbroken advisory question:
+            # the waiting request must still come first, and nothing may scroll sideways.
+            status, doc = proxy.request(
+                "POST",
+                "/api/chat/sessions",
+                headers=owner,
+                body={"goal_id": "aaa-watching", "work_dir": str(work), "create_goal": True},
+            )
+            assert status == 201, doc
+            status, doc = proxy.request(
+                "POST",
+                "/api/goals/aaa-watching/gates",
+                headers=owner,
+                body={"question": "x" * 300, "blocking": False},
+            )
+            assert status == 201, doc
             # -- Codex asks to run a command ---------------------------------------------
             status, doc = proxy.request(
                 "POST",
@@ -231,6 +247,8 @@ def test_the_phone_pairs_through_the_proxy_approves_codex_and_is_revoked(
             page.goto(link)
             card = page.locator("section.card").first
             card.locator(f'[data-gate="{gate.gate_id}"]').wait_for()
+            assert card.get_attribute("data-goal") == "g"
+            assert page.locator("section.card").count() == 2
             assert card.get_attribute("data-actor") == "owner"
             assert "focus" in (card.get_attribute("class") or "")
             assert f"touch {target}" in card.locator(".live.command").inner_text()
