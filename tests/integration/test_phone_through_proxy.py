@@ -273,6 +273,14 @@ def test_the_phone_pairs_through_the_proxy_approves_codex_and_is_revoked(
             decided = GateStore(state).gate("g", gate.gate_id)
             assert decided.status == "approved"
             assert decided.decided_by == "owner-device:phone"
+            resolved = [
+                json.loads(line)
+                for line in (state / "goals" / "g" / "gates.jsonl").read_text().splitlines()
+                if '"resolved"' in line
+            ]
+            assert [(r["actor"], r["surface"]) for r in resolved] == [
+                ("owner-device:phone", "page")
+            ]
 
             # -- a device paired without --full is refused starting a turn ----------------
             viewer = _cli(state, env, "pair", "--name", "tablet")
