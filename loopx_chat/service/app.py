@@ -766,6 +766,7 @@ class ServiceApp:
             "ok": True,
             "generated_at": _clock(),
             "cards_html": render_cards(status, self.page_actions(status)),
+            "goal_count": len(status.get("attention_queue", [])),
         }
 
     def _status_events(self, device_id: str | None = None) -> Response:
@@ -825,7 +826,6 @@ class ServiceApp:
             200,
             {
                 **self._cards_event(status),
-                "goal_count": len(status.get("attention_queue", [])),
                 "codex_home_source": self.controller.binding.source,
                 "version": __version__,
                 "device": decision.device,

@@ -517,7 +517,13 @@ PAGE_SCRIPT = r"""
     const gate = field.closest("[data-gate]");
     return gate ? gate.dataset.gate + " " + (field.dataset.qid || field.className) : null;
   }
+  let header = null;  // the words of /api/page; the goal count follows every redraw
   function show(doc) {
+    if (header) {
+      about.textContent = doc.goal_count + " goal(s) · Codex home from " +
+        header.codex_home_source + " · version " + header.version + " · this browser: " +
+        header.device;
+    }
     const typed = {};
     main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
       const key = typedKey(f);
@@ -686,8 +692,7 @@ PAGE_SCRIPT = r"""
         const response = await call("GET", "/api/page");
         if (!response.ok) { if (cred) { throw new Error("refused"); } return; }
         const doc = await response.json();
-        about.textContent = doc.goal_count + " goal(s) · Codex home from " +
-          doc.codex_home_source + " · version " + doc.version + " · this browser: " + doc.device;
+        header = doc;
         document.body.classList.toggle("decide-only", doc.full === false);
         show(doc);
         await follow();
