@@ -155,6 +155,8 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "invalid_device_name": ErrorSpec(Outcome.INVALID),
         "device_name_taken": ErrorSpec(Outcome.CONFLICT),
         "device_not_found": ErrorSpec(Outcome.NOT_FOUND),
+        "device_not_full": ErrorSpec(Outcome.FORBIDDEN),
+        "public_url_invalid": ErrorSpec(Outcome.INVALID),
         "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
         "idle_timeout": ErrorSpec(Outcome.TIMEOUT),

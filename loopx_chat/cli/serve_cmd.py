@@ -22,12 +22,14 @@ from loopx_chat.controller.chat_controller import ChatController, ControllerConf
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
+from loopx_chat.notify.ntfy import checked_topic_url
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
+from loopx_chat.service.public_url import parse_public_url
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -97,6 +99,14 @@ def readiness_line(cli: CliContext) -> str:
     "<file>.1 and a new one started.",
 )
 @click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The https origin your own reverse proxy (tailscale serve, Caddy) serves this "
+    "service on, for your phone: accepted besides loopback, nothing else. The service still "
+    "listens on loopback only.",
+)
+@click.option(
     "--notify",
     "notify_mode",
     type=click.Choice(MODES),
@@ -110,6 +120,13 @@ def readiness_line(cli: CliContext) -> str:
     default=None,
     metavar="URL",
     help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
+)
+@click.option(
+    "--ntfy-url",
+    default=None,
+    metavar="URL",
+    help="Also push each notice to your phone through ntfy: http(s)://SERVER/TOPIC (a tap "
+    "opens the gate's card; a token, if your server wants one, in LOOPX_CHAT_NTFY_TOKEN).",
 )
 @click.option(
     "--sandbox",
@@ -129,8 +146,10 @@ def serve(
     max_streams: int,
     max_connections: int,
     log_cap: int,
+    public_url: str | None,
     notify_mode: str,
     notify_url: str | None,
+    ntfy_url: str | None,
     sandbox: str,
     approval: str,
     plan: bool,
@@ -138,8 +157,11 @@ def serve(
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, and the
     owner's Unix socket, to the owner only."""
+    public = parse_public_url(public_url) if public_url is not None else None
     if notify_url is not None:
         checked_url(notify_url)
+    if ntfy_url is not None:
+        checked_topic_url(ntfy_url)
     if notify_mode in ("webhook", "both") and not notify_url:
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     set_log_cap(log_cap)
@@ -183,6 +205,7 @@ def serve(
                 max_streams=max_streams,
                 max_running=max_running,
                 state_dir=cli.state_dir,
+                public=public,
             ),
             max_connections=max_connections,
         )
@@ -224,9 +247,9 @@ def serve(
     watcher = NoticeWatcher(
         status=server.app.status_snapshot,
         actions=server.app.page_actions,
-        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ),
+        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ, ntfy_url),
         state_dir=cli.state_dir,
-        page_url=f"http://127.0.0.1:{server.port}/",
+        page_url=public.base_url + "/" if public else f"http://127.0.0.1:{server.port}/",
     )
     server.app.card_notes = watcher.notes
     controller.host_requests.listeners.append(lambda _live: watcher.wake())
