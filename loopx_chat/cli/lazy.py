@@ -91,6 +91,12 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Serve the chat API, /status.json and the first-screen page on loopback, to the owner "
         "only (everything but /healthz needs the secret in the state dir).",
     ),
+    "service": (
+        "service_cmd",
+        "service",
+        "Keep `loopx-chat serve` running: a systemd user service on Linux, the LaunchAgent on "
+        "macOS.",
+    ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
         "status_cmd",

@@ -83,7 +83,7 @@ def _editable_warning() -> str | None:
         f"loopx-chat runs from a source checkout ({package.parent}), an editable install: the "
         "service stops working if that checkout moves or `make clean` removes its .venv. For "
         "a lasting service install the package with `pipx install <path or wheel>` or "
-        "`uv tool install <path or wheel>` and run `loopx-chat launchagent install` from there"
+        "`uv tool install <path or wheel>` and run `loopx-chat service install` from there"
     )
 
 
@@ -200,7 +200,8 @@ class LaunchAgentInstaller:
                 error_code="platform_unsupported",
                 remedy=Remedy(
                     summary="This command manages a macOS LaunchAgent.",
-                    next_action="Run `loopx-chat serve` directly on this system instead "
+                    next_action="On Linux run `loopx-chat service install` (a systemd user "
+                    "service); elsewhere run `loopx-chat serve` directly "
                     f"({TEST_SWITCH}=1 is only for tests with a fake launchctl).",
                 ),
             )
