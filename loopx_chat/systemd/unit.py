@@ -47,12 +47,12 @@ KEPT_COMMENT = f"{OWN_COMMENT}: kept from your unit"
 # The keys loopx-chat writes, per unit and section: replaced on every install.
 OWN_KEYS: Mapping[str, Mapping[str, frozenset[str]]] = {
     SERVICE_UNIT: {
-        "Unit": frozenset({"Description", "Documentation", "Requires", "After"}),
+        "Unit": frozenset({"Description", "Requires", "After"}),
         "Service": frozenset({"Type", "ExecStart", "WorkingDirectory"}),
         "Install": frozenset({"WantedBy"}),
     },
     SOCKET_UNIT: {
-        "Unit": frozenset({"Description", "Documentation"}),
+        "Unit": frozenset({"Description"}),
         "Socket": frozenset({"ListenStream"}),
         "Install": frozenset({"WantedBy"}),
     },
