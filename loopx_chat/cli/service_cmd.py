@@ -16,17 +16,21 @@ import click
 from loopx_chat.cli import launchagent_cmd
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.errors import Remedy, UsageError
-from loopx_chat.launchagent.installer import installed_service_argv
-from loopx_chat.launchagent.probe import probe_capabilities
+from loopx_chat.launchagent.installer import (
+    codex_at_install,
+    installed_service_argv,
+    report_lines,
+)
+from loopx_chat.launchagent.probe import probe_capabilities, service_facts
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.systemd.installer import (
     ServiceContext,
     ServiceInstaller,
     ServiceReport,
-    describe,
     status_exit_code,
 )
 from loopx_chat.systemd.systemctl import Systemctl, subprocess_runner
+from loopx_chat.systemd.unit import DEFAULT_HOST, SERVICE_UNIT
 
 PLATFORM_SWITCH = "LOOPX_SERVICE_PLATFORM"
 
@@ -51,13 +55,46 @@ def _installer(cli: CliContext) -> ServiceInstaller:
         environ=dict(cli.environ),
         user_home=cli.environ.get("HOME") or str(Path.home()),
         service_argv=argv,
+        find_codex=codex_at_install,
         state_dir=str(cli.state_dir) if cli.state_dir_explicit else None,
         codex_bin=cli.codex_bin,
         service_warning=warning,
     )
-    return ServiceInstaller(
-        ctx, lambda: Systemctl(subprocess_runner(cli.environ)), probe_capabilities
+    return ServiceInstaller(ctx, lambda: Systemctl(subprocess_runner(cli.environ)), _facts)
+
+
+def _facts(port: int, secret: str | None, bound: str | None) -> tuple[dict[str, Any], list[str]]:
+    return service_facts(
+        probe_capabilities(DEFAULT_HOST, port, secret),
+        bound,
+        unit="unit",
+        restart="loopx-chat service restart",
     )
+
+
+# What `status` says of the unit, in a person's words.
+STATE_WORDS = {
+    "not_installed": "not installed",
+    "installed_not_running": "installed but not running",
+    "failed": "installed but failed",
+    "running": "running",
+    "active_without_unit": "running in systemd but its unit file is missing",
+    "installed_manager_unavailable": "installed; no systemd user manager to ask",
+}
+
+
+def describe(report: ServiceReport) -> list[str]:
+    state = STATE_WORDS.get(report.state, report.state)
+    if report.state == "running":
+        state += f" (pid {report.pid})"
+    elif report.last_exit_code:
+        state += f" (last exit code {report.last_exit_code})"
+    head = [
+        f"{SERVICE_UNIT}: {state}",
+        f"unit:    {report.unit_path}" + (" (enabled)" if report.enabled else ""),
+    ]
+    more = [f"your drop-ins (untouched): {', '.join(report.dropins)}"] if report.dropins else []
+    return report_lines(report, head, noun="unit", logs=report.logs, more=more)
 
 
 def _render(report: ServiceReport, as_json: bool) -> None:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loopx_chat import __version__
 from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
@@ -56,8 +54,10 @@ BACKUP_SUFFIX = ".previous"
 BACKUPS_KEPT = 5
 
 
-# The shared prober (`launchagent.probe.probe_capabilities`), passed in by the CLI.
-Prober = Callable[[str, int, str | None], Any]
+# Who answers on the port, and whether it is the installed version on the bound home:
+# (port, owner's secret, bound home) -> (the report's `service` block, warnings). The CLI
+# passes the LaunchAgent's own (`launchagent.probe`), so the two reports say the same.
+ServiceFacts = Callable[[int, str | None, str | None], tuple[dict[str, Any], list[str]]]
 
 
 @dataclass(frozen=True)
@@ -67,6 +67,9 @@ class ServiceContext:
     environ: Mapping[str, str]
     user_home: str
     service_argv: tuple[str, ...]
+    # (asked for, the installed unit's, environ, warnings) -> the absolute codex the service
+    # runs; the CLI passes the LaunchAgent's rule (`codex_at_install`), so the two agree.
+    find_codex: Callable[[str | None, str | None, Mapping[str, str], list[str]], str | None]
     state_dir: str | None = None  # explicit --state-dir / LOOPX_CHAT_STATE_DIR, if any
     codex_bin: str | None = None  # explicit --codex-bin / LOOPX_CHAT_CODEX_BIN, if any
     service_warning: str | None = None
@@ -130,7 +133,7 @@ def classify(installed: bool, state: UnitState) -> str:
 
 class ServiceInstaller:
     def __init__(
-        self, ctx: ServiceContext, systemctl_factory: Callable[[], Systemctl], probe: Prober
+        self, ctx: ServiceContext, systemctl_factory: Callable[[], Systemctl], facts: ServiceFacts
     ) -> None:
         self.ctx = ctx
         self.unit_path = ctx.unit_dir / SERVICE_UNIT
@@ -138,7 +141,7 @@ class ServiceInstaller:
         self.dropin_dir = ctx.unit_dir / DROPIN_DIR
         self._factory = systemctl_factory
         self._systemctl: Systemctl | None = None
-        self._probe = probe
+        self._facts = facts
 
     @property
     def systemctl(self) -> Systemctl:
@@ -204,21 +207,6 @@ class ServiceInstaller:
         return text, InstalledUnit(unit, dropins, env_files)
 
     # -- building ------------------------------------------------------------------------
-    def _codex_bin(self, installed: InstalledUnit | None, warnings: list[str]) -> str | None:
-        requested = self.ctx.codex_bin
-        if requested is None and installed is not None:
-            kept = installed.unit.environment().get("LOOPX_CHAT_CODEX_BIN")
-            if kept and os.path.isabs(kept):
-                return kept
-        found = shutil.which(requested or "codex", path=self.ctx.environ.get("PATH", os.defpath))
-        if found is None:
-            warnings.append(
-                f"codex ({requested or 'codex'}) was not found at install time; the service "
-                "will report host_tool_unavailable until LOOPX_CHAT_CODEX_BIN names it"
-            )
-            return None
-        return str(Path(found).absolute())
-
     def build(
         self,
         binding: UnitBinding,
@@ -258,7 +246,14 @@ class ServiceInstaller:
                 *(("--approval", approval) if approval else ()),
             ),
             environment=service_environment(
-                binding, self._codex_bin(installed, warnings), state_dir
+                binding,
+                self.ctx.find_codex(
+                    self.ctx.codex_bin,
+                    unit.environment().get("LOOPX_CHAT_CODEX_BIN") if unit else None,
+                    self.ctx.environ,
+                    warnings,
+                ),
+                state_dir,
             ),
             working_directory=self.ctx.user_home,
         )
@@ -499,69 +494,7 @@ class ServiceInstaller:
         if secret is not None:
             report.login_url = login_url(port, secret)
         if state.running:
-            self._probe_into(report, port, secret)
+            bound = report.binding["path"] if report.binding else None
+            report.service, warnings = self._facts(port, secret, bound)
+            report.warnings += warnings
         return report
-
-    def _probe_into(self, report: ServiceReport, port: int, secret: str | None) -> None:
-        probe = self._probe(DEFAULT_HOST, port, secret)
-        report.service = {
-            "answering": probe.answering,
-            "package_version": probe.package_version,
-            "installed_version": __version__,
-            "version_matches": probe.package_version == __version__ if probe.answering else None,
-            "contract": probe.contract,
-            "codex_home": probe.codex_home,
-            "detail": probe.detail,
-        }
-        if probe.answering and probe.package_version != __version__:
-            report.warnings.append(
-                f"the running service is version {probe.package_version}, the installed "
-                f"package is {__version__}: run `loopx-chat service restart`"
-            )
-        bound = report.binding["path"] if report.binding else None
-        if probe.answering and probe.codex_home and bound and probe.codex_home != bound:
-            report.warnings.append(
-                f"the running service uses Codex home {probe.codex_home}, the unit binds "
-                f"{bound}: run `loopx-chat service restart`"
-            )
-
-
-def describe(report: ServiceReport) -> list[str]:
-    """Plain-language lines for a person."""
-    words = {
-        "not_installed": "not installed",
-        "installed_not_running": f"installed but not running ({report.active})",
-        "failed": "installed but failed"
-        + (f" (last exit code {report.last_exit_code})" if report.last_exit_code else ""),
-        "running": f"running (pid {report.pid})",
-        "active_without_unit": "running in systemd but its unit file is missing",
-        "installed_manager_unavailable": "installed; no systemd user manager to ask",
-    }
-    lines = [f"{SERVICE_UNIT}: {words.get(report.state, report.state)}"]
-    lines.append(f"unit:    {report.unit_path}" + (" (enabled)" if report.enabled else ""))
-    if report.binding:
-        lines.append(f"codex home: {report.binding['path']} (from {report.binding['source']})")
-    if report.binding_changed:
-        changed = report.binding_changed
-        lines.append(f"binding changed: {changed['from']} -> {changed['to']} ({changed['source']})")
-    if report.kept:
-        lines.append(f"kept from your unit: {', '.join(report.kept)}")
-    if report.dropped:
-        lines.append(f"dropped from the old unit: {', '.join(report.dropped)}")
-    if report.dropins:
-        lines.append(f"your drop-ins (untouched): {', '.join(report.dropins)}")
-    lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
-    if report.login_url:
-        lines.append(f"login:   {report.login_url}  (or: loopx-chat open)")
-    if report.service:
-        if report.service["answering"]:
-            lines.append(
-                f"service: answering, version {report.service['package_version']} "
-                f"(installed {report.service['installed_version']})"
-            )
-        else:
-            lines.append(f"service: not answering ({report.service['detail']})")
-    lines.append(f"logs:    {report.logs}")
-    lines += [f"warning: {w}" for w in report.warnings]
-    lines += [f"note:    {n}" for n in report.notes]
-    return lines

@@ -263,3 +263,11 @@ def test_the_unit_offers_the_modes_the_service_takes() -> None:
     from loopx_chat.systemd.unit import APPROVAL_MODES, NOTIFY_MODES
 
     assert (APPROVAL_MODES, NOTIFY_MODES) == (APPROVAL_POLICIES, MODES)
+
+
+def test_the_unit_owns_the_environment_the_plist_owns() -> None:
+    from loopx_chat.launchagent import plist
+    from loopx_chat.systemd import unit
+
+    assert unit.OWN_ENV_KEYS == plist.OWN_ENV_KEYS
+    assert unit.SERVICE_PROGRAMS == plist.SERVICE_PROGRAMS
