@@ -460,7 +460,12 @@ class ServiceInstaller:
     def status(self, action: str = "status") -> ServiceReport:
         current = self.installed()
         installed = current[1] if current else None
-        state = self.systemctl.state(SERVICE_UNIT)
+        try:
+            state = self.systemctl.state(SERVICE_UNIT)
+        except ServiceUnitError as exc:
+            if exc.error_code != "systemctl_unavailable":
+                raise
+            state = UnitState(active="unknown", enabled=False)  # no systemd here at all
         port = (installed.unit.port() if installed else None) or DEFAULT_PORT
         report = ServiceReport(
             action=action,

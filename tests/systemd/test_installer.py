@@ -253,6 +253,8 @@ def test_status_exit_codes_a_script_can_use(sd: FakeSystemd) -> None:
     assert (code, doc["state"], doc["active"]) == (3, "installed_not_running", "inactive")
     code, doc = sd.service("status", FAKE_SYSTEMCTL_NO_BUS="1")
     assert (code, doc["state"]) == (3, "installed_manager_unavailable")
+    code, doc = sd.service("status", PATH=str(sd.root / "no-systemctl-here"))
+    assert (code, doc["state"]) == (3, "installed_manager_unavailable")
     assert sd.service("start")[0] == 0
     dropins = sd.units / f"{SERVICE_UNIT}.d"
     dropins.mkdir()
@@ -260,6 +262,10 @@ def test_status_exit_codes_a_script_can_use(sd: FakeSystemd) -> None:
     code, doc = sd.service("uninstall")
     assert (code, doc["state"]) == (0, "not_installed")
     assert sd.service("status")[0] == 4
+    code, doc = sd.service("status", PATH=str(sd.root / "no-systemctl-here"))
+    assert (code, doc["state"]) == (4, "not_installed")  # a Linux without systemd
+    code, doc = sd.service("install", PATH=str(sd.root / "no-systemctl-here"))
+    assert (code, doc["error_code"]) == (1, "systemctl_unavailable")
     assert sorted(p.name for p in sd.units.rglob("*") if not p.is_dir()) == ["mine.conf"]
 
 
