@@ -95,7 +95,7 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "service_cmd",
         "service",
         "Keep `loopx-chat serve` running: a systemd user service on Linux, the LaunchAgent on "
-        "macOS.",
+        "macOS (the same as `loopx-chat launchagent`).",
     ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
