@@ -212,6 +212,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         # the systemd user service (`service` on Linux)
         "service_error": ErrorSpec(Outcome.DEPENDENCY),
         "unit_malformed": ErrorSpec(Outcome.DEPENDENCY),
+        "program_path_unsupported": ErrorSpec(Outcome.DEPENDENCY),
         "unit_unsafe": ErrorSpec(Outcome.DEPENDENCY),
         "unit_unreadable": ErrorSpec(Outcome.DEPENDENCY),
         "unit_unwritable": ErrorSpec(Outcome.DEPENDENCY),

@@ -16,6 +16,7 @@ variables in `OWN_ENV_KEYS`; the user's other variables stay. Drop-ins
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ _SECTION = re.compile(r"\[([^\[\]]+)\]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PORT = re.compile(r"[0-9]{1,5}")
+# What systemd refuses in ExecStart's program path (its `string_is_safe`).
+_UNSAFE_PROGRAM = re.compile(r"[\x00-\x1f\x7f\"'\\]")
 _C_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v"}
 
 
@@ -136,7 +139,10 @@ class ParsedUnit:
     def environment(self) -> dict[str, str]:
         env: dict[str, str] = {}
         for value in self.values("Service", "Environment"):
-            env.update(environment_assignments(value, self.user_home))
+            # A line holding what only systemd expands is not read (the binding, which must
+            # be exact, is decided by `binding.effective_environment`, which refuses it).
+            with contextlib.suppress(Unreadable):
+                env.update(environment_assignments(value, self.user_home))
         return env
 
     def environment_files(self) -> tuple[tuple[str, bool], ...]:
@@ -158,7 +164,10 @@ class ParsedUnit:
 
     def option(self, name: str) -> str | None:
         """The value of `name` (`--port 1` or `--port=1`) in ExecStart's argv."""
-        args = list(self.exec_start())
+        try:
+            args = list(self.exec_start())
+        except Unreadable:
+            return None  # an option behind a $VARIABLE is not ours to guess
         for i, arg in enumerate(args):
             if arg == name and i + 1 < len(args):
                 return args[i + 1]
@@ -233,7 +242,8 @@ def _specifier(ch: str, user_home: str) -> str:
 
 def split_words(value: str, user_home: str, *, dollar: bool = False) -> list[str]:
     """Words as systemd splits `ExecStart=` / `Environment=`: whitespace-separated, `"..."`
-    and `'...'` quoted, C escapes, `%%` and `%h` specifiers; in a command line `$$` is `$`.
+    and `'...'` quoted, C escapes, `%%` and `%h` specifiers; in a command line's arguments
+    (never its program) `$$` is `$`.
     A variable (`$X`) or another specifier raises `Unreadable`."""
     words: list[str] = []
     word: list[str] | None = None
@@ -259,7 +269,7 @@ def split_words(value: str, user_home: str, *, dollar: bool = False) -> list[str
         elif ch == "%" and i + 1 < len(value):
             i += 1
             word.append(_specifier(value[i], user_home))
-        elif dollar and ch == "$":
+        elif dollar and words and ch == "$":  # the program's own path is never expanded
             if value[i + 1 : i + 2] != "$":
                 raise Unreadable("a $variable")
             i += 1
@@ -301,7 +311,7 @@ def quote_word(word: str, *, command: bool) -> str:
 def quote_path(path: str) -> str:
     """A path setting (`WorkingDirectory=`) as systemd reads it back: `%` doubled; a path it
     would trim or misread (control characters, edge spaces, a leading `-`) is refused."""
-    if _CONTROL.search(path) or path != path.strip() or not path.startswith("/"):
+    if _CONTROL.search(path) or "\n" in path or path != path.strip() or path[:1] != "/":
         raise ServiceUnitError(
             f"{path!r} cannot be a unit's working directory", error_code="unit_malformed"
         )
@@ -313,7 +323,19 @@ def render_service(spec: UnitSpec) -> str:
     env = "\n".join(
         f"Environment={quote_word(f'{k}={v}', command=False)}" for k, v in spec.environment
     )
-    argv = " ".join(quote_word(a, command=True) for a in spec.argv)
+    program, *args = spec.argv
+    if _UNSAFE_PROGRAM.search(program):
+        # systemd refuses it ("Executable name contains special characters").
+        raise ServiceUnitError(
+            f"systemd cannot run a program whose path holds a quote or a backslash "
+            f"({program!r}); install loopx-chat in a plain folder (pipx install ...) and run "
+            "`loopx-chat service install` from there",
+            error_code="program_path_unsupported",
+        )
+    # The program is not expanded: only its `%` is doubled; the arguments' `$` are too.
+    argv = " ".join(
+        [quote_word(program, command=False), *(quote_word(a, command=True) for a in args)]
+    )
     return (
         HEADER
         + "[Unit]\n"
@@ -354,21 +376,6 @@ def is_service_argv(argv: Sequence[str]) -> bool:
     if base in SERVICE_PROGRAMS:
         return True
     return bool(_PYTHON.fullmatch(base)) and list(argv[1:3]) == ["-m", "loopx_chat"]
-
-
-def is_own_unit(parsed: ParsedUnit) -> bool:
-    """A service unit loopx-chat wrote: our comment, a direct argv to `serve`, and the home
-    bound through `LOOPX_CHAT_CODEX_HOME`."""
-    try:
-        argv, env = parsed.exec_start(), parsed.environment()
-    except Unreadable:
-        return False
-    return (
-        parsed.written_by_us()
-        and is_service_argv(argv)
-        and "serve" in argv
-        and "LOOPX_CHAT_CODEX_HOME" in env
-    )
 
 
 @dataclass

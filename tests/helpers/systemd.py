@@ -1,7 +1,7 @@
 """The systemd side of the service tests: `loopx-chat service ...` run against the stateful fake
 `systemctl --user` (`fakes/fake_systemctl.py`) in a throwaway HOME, and Debian's real
-`systemd-analyze --user verify` on every unit written (missing: a skip locally, a failure
-under CI).
+`systemd-analyze --user verify` on every unit an install writes, drop-ins included (missing:
+a skip locally, a failure under CI).
 
 `systemd-analyze --user` needs no running systemd, only a runtime folder: without
 `XDG_RUNTIME_DIR` it stops at "Failed to lookup RuntimeDirectory path" (found in a container
@@ -103,8 +103,13 @@ class FakeSystemd:
         return done
 
     def service(self, *args: str, **extra: str) -> tuple[int, dict[str, Any]]:
+        """`loopx-chat service ARGS --json`; every unit an install or restart wrote is then
+        verified by systemd-analyze, so no test can write a unit systemd would refuse."""
         done = self.run("service", *args, **extra)
-        return done.returncode, json.loads(done.stdout)
+        doc = json.loads(done.stdout)
+        if args[0] in ("install", "restart") and done.returncode == 0 and "unit_path" in doc:
+            verify_units(Path(doc["unit_path"]).parent, "loopx-chat.service", "loopx-chat.socket")
+        return done.returncode, doc
 
     def calls(self) -> list[dict[str, Any]]:
         if not self.log.exists():

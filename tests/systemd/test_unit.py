@@ -271,3 +271,92 @@ def test_the_unit_owns_the_environment_the_plist_owns() -> None:
 
     assert unit.OWN_ENV_KEYS == plist.OWN_ENV_KEYS
     assert unit.SERVICE_PROGRAMS == plist.SERVICE_PROGRAMS
+
+
+@pytest.mark.parametrize("folder", ["a dir with spaces", "100% $HOME $$x", "ünï côdé"])
+def test_systemd_itself_decodes_the_program_path_we_write(tmp_path: Path, folder: str) -> None:
+    """An oracle that is not our parser: `verify` checks that ExecStart's program exists,
+    after systemd's own unquoting, so a program in a folder full of systemd's specials passes
+    only if systemd reads back exactly the path we wrote (a wrong one: "not executable")."""
+    program = tmp_path / folder / "loopx-chat"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    units = tmp_path / "home" / ".config" / "systemd" / "user"
+    units.mkdir(parents=True)
+    (units / SERVICE_UNIT).write_text(unit_for("/h", (str(program), "serve")))
+    (units / SOCKET_UNIT).write_text(render_socket(8767))
+    verify_units(units, SERVICE_UNIT, SOCKET_UNIT)
+    program.unlink()  # the control: the same unit, the program gone
+    with pytest.raises(AssertionError, match="is not executable"):
+        verify_units(units, SERVICE_UNIT, SOCKET_UNIT)
+
+
+def test_what_cannot_be_read_back_is_never_guessed_nor_a_crash() -> None:
+    unit = parsed(
+        "[Service]\nExecStart=/usr/bin/loopx-chat serve --port $PORT\n"
+        "Environment=LOOPX_CHAT_STATE_DIR=/s/%i\nEnvironment=LOOPX_CHAT_CODEX_BIN=/c\n"
+    )
+    assert (unit.port(), unit.option("--notify")) == (None, None)
+    assert unit.environment() == {"LOOPX_CHAT_CODEX_BIN": "/c"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "port"),
+    [
+        ("/usr/bin/python3.11 -m loopx_chat serve --port=9000", 9000),
+        ("/opt/bin/loopx serve --port 65535", 65535),
+        ("/usr/bin/loopx-chat serve --port 0", None),
+        ("/usr/bin/loopx-chat serve --port 65536", None),
+        ("/usr/bin/loopx-chat serve --port ²", None),
+        ("/usr/bin/loopx-chat serve --port", None),
+    ],
+)
+def test_the_service_argv_and_its_port_are_read_back(argv: str, port: int | None) -> None:
+    unit = parsed(f"[Service]\nExecStart=-{argv}\nEnvironment=LOOPX_CHAT_CODEX_HOME=/h\n")
+    assert unit.port() == port
+    assert existing_binding(InstalledUnit(unit, (), {}), HOME).path == "/h"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    ["/usr/bin/python3 -m other serve", "/usr/bin/python3 loopx_chat serve", "/bin/loopx-chat"],
+)
+def test_what_does_not_start_serve_directly_is_ambiguous(argv: str) -> None:
+    unit = parsed(f"[Service]\nExecStart={argv}\nEnvironment=LOOPX_CHAT_CODEX_HOME=/h\n")
+    with pytest.raises(ServiceUnitError) as info:
+        existing_binding(InstalledUnit(unit, (), {}), HOME)
+    assert info.value.error_code == "legacy_binding_ambiguous"
+
+
+def test_a_section_of_the_users_own_is_kept_whole() -> None:
+    old = unit_for("/h") + "\n[X-Mine]\n; why\nNote=1\n"
+    text, kept, _ = merge_user_lines(SERVICE_UNIT, unit_for("/h"), parsed(old))
+    assert text.endswith("\n[X-Mine]\n# loopx-chat: kept from your unit\n; why\nNote=1\n")
+    assert kept == ["X-Mine.Note"]
+    assert merge_user_lines(SERVICE_UNIT, unit_for("/h"), parsed(text))[0] == text
+
+
+def test_kept_lines_sit_at_the_end_of_their_section() -> None:
+    old = unit_for("/h").replace("[Install]", "Nice=5\n\n[Install]")
+    text, _, _ = merge_user_lines(SERVICE_UNIT, unit_for("/h"), parsed(old))
+    service = text.split("[Service]\n", 1)[1].split("\n[Install]", 1)[0]
+    assert service.endswith("LimitNOFILE=8192\n# loopx-chat: kept from your unit\nNice=5\n")
+
+
+@pytest.mark.parametrize("bad", ["/a\x01b", "/a\nb"])
+def test_a_value_systemd_cannot_carry_is_refused(bad: str) -> None:
+    with pytest.raises(ServiceUnitError):
+        unit_for(bad)
+    with pytest.raises(ServiceUnitError) as info:
+        render_service(UnitSpec(argv=ARGV, environment=(), working_directory=bad))
+    assert info.value.error_code == "unit_malformed"
+    with pytest.raises(ServiceUnitError):
+        render_service(UnitSpec(argv=ARGV, environment=(), working_directory=" /lead"))
+
+
+@pytest.mark.parametrize("folder", ['dir with "quotes"', "back\\slash", "it's"])
+def test_a_program_path_systemd_refuses_is_refused_before_writing(folder: str) -> None:
+    with pytest.raises(ServiceUnitError) as info:
+        unit_for("/h", (f"/opt/{folder}/loopx-chat", "serve"))
+    assert info.value.error_code == "program_path_unsupported"
