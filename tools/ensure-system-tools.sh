@@ -2,7 +2,9 @@
 # Install the Debian tools the tests use as independent checkers, where apt is available:
 # plistutil (libplist-utils) parses generated plists with a second, non-Python parser;
 # chromium renders the service's first-screen page headless; zsh and dash are the real shells
-# the LaunchAgent decoder is checked against (bash is always there).
+# the LaunchAgent decoder is checked against (bash is always there); systemd-analyze (Debian's
+# systemd package; only the tool is used, no systemd needs to run as PID 1) verifies every
+# systemd unit `service install` writes.
 # Without apt (macOS, a non-root shell) it only says what is missing; the tests that need a
 # tool then skip locally and fail under CI.
 set -u
@@ -11,6 +13,7 @@ command -v plistutil >/dev/null 2>&1 || missing+=(libplist-utils)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 command -v dash >/dev/null 2>&1 || missing+=(dash)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -9,6 +9,8 @@ from __future__ import annotations
 import errno
 import os
 import threading
+from collections.abc import MutableMapping
+from typing import cast
 
 import click
 
@@ -23,13 +25,13 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
+from loopx_chat.service.inherited_socket import inherited_listener, server_class
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
-    LoopbackServer,
     OwnerSocketServer,
     raise_open_file_limit,
     serve_forever,
@@ -146,7 +148,9 @@ def serve(
     )
     goals = GateStore(cli.state_dir)
     try:
-        server = LoopbackServer(
+        # systemd's socket (`loopx-chat.socket`) when it passed one, else our own bind.
+        listener = inherited_listener(os.environ, cast(MutableMapping[str, str], cli.environ))
+        server = server_class(listener)(
             host,
             port,
             lambda bound_port: ServiceApp(
