@@ -1,8 +1,9 @@
 """`loopx-chat serve`: run the local service in the foreground (what the LaunchAgent runs).
 
-It makes (or reads) the owner's secret, listens on loopback (browsers) and on the owner's
-Unix socket in the state dir (the CLI), writes `service.json` once it listens, and removes
-both when it stops. It never prints a credential: `loopx-chat open` signs a browser in."""
+It makes (or reads) the owner's secret, listens on loopback (browsers; or accepts on the TCP
+socket systemd passed, service/inherited_socket.py) and on the owner's Unix socket in the state
+dir (the CLI, always its own), writes `service.json` once it listens, and removes both when it
+stops. It never prints a credential: `loopx-chat open` signs a browser in."""
 
 from __future__ import annotations
 

@@ -387,8 +387,8 @@ class LaunchAgentInstaller:
             notify_url=notify_url,
             approval=approval,
         )
-        # The owner's secret before launchd starts the service, so the login URL is known now;
-        # one others could read refuses the install here, before anything changes.
+        # The owner's secret before launchd starts the service: one others could read refuses
+        # the install here, before anything changes.
         ensure_secret(self.service_state_dir(existing))
         unchanged = current is not None and current[0] == data
         state = self.launchctl.state(self.paths.label)

@@ -347,6 +347,7 @@ class ServiceInstaller:
             notify_url=notify_url,
             approval=approval,
         )
+        # As the LaunchAgent's: a secret others could read refuses here, before any write.
         ensure_secret(self.service_state_dir(installed.unit if installed else None))
         previous = current[0] if current else None
         socket_changed = old_socket != socket

@@ -245,6 +245,20 @@ def test_status_exit_codes_a_script_can_use(sd: FakeSystemd) -> None:
         code, doc = sd.service("status")
         assert (code, doc["state"], doc["service"]["answering"]) == (0, "running", True)
         assert doc["service"]["codex_home"] == str(sd.root / "h")
+        # Asked over the owner's socket in the unit's state dir, with no secret: none is
+        # printed either, and the person is told how to sign in.
+        text = subprocess.run(
+            [sys.executable, "-m", "loopx_chat", "service", "status"],
+            env=sd.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        secret = (sd.root / "state" / "service-token").read_text().strip()
+        assert text.returncode == 0 and "sign in:  loopx-chat open" in text.stdout, text.stderr
+        assert secret and secret not in text.stdout + text.stderr + json.dumps(doc)
+        assert "service: answering" in text.stdout
     finally:
         proc.terminate()
         proc.wait(timeout=30)
