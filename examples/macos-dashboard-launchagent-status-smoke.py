@@ -337,8 +337,13 @@ def case_not_macos(c: Case) -> None:
         check(code == 0, "on macOS the switch is not needed")
     else:
         check(
+            code == 4 and doc["state"] == "not_installed",
+            "off macOS status exits 4: no LaunchAgent can be installed",
+        )
+        code, doc = c.run("install", LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN="")
+        check(
             code == 1 and doc["error_code"] == "platform_unsupported",
-            "off macOS the commands refuse with platform_unsupported",
+            "off macOS install refuses with platform_unsupported",
         )
 
 

@@ -223,6 +223,18 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "launchctl_failed": ErrorSpec(Outcome.DEPENDENCY),
         "bootstrap_failed": ErrorSpec(Outcome.DEPENDENCY),
         "not_installed": ErrorSpec(Outcome.DEPENDENCY),
+        # the systemd user service (`service` on Linux)
+        "service_error": ErrorSpec(Outcome.DEPENDENCY),
+        "unit_malformed": ErrorSpec(Outcome.DEPENDENCY),
+        "program_path_unsupported": ErrorSpec(Outcome.DEPENDENCY),
+        "unit_unsafe": ErrorSpec(Outcome.DEPENDENCY),
+        "unit_unreadable": ErrorSpec(Outcome.DEPENDENCY),
+        "unit_unwritable": ErrorSpec(Outcome.DEPENDENCY),
+        "binding_overridden": ErrorSpec(Outcome.DEPENDENCY),
+        "systemctl_unavailable": ErrorSpec(Outcome.DEPENDENCY),
+        "systemctl_failed": ErrorSpec(Outcome.DEPENDENCY),
+        "systemd_user_unavailable": ErrorSpec(Outcome.DEPENDENCY),
+        "inherited_socket_invalid": ErrorSpec(Outcome.DEPENDENCY),
         # service (HTTP)
         "forbidden_host": ErrorSpec(Outcome.FORBIDDEN),
         "forbidden_request": ErrorSpec(Outcome.FORBIDDEN),

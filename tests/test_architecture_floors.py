@@ -44,8 +44,9 @@ FLOORS: tuple[Floor, ...] = (
     Floor(2, ("state",), "owner-local storage: paths, atomic/append-only writes, records"),
     Floor(
         3,
-        ("codex", "launchagent", "notify"),
-        "adapters: the codex binary and its rollouts; the macOS LaunchAgent; owner notices",
+        ("codex", "launchagent", "systemd", "notify"),
+        "adapters: the codex binary and its rollouts; the macOS LaunchAgent; the systemd user "
+        "service; owner notices",
     ),
     Floor(
         4,

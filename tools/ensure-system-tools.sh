@@ -3,8 +3,10 @@
 # plistutil (libplist-utils) parses generated plists with a second, non-Python parser;
 # chromium renders the service's first-screen page headless; zsh and dash are the real shells
 # the LaunchAgent decoder is checked against (bash is always there); caddy is the owner's
-# reverse proxy with TLS in front of `serve --public-url` (its internal CA), and zbarimg
-# (zbar-tools) decodes the QR code `pair` prints.
+# reverse proxy with TLS in front of `serve --public-url` (its internal CA), zbarimg
+# (zbar-tools) decodes the QR code `pair` prints, and systemd-analyze (Debian's systemd
+# package; only the tool is used, no systemd needs to run as PID 1) verifies every
+# systemd unit `service install` writes.
 # Without apt (macOS, a non-root shell) it only says what is missing; the tests that need a
 # tool then skip locally and fail under CI.
 set -u
@@ -15,6 +17,7 @@ command -v zsh >/dev/null 2>&1 || missing+=(zsh)
 command -v dash >/dev/null 2>&1 || missing+=(dash)
 command -v caddy >/dev/null 2>&1 || missing+=(caddy)
 command -v zbarimg >/dev/null 2>&1 || missing+=(zbar-tools)
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive

@@ -10,6 +10,8 @@ import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.launchagent.installer import (
+    STATUS_EXIT,
+    TEST_SWITCH,
     InstallerContext,
     LaunchAgentInstaller,
     Report,
@@ -153,6 +155,22 @@ def status(cli: CliContext, as_json: bool) -> None:
       4  not installed
       1  the status could not be read (an error, e.g. a malformed plist)
     """
+    if sys.platform != "darwin" and cli.environ.get(TEST_SWITCH) != "1":
+        _no_launchd(as_json)
     report = _installer(cli).status()
     _render(report, as_json)
     sys.exit(status_exit_code(report))
+
+
+def _no_launchd(as_json: bool) -> None:
+    """No launchd here, so no LaunchAgent can be installed: exit 4 (not installed), as the
+    status exit codes say, and point to the service manager this system has."""
+    note = (
+        "there are no LaunchAgents outside macOS; on Linux `loopx-chat service status` "
+        "reports the systemd user service"
+    )
+    if as_json:
+        emit_json({"ok": True, "state": "not_installed", "platform": sys.platform, "notes": [note]})
+    else:
+        click.echo(f"launchagent: not installed ({note})")
+    sys.exit(STATUS_EXIT["not_installed"])

@@ -106,6 +106,12 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "Serve the chat API, /status.json and the first-screen page on loopback, and the "
         "owner's Unix socket, to the owner only.",
     ),
+    "service": (
+        "service_cmd",
+        "service",
+        "Keep `loopx-chat serve` running: a systemd user service on Linux, the LaunchAgent on "
+        "macOS (the same as `loopx-chat launchagent`).",
+    ),
     "sessions": ("sessions_cmd", "sessions", "Inspect owner-local chat sessions."),
     "status": (
         "status_cmd",

@@ -1,14 +1,17 @@
 """`loopx-chat serve`: run the local service in the foreground (what the LaunchAgent runs).
 
-It makes (or reads) the owner's secret, listens on loopback (browsers) and on the owner's
-Unix socket in the state dir (the CLI), writes `service.json` once it listens, and removes
-both when it stops. It never prints a credential: `loopx-chat open` signs a browser in."""
+It makes (or reads) the owner's secret, listens on loopback (browsers; or accepts on the TCP
+socket systemd passed, service/inherited_socket.py) and on the owner's Unix socket in the state
+dir (the CLI, always its own), writes `service.json` once it listens, and removes both when it
+stops. It never prints a credential: `loopx-chat open` signs a browser in."""
 
 from __future__ import annotations
 
 import errno
 import os
 import threading
+from collections.abc import MutableMapping
+from typing import cast
 
 import click
 
@@ -25,6 +28,7 @@ from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.ntfy import checked_topic_url
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
+from loopx_chat.service.inherited_socket import inherited_listener, server_class
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
@@ -32,7 +36,6 @@ from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.public_url import parse_public_url
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
-    LoopbackServer,
     OwnerSocketServer,
     raise_open_file_limit,
     serve_forever,
@@ -193,7 +196,9 @@ def serve(
     # written, once clients may come.
     readiness.join()
     try:
-        server = LoopbackServer(
+        # systemd's socket (`loopx-chat.socket`) when it passed one, else our own bind.
+        listener = inherited_listener(os.environ, cast(MutableMapping[str, str], cli.environ))
+        server = server_class(listener)(
             host,
             port,
             lambda bound_port: ServiceApp(

@@ -17,12 +17,11 @@ import shutil
 import sys
 import sysconfig
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from loopx_chat import __version__
 from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.launchagent.binding import (
     InstallBinding,
@@ -49,7 +48,7 @@ from loopx_chat.launchagent.plist import (
     parse_plist,
     render_plist,
 )
-from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities
+from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities, service_facts
 from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
 from loopx_chat.state.service_runtime import ensure_secret
@@ -83,8 +82,26 @@ def _editable_warning() -> str | None:
         f"loopx-chat runs from a source checkout ({package.parent}), an editable install: the "
         "service stops working if that checkout moves or `make clean` removes its .venv. For "
         "a lasting service install the package with `pipx install <path or wheel>` or "
-        "`uv tool install <path or wheel>` and run `loopx-chat launchagent install` from there"
+        "`uv tool install <path or wheel>` and run `loopx-chat service install` from there"
     )
+
+
+def codex_at_install(
+    requested: str | None, kept: str | None, environ: Mapping[str, str], warnings: list[str]
+) -> str | None:
+    """The absolute codex a service runs: the one asked for (`--codex-bin`), else the one
+    the installed service runs (`kept`, when absolute), else `codex` on PATH at install time;
+    none found is a warning. Shared by the LaunchAgent and the systemd service."""
+    if requested is None and kept and os.path.isabs(kept):
+        return kept
+    found = shutil.which(requested or "codex", path=environ.get("PATH", os.defpath))
+    if found is None:
+        warnings.append(
+            f"codex ({requested or 'codex'}) was not found at install time; the service "
+            "will report host_tool_unavailable until LOOPX_CHAT_CODEX_BIN names it"
+        )
+        return None
+    return str(Path(found).absolute())
 
 
 @dataclass(frozen=True)
@@ -197,7 +214,8 @@ class LaunchAgentInstaller:
                 error_code="platform_unsupported",
                 remedy=Remedy(
                     summary="This command manages a macOS LaunchAgent.",
-                    next_action="Run `loopx-chat serve` directly on this system instead "
+                    next_action="On Linux run `loopx-chat service install` (a systemd user "
+                    "service); elsewhere run `loopx-chat serve` directly "
                     f"({TEST_SWITCH}=1 is only for tests with a fake launchctl).",
                 ),
             )
@@ -252,21 +270,8 @@ class LaunchAgentInstaller:
 
     # -- building ------------------------------------------------------------------------
     def _codex_bin(self, existing: ParsedPlist | None, warnings: list[str]) -> str | None:
-        """The absolute codex the service runs: explicit, then the installed plist's, then
-        PATH at install time."""
-        requested = self.ctx.codex_bin
-        if requested is None and existing is not None:
-            kept = existing.environment.get("LOOPX_CHAT_CODEX_BIN")
-            if kept and os.path.isabs(kept):
-                return kept
-        found = shutil.which(requested or "codex", path=self.ctx.environ.get("PATH", os.defpath))
-        if found is None:
-            warnings.append(
-                f"codex ({requested or 'codex'}) was not found at install time; the service "
-                "will report host_tool_unavailable until LOOPX_CHAT_CODEX_BIN names it"
-            )
-            return None
-        return str(Path(found).absolute())
+        kept = existing.environment.get("LOOPX_CHAT_CODEX_BIN") if existing else None
+        return codex_at_install(self.ctx.codex_bin, kept, self.ctx.environ, warnings)
 
     def build(
         self,
@@ -389,8 +394,8 @@ class LaunchAgentInstaller:
             approval=approval,
             public_url=public_url,
         )
-        # The owner's secret before launchd starts the service, so the login URL is known now;
-        # one others could read refuses the install here, before anything changes.
+        # The owner's secret before launchd starts the service: one others could read refuses
+        # the install here, before anything changes.
         ensure_secret(self.service_state_dir(existing))
         unchanged = current is not None and current[0] == data
         state = self.launchctl.state(self.paths.label)
@@ -603,29 +608,14 @@ class LaunchAgentInstaller:
         if report.state == "loaded_without_plist":
             report.warnings.append("launchd still has the job but its plist is gone")
         if state.running:
-            probe = self._probe(self.service_state_dir(existing))
-            report.service = {
-                "answering": probe.answering,
-                "package_version": probe.package_version,
-                "installed_version": __version__,
-                "version_matches": probe.package_version == __version__
-                if probe.answering
-                else None,
-                "contract": probe.contract,
-                "codex_home": probe.codex_home,
-                "detail": probe.detail,
-            }
-            if probe.answering and probe.package_version != __version__:
-                report.warnings.append(
-                    f"the running service is version {probe.package_version}, the installed "
-                    f"package is {__version__}: run `loopx-chat launchagent restart`"
-                )
             bound = report.binding["path"] if report.binding else None
-            if probe.answering and probe.codex_home and bound and probe.codex_home != bound:
-                report.warnings.append(
-                    f"the running service uses Codex home {probe.codex_home}, the plist binds "
-                    f"{bound}: run `loopx-chat launchagent restart`"
-                )
+            report.service, warnings = service_facts(
+                self._probe(self.service_state_dir(existing)),
+                bound,
+                unit="plist",
+                restart="loopx-chat launchagent restart",
+            )
+            report.warnings += warnings
         return report
 
 
@@ -643,6 +633,52 @@ def status_exit_code(report: Report) -> int:
     return STATUS_EXIT["not_serving"]
 
 
+class Described(Protocol):
+    """What `report_lines` reads of a report (the LaunchAgent's, or the systemd service's)."""
+
+    binding: dict[str, str] | None
+    binding_changed: dict[str, str] | None
+    kept: list[str]
+    dropped: list[str]
+    port: int
+    service: dict[str, Any]
+    warnings: list[str]
+    notes: list[str]
+
+
+def report_lines(
+    report: Described, head: list[str], *, noun: str, logs: str, more: Sequence[str] = ()
+) -> list[str]:
+    """A status report for a person: `head`, the binding, what an upgrade kept or dropped
+    (`noun` names the file), `more`, the page, the service, the logs, warnings and notes."""
+    lines = list(head)
+    if report.binding:
+        lines.append(f"codex home: {report.binding['path']} (from {report.binding['source']})")
+    if report.binding_changed:
+        changed = report.binding_changed
+        lines.append(f"binding changed: {changed['from']} -> {changed['to']} ({changed['source']})")
+    if report.kept:
+        lines.append(f"kept from your {noun}: {', '.join(report.kept)}")
+    if report.dropped:
+        lines.append(f"dropped from the old {noun}: {', '.join(report.dropped)}")
+    lines += more
+    lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
+    lines.append("sign in:  loopx-chat open")
+    if report.service:
+        if report.service["answering"]:
+            lines.append(
+                f"service: answering, version {report.service['package_version']} "
+                f"(installed {report.service['installed_version']}), "
+                f"status contract {report.service.get('contract') or 'unknown'}"
+            )
+        else:
+            lines.append(f"service: not answering ({report.service['detail']})")
+    lines.append(f"logs:    {logs}")
+    lines += [f"warning: {w}" for w in report.warnings]
+    lines += [f"note:    {n}" for n in report.notes]
+    return lines
+
+
 def describe(report: Report) -> list[str]:
     """Plain-language lines for a person."""
     words = {
@@ -657,29 +693,9 @@ def describe(report: Report) -> list[str]:
         "running": f"running (pid {report.pid})",
         "loaded_without_plist": "loaded in launchd but its plist is missing",
     }
-    lines = [f"{report.label}: {words.get(report.state, report.state)}"]
-    lines.append(f"plist:   {report.plist_path}")
-    if report.binding:
-        lines.append(f"codex home: {report.binding['path']} (from {report.binding['source']})")
-    if report.binding_changed:
-        changed = report.binding_changed
-        lines.append(f"binding changed: {changed['from']} -> {changed['to']} ({changed['source']})")
-    if report.kept:
-        lines.append(f"kept from your plist: {', '.join(report.kept)}")
-    if report.dropped:
-        lines.append(f"dropped from the old plist: {', '.join(report.dropped)}")
-    lines.append(f"url:     http://{DEFAULT_HOST}:{report.port}/")
-    lines.append("sign in:  loopx-chat open")
-    if report.service:
-        if report.service["answering"]:
-            lines.append(
-                f"service: answering, version {report.service['package_version']} "
-                f"(installed {report.service['installed_version']}), "
-                f"status contract {report.service.get('contract') or 'unknown'}"
-            )
-        else:
-            lines.append(f"service: not answering ({report.service['detail']})")
-    lines.append(f"logs:    {report.logs.get('stdout')} / {report.logs.get('stderr')}")
-    lines += [f"warning: {w}" for w in report.warnings]
-    lines += [f"note:    {n}" for n in report.notes]
-    return lines
+    head = [
+        f"{report.label}: {words.get(report.state, report.state)}",
+        f"plist:   {report.plist_path}",
+    ]
+    logs = f"{report.logs.get('stdout')} / {report.logs.get('stderr')}"
+    return report_lines(report, head, noun="plist", logs=logs)

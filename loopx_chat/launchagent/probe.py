@@ -19,6 +19,7 @@ from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
+from loopx_chat import __version__
 from loopx_chat.state import owner_socket
 
 CONNECT_TIMEOUT_SEC = 1.0
@@ -85,3 +86,32 @@ def probe_capabilities(state_dir: Path) -> ServiceProbe:
         contract=contract,
         codex_home=home_path if isinstance(home_path, str) else None,
     )
+
+
+def service_facts(
+    probe: ServiceProbe, bound: str | None, *, unit: str, restart: str
+) -> tuple[dict[str, Any], list[str]]:
+    """(the `service` block of a status report, its warnings): who answers, and whether its
+    version and home are the installed ones (`unit` names what binds the home, `restart` the
+    command that fixes a difference). Shared by the LaunchAgent and the systemd service."""
+    facts = {
+        "answering": probe.answering,
+        "package_version": probe.package_version,
+        "installed_version": __version__,
+        "version_matches": probe.package_version == __version__ if probe.answering else None,
+        "contract": probe.contract,
+        "codex_home": probe.codex_home,
+        "detail": probe.detail,
+    }
+    warnings = []
+    if probe.answering and probe.package_version != __version__:
+        warnings.append(
+            f"the running service is version {probe.package_version}, the installed "
+            f"package is {__version__}: run `{restart}`"
+        )
+    if probe.answering and probe.codex_home and bound and probe.codex_home != bound:
+        warnings.append(
+            f"the running service uses Codex home {probe.codex_home}, the {unit} binds "
+            f"{bound}: run `{restart}`"
+        )
+    return facts, warnings

@@ -3,7 +3,8 @@
 Each test is one finding of issue 33, made the way another user on the machine would make it:
 a server of theirs on another loopback port and on the service's own port after it stopped
 (Chromium as the owner's browser), a squatter holding the pid and port of a service killed
-with -9, 140 connections held open without a secret, a flood of long paths into the log.
+with -9, 140 connections held open without a secret, a flood of long paths into the log; and
+(issue 36) a squatter on the port while a serve on a systemd-passed socket restarts.
 Another user's programs run through `setpriv` as `nobody` from a world-readable folder with
 the standard library only (`python -S`).
 """
@@ -145,6 +146,36 @@ while time.monotonic() < end:
 print(sent)
 """
 
+# Another user trying to take a port: a plain bind, then SO_REUSEADDR, then SO_REUSEPORT;
+# prints its uid and what each attempt got ("bound" or the errno's name).
+SQUAT = r"""
+import errno, json, os, socket, sys
+port = int(sys.argv[1])
+tried = {"uid": os.getuid()}
+for name, option in (("plain", None), ("reuseaddr", socket.SO_REUSEADDR),
+                     ("reuseport", socket.SO_REUSEPORT)):
+    s = socket.socket()
+    try:
+        if option is not None:
+            s.setsockopt(socket.SOL_SOCKET, option, 1)
+        s.bind(("127.0.0.1", port))
+        s.listen(8)
+        tried[name] = "bound"
+    except OSError as exc:
+        tried[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+    finally:
+        s.close()
+print(json.dumps(tried))
+"""
+
+# What systemd does for a socket unit's service: fd N becomes fd 3, LISTEN_PID is the pid
+# that execs `serve` (the same pid), LISTEN_FDS=1. The listening socket stays the parent's.
+AS_ACTIVATED = (
+    "import os, sys; fd = int(sys.argv[1]); os.dup2(fd, 3); fd != 3 and os.close(fd); "
+    "os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS='1'); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 
@@ -153,7 +184,13 @@ def foreign() -> Iterator[Path]:
     """A world-readable folder for another user's programs and what they record."""
     base = Path(tempfile.mkdtemp(prefix="loopx-other-user-"))
     base.chmod(0o777)
-    for name, text in (("recorder.py", RECORDER), ("holder.py", HOLDER), ("flood.py", FLOOD)):
+    scripts = (
+        ("recorder.py", RECORDER),
+        ("holder.py", HOLDER),
+        ("flood.py", FLOOD),
+        ("squat.py", SQUAT),
+    )
+    for name, text in scripts:
         (base / name).write_text(text)
         (base / name).chmod(0o644)
     try:
@@ -415,3 +452,96 @@ def test_the_log_file_is_rotated_at_its_cap(
     assert service.log.stat().st_size < 8192 + 1024
     assert rotated.stat().st_size < 8192 + 1024
     assert os.stat(service.log).st_mode & 0o077 == 0
+
+
+def _squat(foreign: Path, port: int) -> dict[str, Any]:
+    done = _as_nobody(foreign, "squat.py", str(port))
+    out, err = done.communicate(timeout=60)
+    assert done.returncode == 0, err
+    return dict(json.loads(out))
+
+
+def _serve_on_passed_socket(
+    listener: Any, state: Path, home: Path, env: dict[str, str], codex_bin: str, log: Path
+) -> subprocess.Popen[bytes]:
+    """`serve` started the way systemd starts it for `loopx-chat.socket`; ready once its
+    service.json names it."""
+    from loopx_chat.state.service_runtime import read_runtime
+
+    port = str(listener.getsockname()[1])
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [
+                *(sys.executable, "-c", AS_ACTIVATED, str(listener.fileno()), sys.executable),
+                *("-m", "loopx_chat", "--state-dir", str(state), "--codex-bin", codex_bin),
+                *("serve", "--port", port, "--notify", "none"),
+            ],
+            env={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
+            pass_fds=(listener.fileno(),),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    deadline = time.monotonic() + 60
+    while (runtime := read_runtime(state)) is None or runtime.pid != proc.pid:
+        assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
+        assert time.monotonic() < deadline, "serve never wrote its service.json"
+        time.sleep(0.05)
+    return proc
+
+
+def _healthz(conn: Any) -> bytes:
+    conn.sendall(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+    return bytes(conn.recv(64))
+
+
+def test_no_squatter_binds_the_port_while_a_socket_activated_serve_restarts(
+    tmp_path: Path, foreign: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str
+) -> None:
+    """systemd (here: the test, the owner's process) holds `loopx-chat.socket`'s listening
+    socket and passes it to each `serve`; when serve stops (SIGTERM, an upgrade) or dies
+    (SIGKILL, `Restart=on-failure`), another user cannot bind the port in the gap, and the
+    owner's connection made in the gap is answered by the next serve."""
+    import socket
+
+    state = tmp_path / "state"
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as systemd sets it
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(128)
+    port = int(listener.getsockname()[1])
+    refused = {"plain": "EADDRINUSE", "reuseaddr": "EADDRINUSE", "reuseport": "EADDRINUSE"}
+    proc = None
+    try:
+        for round_, signum in enumerate((signal.SIGTERM, signal.SIGKILL)):
+            log = tmp_path / f"serve-{round_}.log"
+            proc = _serve_on_passed_socket(listener, state, bound_home, base_env, codex_bin, log)
+            with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+                assert _healthz(conn).startswith(b"HTTP/1.1 200 ")
+            assert f"listening on http://127.0.0.1:{port}/" in log.read_text(errors="replace")
+            proc.send_signal(signum)
+            proc.wait(timeout=60)
+            proc = None
+            # The gap: no serve runs. Another user cannot take the port...
+            assert _squat(foreign, port) == {"uid": 65534, **refused}
+            # ...and the owner's request waits in the socket's queue for the next serve.
+            waiting = socket.create_connection(("127.0.0.1", port), timeout=5)
+            waiting.settimeout(60)
+            later = _serve_on_passed_socket(
+                listener, state, bound_home, base_env, codex_bin, tmp_path / f"next-{round_}.log"
+            )
+            try:
+                with waiting:
+                    assert _healthz(waiting).startswith(b"HTTP/1.1 200 ")
+                assert _squat(foreign, port) == {"uid": 65534, **refused}
+            finally:
+                later.terminate()
+                later.wait(timeout=60)
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait(timeout=60)
+        listener.close()
+    # The control: once nobody holds the socket, the same squatter binds the port, so the
+    # refusals above came from the held socket and not from the squatter script (with
+    # SO_REUSEADDR: the connections the serves closed leave TIME_WAIT entries on the port).
+    assert _squat(foreign, port)["reuseaddr"] == "bound"
