@@ -19,6 +19,7 @@ from loopx_chat.cli.context import (
 from loopx_chat.cli.options import known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
+from loopx_chat.goals.status_index import StatusIndex, index_path
 
 
 @click.command("status")
@@ -30,17 +31,38 @@ from loopx_chat.goals.status import collect_status, record_owner_view
     help="Who reads this. Default: owner on a terminal without --json, else script. Only "
     "an owner's read counts as the owner having seen a blocker (a metric).",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list finished goals (accepted, or idle for 30 days), which the first screen "
+    "only counts.",
+)
 @json_option
 @click.pass_obj
-def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
+def status(
+    cli: CliContext, goal_id: str | None, viewer: str | None, show_all: bool, as_json: bool
+) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if goal_id:
         known_goal(cli, goal_id)
     binding = cli.binding()
     scan = scan_bound_home(cli.state_dir, binding.path)
-    doc = collect_status(
-        cli.store(), cli.gate_store(), str(binding.path), goal_id, surface="cli", host=scan.threads
+    # Rows of goals whose files did not change since the last status come from the index.
+    index = StatusIndex(
+        cli.store(), cli.gate_store(), str(binding.path), path=index_path(cli.state_dir)
     )
+    doc = collect_status(
+        cli.store(),
+        cli.gate_store(),
+        str(binding.path),
+        goal_id,
+        surface="cli",
+        host=scan.threads,
+        index=index,
+        include_archived=show_all,
+    )
+    index.save()
     if viewer == "owner":
         record_owner_view(cli.gate_store(), doc, "cli_owner")
     elif viewer is None and not as_json and sys.stdout.isatty():
@@ -52,9 +74,10 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
         return
     from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
 
-    if not doc["attention_queue"]:
+    archived = doc["archive"]
+    if not doc["attention_queue"] and not archived["count"]:
         click.echo(nothing_found("goals"))
-    for goal in doc["attention_queue"]:
+    for goal in [*doc["attention_queue"], *archived.get("goals", ())]:
         answers = goal["answers"]
         click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
         state = goal.get("goal_state") or {}
@@ -86,6 +109,12 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
         if quota:
             words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
             click.echo(f"  next automatic turn:     {words} (a scheduler hint)")
+        if goal.get("archived_because"):
+            click.echo(f"  archived:                {goal['archived_because']} (finished)")
+    if archived["count"] and not show_all:
+        click.echo(
+            f"{archived['count']} finished goal(s) archived: `loopx-chat status --all` lists them"
+        )
 
 
 def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:

@@ -373,13 +373,20 @@ border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color
 
 def render_first_screen(
     status: Mapping[str, Any],
-    actions: Mapping[str, GoalActions],
+    actions: Mapping[str, GoalActions] | None = None,
     *,
     codex_home_source: str,
     csrf_token: str,
     generated_at: str,
+    cards_html: str | None = None,
 ) -> bytes:
+    """The page; `cards_html` when the caller rendered the cards already (else from
+    `actions`). Archived goals are counted in the header, never rendered."""
     count = len(status.get("attention_queue", []))
+    archived = int((status.get("archive") or {}).get("count") or 0)
+    if cards_html is None:
+        cards_html = render_cards(status, actions or {})
+    shelved = f" · {archived} finished goal(s) archived" if archived else ""
     html = (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
@@ -387,10 +394,10 @@ def render_first_screen(
         f'<noscript><meta http-equiv="refresh" content="{REFRESH_SECONDS}"></noscript>'
         "<title>loopx-chat: first screen</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>loopx-chat</h1>"
-        f"<p>{count} goal(s) · Codex home from {escape(codex_home_source)} · version "
+        f"<p>{count} goal(s){shelved} · Codex home from {escape(codex_home_source)} · version "
         f'{escape(__version__)}</p><p id="live" data-generated="{escape(generated_at)}">'
         f"updated {escape(generated_at)}</p></header>"
-        f"<main>{render_cards(status, actions)}</main>"
+        f"<main>{cards_html}</main>"
         f'<script src="{SCRIPT_PATH}"></script></body></html>'
     )
     return html.encode("utf-8")
