@@ -270,7 +270,7 @@ def waits_on_owner(row: Mapping[str, Any]) -> bool:
 
 def archive_reason(entry: GoalEntry, now_ns: int) -> str | None:
     """Why the goal steps aside from the first screen now, or None (pure)."""
-    if waits_on_owner(entry.row):
+    if waits_on_owner(entry.row) or entry.activity_ns < 0:
         return None
     quiet = (now_ns - entry.activity_ns) / 1e9
     for reason, applies, after in ARCHIVE_RULES:

@@ -81,7 +81,7 @@ class GoalEntry:
     row: dict[str, Any]
     stale: StaleInput | None  # what the host comparison needs; None for a problem row
     finished: bool  # the latest run was accepted (closed)
-    activity_ns: int  # the newest mtime among the goal's files
+    activity_ns: int  # the newest mtime among the goal's files (-1: it has none)
     page: PageFacts | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -193,7 +193,7 @@ def fold_goal(
     unreadable). `sessions` are the goal's own sessions, oldest first."""
     from loopx_chat.goals.status import goal_problem
 
-    activity = max((s[3] for s in signature), default=0)
+    activity = max((s[3] for s in signature), default=-1)  # -1: no file, nothing known
     names = [s[0] for s in signature if "/" not in s[0] and s[0].endswith(".jsonl")]
     files = _GoalFiles(goals.goals_dir / goal_id, names)
     try:
