@@ -12,7 +12,6 @@ import click
 
 from loopx_chat.cli.context import (
     CliContext,
-    emit_json,
     json_option,
     nothing_found,
 )
@@ -20,6 +19,7 @@ from loopx_chat.cli.options import known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.goals.status_index import StatusIndex, index_path
+from loopx_chat.goals.status_render import status_text
 
 
 @click.command("status")
@@ -62,7 +62,6 @@ def status(
         index=index,
         include_archived=show_all,
     )
-    index.save()
     if viewer == "owner":
         record_owner_view(cli.gate_store(), doc, "cli_owner")
     elif viewer is None and not as_json and sys.stdout.isatty():
@@ -70,8 +69,12 @@ def status(
     doc["host_scan"] = scan.summary()
     _host_goals(cli, doc)
     if as_json:
-        emit_json(doc)
+        # Each row's text is kept with the index and laid out again only when it changed.
+        text, index.texts = status_text(doc, index.bare_rows(), index.texts)
+        index.save()
+        click.echo(text)
         return
+    index.save()
     from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
 
     archived = doc["archive"]

@@ -45,6 +45,7 @@ from loopx_chat.goals.gate_store import (
     handoffs_from,
     is_valid_goal_id,
 )
+from loopx_chat.goals.status_render import RowTexts
 from loopx_chat.state.jsonl import read_records
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SESSION_FILE, SessionStore
@@ -315,8 +316,12 @@ class StatusIndex:
         self.generation = 0  # moves whenever an entry is added, folded again or dropped
         self.folded = 0  # goals folded by the last refresh (for tests and benches)
         self._saved_generation = -1
+        # Each row's `--json` text, reused while its signature and host part hold (the CLI).
+        self.texts: RowTexts = {}
+        self._saved_texts: RowTexts = {}
         if path is not None:
-            self.entries = load_index(path, codex_home)
+            self.entries, self.texts = load_index(path, codex_home)
+            self._saved_texts = self.texts
             self._saved_generation = 0 if self.entries else -1
 
     def _session_records(self) -> list[SessionRecord]:
@@ -392,10 +397,17 @@ class StatusIndex:
     def save(self) -> None:
         """Persist the entries when they changed since loaded or saved (a cache: a failure
         to write is not an error, the next status folds again)."""
-        if self.path is None or self._saved_generation == self.generation:
+        if self.path is None or (
+            self._saved_generation == self.generation and self._saved_texts == self.texts
+        ):
             return
-        save_index(self.path, self.codex_home, self.entries)
-        self._saved_generation = self.generation
+        save_index(self.path, self.codex_home, self.entries, self.texts)
+        self._saved_generation, self._saved_texts = self.generation, self.texts
+
+    def bare_rows(self) -> dict[str, tuple[str, dict[str, Any]]]:
+        """Each goal's signature (as JSON) and row as folded: what `status_text` reuses
+        a row's text by."""
+        return {g: (json.dumps(e.signature), e.row) for g, e in self.entries.items()}
 
 
 def _index_identity() -> dict[str, Any]:
@@ -404,27 +416,33 @@ def _index_identity() -> dict[str, Any]:
     return {"schema_version": INDEX_SCHEMA, "package_version": __version__}
 
 
-def load_index(path: Path, codex_home: str) -> dict[str, GoalEntry]:
-    """The persisted entries, or none when the file is missing, torn, corrupt, of another
-    version or of another Codex home (it is then rebuilt)."""
-    from loopx_chat.state.safe_read import read_regular
+def load_index(path: Path, codex_home: str) -> tuple[dict[str, GoalEntry], RowTexts]:
+    """The persisted entries and row texts, or none when the file is missing, torn, corrupt,
+    of another version or of another Codex home (it is then rebuilt)."""
+    from loopx_chat.state.safe_read import JOURNAL_LIMIT, read_regular
 
     try:
-        data = json.loads(read_regular(path))
+        data = json.loads(read_regular(path, limit=JOURNAL_LIMIT))
         if not isinstance(data, dict) or data.get("codex_home") != codex_home:
-            return {}
+            return {}, {}
         if any(data.get(k) != v for k, v in _index_identity().items()):
-            return {}
-        return {
+            return {}, {}
+        entries = {
             str(gid): GoalEntry.from_json(str(gid), item)
             for gid, item in data["goals"].items()
             if is_valid_goal_id(str(gid))
         }
+        texts: RowTexts = {}
+        for gid, (signature, extra, text) in data["texts"].items():
+            if not all(isinstance(v, str) for v in (signature, extra, text)):
+                raise ValueError("texts")
+            texts[str(gid)] = (signature, extra, text)
+        return entries, texts
     except (OSError, StateError, ValueError, TypeError, KeyError, AttributeError):
-        return {}
+        return {}, {}
 
 
-def save_index(path: Path, codex_home: str, entries: dict[str, GoalEntry]) -> None:
+def save_index(path: Path, codex_home: str, entries: dict[str, GoalEntry], texts: RowTexts) -> None:
     from loopx_chat.state.private_files import (
         PRIVATE_FILE_MODE,
         atomic_write_bytes,
@@ -435,6 +453,7 @@ def save_index(path: Path, codex_home: str, entries: dict[str, GoalEntry]) -> No
         **_index_identity(),
         "codex_home": codex_home,
         "goals": {gid: e.to_json() for gid, e in entries.items()},
+        "texts": texts,
     }
     body = json.dumps(doc, separators=(",", ":")).encode()
     try:
