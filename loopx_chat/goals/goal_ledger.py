@@ -183,13 +183,19 @@ def _records_or_none(path: Path) -> list[dict[str, Any]] | None:
 def raw_material_in(files: Iterable[tuple[str, Sequence[Mapping[str, Any]] | None]]) -> list[str]:
     """Raw-material keys ("file: key.path") over (file name, its records or None when it
     does not parse), in the order given; at most MAX_FOUND (pure)."""
-    from loopx_chat.goals.raw_audit import MAX_FOUND, raw_key_paths
+    from loopx_chat.goals.raw_audit import MAX_FOUND
 
     found: list[str] = []
     for name, records in files:
-        if records is not None:
-            found.extend(f"{name}: {key}" for key in raw_key_paths(records))
+        found.extend(raw_findings(name, records))
     return found[:MAX_FOUND]
+
+
+def raw_findings(name: str, records: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """One file's part of `raw_material_in` (a file's findings depend on it alone)."""
+    from loopx_chat.goals.raw_audit import raw_key_paths
+
+    return [] if records is None else [f"{name}: {key}" for key in raw_key_paths(records)]
 
 
 def stopped_from(lifecycle: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,8 @@ INDEX_FILE = ("index", "status.json")
 FileStat = tuple[str, int, int, int]  # name, inode, size, mtime_ns
 Signature = tuple[FileStat, ...]
 StaleInput = tuple[tuple[str, ...], dict[str, int], str | None]
+# A goal's file name -> (its stat, its raw-material findings): the audit reads what changed.
+AuditCache = dict[str, tuple[FileStat, list[str]]]
 
 
 @dataclass(frozen=True)
@@ -167,18 +169,38 @@ class _GoalFiles:
             raise got[1]
         return got[1]
 
-    def for_audit(self) -> Iterable[tuple[str, list[dict[str, Any]] | None]]:
-        """Every file's records for the raw-material audit (None: it does not parse); a
-        file already read is not read again."""
+    def raw_material(self, signature: Signature, audited: AuditCache) -> list[str]:
+        """The raw-material audit (`raw_material_in`) of every file. A file whose stat is
+        the one in `audited` is not audited again (nor read, when no other reader needed
+        it); a file already read is not read again. `audited` is left holding this fold's
+        files only."""
+        from loopx_chat.goals.goal_ledger import raw_findings
+        from loopx_chat.goals.raw_audit import MAX_FOUND
+
+        stats = {s[0]: s for s in signature}
+        kept: AuditCache = {}
+        found: list[str] = []
         for name in self.names:
-            got = self._read.get(name)
-            if got is not None and not isinstance(got[1], StateError):
-                yield name, got[1]
-                continue
-            try:
-                yield name, read_records(self.folder / name)
-            except StateError:
-                yield name, None
+            stat = stats[name]
+            known = audited.get(name)
+            if known is not None and known[0] == stat:
+                findings = known[1]
+            else:
+                got = self._read.get(name)
+                records: list[dict[str, Any]] | None
+                if got is not None and not isinstance(got[1], StateError):
+                    records = got[1]
+                else:
+                    try:
+                        records = read_records(self.folder / name)
+                    except StateError:
+                        records = None
+                findings = raw_findings(name, records)
+            kept[name] = (stat, findings)
+            found.extend(findings)
+        audited.clear()
+        audited.update(kept)
+        return found[:MAX_FOUND]
 
 
 def fold_goal(
@@ -189,16 +211,19 @@ def fold_goal(
     codex_home: str,
     sessions: Sequence[SessionRecord],
     signature: Signature,
+    audited: AuditCache | None = None,
 ) -> GoalEntry:
     """The goal's entry from its files, each read once (its problem row if one is
-    unreadable). `sessions` are the goal's own sessions, oldest first."""
+    unreadable). `sessions` are the goal's own sessions, oldest first; `audited` keeps each
+    file's raw-material findings by its stat across folds."""
     from loopx_chat.goals.status import goal_problem
 
     activity = max((s[3] for s in signature), default=-1)  # -1: no file, nothing known
     names = [s[0] for s in signature if "/" not in s[0] and s[0].endswith(".jsonl")]
     files = _GoalFiles(goals.goals_dir / goal_id, names)
     try:
-        return _fold(goal_id, files, store, codex_home, sessions, signature, activity)
+        audit = {} if audited is None else audited
+        return _fold(goal_id, files, store, codex_home, sessions, signature, activity, audit)
     except StateError as exc:
         # One goal's unreadable record never hides the others.
         return GoalEntry(goal_id, signature, goal_problem(goal_id, exc), None, False, activity)
@@ -212,6 +237,7 @@ def _fold(
     sessions: Sequence[SessionRecord],
     signature: Signature,
     activity: int,
+    audited: AuditCache,
 ) -> GoalEntry:
     from loopx_chat.goals.goal_facts import facts_from_records
     from loopx_chat.goals.goal_ledger import (
@@ -222,7 +248,6 @@ def _fold(
         current_rewards_from,
         fold_proposals,
         goal_state_from,
-        raw_material_in,
         stopped_from,
     )
     from loopx_chat.goals.goal_runs import (
@@ -252,7 +277,7 @@ def _fold(
         stopped=stopped_from(files.records("lifecycle.jsonl", LIFECYCLE_SCHEMA)),
         token_budget=state.token_budget if state else None,
         run_gate=run_answer_gate(latest, list(state.acceptance) if state else []),
-        raw_material=raw_material_in(files.for_audit()),
+        raw_material=files.raw_material(signature, audited),
     )
     row = goal_status(facts)
     proposals = fold_proposals(files.records("proposals.jsonl", PROPOSAL_SCHEMA))
@@ -313,6 +338,7 @@ class StatusIndex:
         self.path = path
         self.entries: dict[str, GoalEntry] = {}
         self._sessions: dict[str, tuple[FileStat, SessionRecord]] = {}
+        self._audited: dict[str, AuditCache] = {}  # by goal
         self.generation = 0  # moves whenever an entry is added, folded again or dropped
         self.folded = 0  # goals folded by the last refresh (for tests and benches)
         self._saved_generation = -1
@@ -385,6 +411,7 @@ class StatusIndex:
                     codex_home=self.codex_home,
                     sessions=by_goal.get(goal_id, ()),
                     signature=signature,
+                    audited=self._audited.setdefault(goal_id, {}),
                 )
                 folded += 1
             fresh[goal_id] = entry
@@ -392,6 +419,8 @@ class StatusIndex:
             self.generation += 1
         self.entries = fresh
         self.folded = folded
+        if only is None:
+            self._audited = {g: a for g, a in self._audited.items() if g in fresh}
         return self.generation
 
     def save(self) -> None:

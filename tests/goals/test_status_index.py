@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
-from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_ledger import REWARD_SCHEMA, GoalLedger
 from loopx_chat.goals.goal_runs import RUN_SCHEMA
 from loopx_chat.goals.status import (
     collect_status,
@@ -369,3 +370,34 @@ def test_the_archive_never_hides_a_goal_that_waits_on_the_owner(tmp_path: Path) 
         "goals"
         not in json.loads(runner.invoke(main, ["status", "--json"], env=env).output)["archive"]
     )
+
+
+def test_the_raw_material_audit_reads_only_what_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import loopx_chat.goals.raw_audit as raw_audit
+
+    world = World(tmp_path)
+    world.ledger.set_goal_state("a", {"objective": "Ship", "acceptance": ["it ships"]})
+    world.goals.request_gate("a", "Q?", blocking=False)
+    with open(world.folder("a") / "rewards.jsonl", "a") as f:
+        reward = {"schema_version": REWARD_SCHEMA, "run_ref": "t", "label": "good"}
+        f.write(json.dumps({**reward, "api_key": "raw"}) + "\n")
+    audited: list[int] = []
+    real = raw_audit.raw_key_paths
+
+    def counting(records: Any) -> list[str]:
+        records = list(records)
+        audited.append(len(records))
+        return real(records)
+
+    monkeypatch.setattr(raw_audit, "raw_key_paths", counting)
+    index = StatusIndex(world.store, world.goals, HOME)
+    index.refresh()
+    assert sorted(audited) == [1, 1, 1]  # gates, goal_state, rewards
+    assert index.entries["a"].row["quota"]["reason_code"] == "raw_material_detected"
+    audited.clear()
+    world.goals.request_gate("a", "Q2?", blocking=False)
+    index.refresh()
+    assert audited == [2]  # the gate log alone: two records now
+    assert index.entries["a"].row["quota"]["reason_code"] == "raw_material_detected"
