@@ -102,3 +102,22 @@ def test_the_card_says_when_codex_runs_a_goal_loopx_chat_did_not_start() -> None
         "Codex is running a goal loopx-chat did not start (no budget set here"
     )
     assert run_view(None, False) is None
+
+
+def test_archived_goals_are_counted_in_the_header_and_never_rendered() -> None:
+    from loopx_chat.service.page import render_first_screen
+
+    status = {
+        "attention_queue": [row("live-goal")],
+        "archive": {"count": 2, "goals": [{**row("done-goal"), "archived_because": "accepted"}]},
+    }
+    page = render_first_screen(
+        status, {}, codex_home_source="CODEX_HOME", csrf_token="t", generated_at="now"
+    ).decode()
+    assert "1 goal(s) · 2 finished goal(s) archived" in page
+    assert "live-goal" in page and "done-goal" not in page
+    # Cards rendered once by the caller are used as given.
+    given = render_first_screen(
+        status, codex_home_source="X", csrf_token="t", generated_at="now", cards_html="<p>c</p>"
+    ).decode()
+    assert "<main><p>c</p></main>" in given
