@@ -70,7 +70,9 @@ def status(
     _host_goals(cli, doc)
     if as_json:
         # Each row's text is kept with the index and laid out again only when it changed.
-        text, index.texts = status_text(doc, index.bare_rows(), index.texts)
+        text, kept = status_text(doc, index.bare_rows(), index.texts)
+        # Rows this look did not lay out (another goal, an archived one) keep their texts.
+        index.texts = {g: t for g, t in {**index.texts, **kept}.items() if g in index.entries}
         index.save()
         click.echo(text)
         return

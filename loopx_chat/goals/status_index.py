@@ -430,6 +430,8 @@ class StatusIndex:
             self._saved_generation == self.generation and self._saved_texts == self.texts
         ):
             return
+        if not self.entries and not self.path.exists():
+            return  # no goal yet: nothing to keep, and a first read leaves no file
         save_index(self.path, self.codex_home, self.entries, self.texts)
         self._saved_generation, self._saved_texts = self.generation, self.texts
 
