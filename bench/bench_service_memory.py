@@ -43,6 +43,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cycles", type=int, default=1000)
     parser.add_argument("--codex-bin", default=str(DEFAULT_CODEX))
+    parser.add_argument(
+        "--baseline", default=None, help="a git ref: run that commit's service instead"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, MockResponsesServer() as mock:
         root = Path(tmp)
@@ -54,6 +57,17 @@ def main() -> None:
             port = sock.getsockname()[1]
         env = {k: v for k, v in os.environ.items() if k != "CODEX_HOME"}
         env["LOOPX_CHAT_CODEX_HOME"] = str(home)
+        if args.baseline:
+            code = root / "code"
+            code.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "loopx_chat"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(code)], input=archive, check=True)
+            env["PYTHONPATH"] = str(code)
+            print(f"the service of {args.baseline}")
         proc = subprocess.Popen(
             [
                 *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
@@ -61,6 +75,7 @@ def main() -> None:
                 *("--max-warm", "4", "--notify", "none"),
             ],
             env=env,
+            cwd=env.get("PYTHONPATH", str(ROOT)),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
