@@ -181,10 +181,14 @@ def without_paths(text: str) -> str:
 
 def _without_paths_in_problems(doc: dict[str, Any]) -> dict[str, Any]:
     """A problem row's message names a local file: the service shows it without paths."""
-    for goal in doc["attention_queue"]:
-        if goal.get("status") == "problem":
-            goal["error"] = without_paths(goal["error"])
-            goal["answers"] = {k: without_paths(v) for k, v in goal["answers"].items()}
+    queue = doc["attention_queue"]
+    for n, goal in enumerate(queue):
+        if goal.get("status") == "problem":  # a copy: the index keeps the row as folded
+            queue[n] = {
+                **goal,
+                "error": without_paths(goal["error"]),
+                "answers": {k: without_paths(v) for k, v in goal["answers"].items()},
+            }
     return doc
 
 
@@ -684,7 +688,8 @@ class ServiceApp:
                 memo[goal_id] = previous
                 continue
             actions[goal_id] = self._goal_actions(goal_id, page, blockers, goal_notes, running)
-            memo[goal_id] = (entry, goal_notes, actions[goal_id])
+            if not live:  # a running goal's or a host gate's card is built on every look
+                memo[goal_id] = (entry, goal_notes, actions[goal_id])
         self._actions_memo = memo
         return actions
 
