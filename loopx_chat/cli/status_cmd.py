@@ -67,7 +67,7 @@ def status(
     elif viewer is None and not as_json and sys.stdout.isatty():
         record_owner_view(cli.gate_store(), doc, "cli_tty")
     doc["host_scan"] = scan.summary()
-    _host_goals(cli, doc)
+    _host_goals(cli, doc, index)
     if as_json:
         # Each row's text is kept with the index and laid out again only when it changed.
         text, kept = status_text(doc, index.bare_rows(), index.texts)
@@ -122,17 +122,14 @@ def status(
         )
 
 
-def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:
+def _host_goals(cli: CliContext, doc: dict[str, Any], index: StatusIndex) -> None:
     """Each goal loopx-chat ran on Codex's loop (or saw a loop on) gets its host goal, read
-    now through an app-server that loads no thread; other goals spawn nothing."""
-    from loopx_chat.goals.goal_runs import GoalRuns
-
-    runs = GoalRuns(cli.gate_store())
+    now through an app-server that loads no thread; other goals spawn nothing (which ran is
+    folded with the row: no goal's run log is read again)."""
     rows = [
         row
         for row in doc["attention_queue"]
-        if row.get("status") != "problem"
-        and (runs.latest(row["goal_id"]) or runs.host_loop_seen(row["goal_id"]))
+        if row.get("status") != "problem" and index.entries[row["goal_id"]].ran
     ]
     if not rows:
         return

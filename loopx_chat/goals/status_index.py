@@ -85,6 +85,7 @@ class GoalEntry:
     stale: StaleInput | None  # what the host comparison needs; None for a problem row
     finished: bool  # the latest run was accepted (closed)
     activity_ns: int  # the newest mtime among the goal's files (-1: it has none)
+    ran: bool = False  # it has a run on Codex's loop, or a loop loopx-chat did not start
     page: PageFacts | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -96,6 +97,7 @@ class GoalEntry:
             else [list(self.stale[0]), self.stale[1], self.stale[2]],
             "finished": self.finished,
             "activity_ns": self.activity_ns,
+            "ran": self.ran,
         }
 
     @classmethod
@@ -115,9 +117,10 @@ class GoalEntry:
                 {str(k): int(v) for k, v in turns.items()},
                 last,
             )
-        if not isinstance(data["finished"], bool):
+        if not isinstance(data["finished"], bool) or not isinstance(data["ran"], bool):
             raise ValueError("finished")
-        return cls(goal_id, signature, row, stale, data["finished"], int(data["activity_ns"]))
+        activity = int(data["activity_ns"])
+        return cls(goal_id, signature, row, stale, data["finished"], activity, data["ran"])
 
 
 def _stat(path: str, name: str) -> FileStat | None:
@@ -303,7 +306,8 @@ def _fold(
     )
     stale = (facts.thread_ids, dict(facts.recorded_turns), facts.last_recorded_at)
     finished = latest is not None and latest.state == "closed"
-    return GoalEntry(goal_id, signature, row, stale, finished, activity, page)
+    ran = latest is not None or page.host_loop_seen is not None
+    return GoalEntry(goal_id, signature, row, stale, finished, activity, ran, page)
 
 
 def _memory(goal_id: str, files: _GoalFiles) -> dict[str, Any] | None:
