@@ -341,7 +341,8 @@ class StatusIndex:
         self.codex_home = codex_home
         self.path = path
         self.entries: dict[str, GoalEntry] = {}
-        self._sessions: dict[str, tuple[FileStat, SessionRecord]] = {}
+        # Per session: the stat of its session.json, its goal and its creation time.
+        self._sessions: dict[str, tuple[FileStat, str, str]] = {}
         self._audited: dict[str, AuditCache] = {}  # by goal
         self.generation = 0  # moves whenever an entry is added, folded again or dropped
         self.folded = 0  # goals folded by the last refresh (for tests and benches)
@@ -354,9 +355,11 @@ class StatusIndex:
             self._saved_texts = self.texts
             self._saved_generation = 0 if self.entries else -1
 
-    def _session_records(self) -> list[SessionRecord]:
-        """Every readable session, oldest first; `session.json` parsed again only when its
-        stat moved. An unreadable one is left out, as `SessionStore.list` reports it."""
+    def _session_ids(self) -> dict[str, list[str]]:
+        """Each goal's readable sessions, oldest first. Only a session's stat, goal and
+        creation time are kept between looks (its record is read again by the fold that
+        needs it); `session.json` is parsed again only when its stat moved. An unreadable
+        one is left out, as `SessionStore.list` reports it."""
         root = str(self.store.sessions_dir)
         try:
             names = sorted(
@@ -366,7 +369,7 @@ class StatusIndex:
             )
         except OSError:
             names = []
-        seen: dict[str, tuple[FileStat, SessionRecord]] = {}
+        seen: dict[str, tuple[FileStat, str, str]] = {}
         for name in names:
             sig = _stat(os.path.join(root, name, SESSION_FILE), f"{name}/{SESSION_FILE}")
             if sig is None:
@@ -376,20 +379,28 @@ class StatusIndex:
                 seen[name] = cached
                 continue
             try:
-                seen[name] = (sig, self.store.load(name))
+                record = self.store.load(name)
             except StateError:
                 continue
+            seen[name] = (sig, record.goal_id, record.created_at)
         self._sessions = seen
-        records = [r for _, r in seen.values()]
-        records.sort(key=lambda s: (s.created_at, s.session_id))
+        by_goal: dict[str, list[str]] = {}
+        for name in sorted(seen, key=lambda n: (seen[n][2], n)):
+            by_goal.setdefault(seen[name][1], []).append(name)
+        return by_goal
+
+    def _records(self, session_ids: Sequence[str]) -> list[SessionRecord]:
+        records = []
+        for sid in session_ids:
+            try:
+                records.append(self.store.load(sid))
+            except StateError:
+                continue  # gone or unreadable since the listing: left out, as it would be
         return records
 
     def refresh(self, only: str | None = None) -> int:
         """Bring every goal's entry (or only `only`'s) up to date; the new generation."""
-        sessions = self._session_records()
-        by_goal: dict[str, list[SessionRecord]] = {}
-        for record in sessions:
-            by_goal.setdefault(record.goal_id, []).append(record)
+        by_goal = self._session_ids()
         if only is not None:
             ids = [only]
         else:
@@ -401,8 +412,7 @@ class StatusIndex:
         fresh: dict[str, GoalEntry] = {} if only is None else dict(self.entries)
         for goal_id in ids:
             stats = _goal_file_stats(os.path.join(goals_root, goal_id))
-            for record in by_goal.get(goal_id, ()):
-                sid = record.session_id
+            for sid in by_goal.get(goal_id, ()):
                 stats.append(self._sessions[sid][0])
                 stats.extend(_turn_stats(os.path.join(sessions_root, sid), sid))
             signature = tuple(stats)
@@ -413,7 +423,7 @@ class StatusIndex:
                     store=self.store,
                     goals=self.goals,
                     codex_home=self.codex_home,
-                    sessions=by_goal.get(goal_id, ()),
+                    sessions=self._records(by_goal.get(goal_id, ())),
                     signature=signature,
                     audited=self._audited.setdefault(goal_id, {}),
                 )
