@@ -637,7 +637,9 @@ PAGE_SCRIPT = r"""
         const response = await call("GET", "/api/page");
         if (!response.ok) { if (cred) { throw new Error("refused"); } return; }
         const doc = await response.json();
-        about.textContent = doc.goal_count + " goal(s) · Codex home from " +
+        const shelved = doc.archived_count ?
+          " · " + doc.archived_count + " finished goal(s) archived" : "";
+        about.textContent = doc.goal_count + " goal(s)" + shelved + " · Codex home from " +
           doc.codex_home_source + " · version " + doc.version + " · this browser: " + doc.device;
         show(doc);
         await follow();
