@@ -7,10 +7,12 @@ one run and interleaved, with bytecode compiled for both codes:
 
 - `status --json` as a whole process: this code with no persisted index (cold) and with
   the index a previous status left (warm), and the baseline's code;
-- `GET /status.json` and `GET /` on a service process of each code (an in-process
-  `ServiceApp` on a loopback port, no codex): the first request after start (cold), then
-  requests with nothing changed, each after the service's sweep interval (warm: a stat of
-  every goal file, no fold), and back to back (within the interval).
+- `GET /status.json` and `GET /api/page` (the cards and header that the page's shell at
+  `GET /` loads; the shell itself is static since issue 33) on a service process of each
+  code (an in-process `ServiceApp` on a loopback port, no codex): the first request after
+  start (cold), then requests with nothing changed, each after the service's sweep
+  interval (warm: a stat of every goal file, no fold), and back to back (within the
+  interval).
 
 Prints medians and ratios; never asserts. Run:
 `.venv/bin/python bench/bench_status.py [--goals 100,1000,3000] [--baseline main] [--runs 3]`.
@@ -210,7 +212,7 @@ def main() -> None:
                 f"{med['warm'] / med['cold']:.2f}x of cold)"
             )
             warm_old = 3 if goals < 1000 else 2
-            for path in ("/status.json", "/"):
+            for path in ("/status.json", "/api/page"):
                 base = service_row(old, state, home, path, warm_old)
                 mine = service_row(new, state, home, path, 10)
                 print(
