@@ -1,7 +1,8 @@
 """`loopx-chat status`: for each goal, who it waits on and whether the agent can continue.
 
-It reads owner-local state and the bound home's rollout facts; the only write is the record
-that an owner saw the status (`record_owner_view`)."""
+It reads owner-local state and the bound home's rollout facts; it writes only the record
+that an owner saw the status (`record_owner_view`) and the persisted status index (a cache,
+goals/status_index.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from loopx_chat.cli.context import (
 )
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
+from loopx_chat.goals.status_index import StatusIndex, index_path
+from loopx_chat.goals.status_render import status_text
 
 
 @click.command("status")
@@ -35,10 +38,22 @@ from loopx_chat.goals.status import collect_status, record_owner_view
     help="Print each goal's public read-only contract (session_runtime_readonly_projection_v0)"
     " as JSON instead: what another product surface reads.",
 )
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list finished goals (accepted, or idle for 30 days), which the first screen "
+    "only counts.",
+)
 @json_option
 @click.pass_obj
 def status(
-    cli: CliContext, goal_id: str | None, viewer: str | None, contract: bool, as_json: bool
+    cli: CliContext,
+    goal_id: str | None,
+    viewer: str | None,
+    contract: bool,
+    show_all: bool,
+    as_json: bool,
 ) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
     if contract:
@@ -55,26 +70,44 @@ def status(
         require_listed_goal(cli.store(), cli.gate_store(), goal_id)
     binding = cli.binding()
     scan = scan_bound_home(cli.state_dir, binding.path)
+    # Rows of goals whose files did not change since the last status come from the index.
+    index = StatusIndex(
+        cli.store(), cli.gate_store(), str(binding.path), path=index_path(cli.state_dir)
+    )
     doc = collect_status(
-        cli.store(), cli.gate_store(), str(binding.path), goal_id, surface="cli", host=scan.threads
+        cli.store(),
+        cli.gate_store(),
+        str(binding.path),
+        goal_id,
+        surface="cli",
+        host=scan.threads,
+        index=index,
+        include_archived=show_all,
     )
     if viewer == "owner":
         record_owner_view(cli.gate_store(), doc, "cli_owner")
     elif viewer is None and not as_json and sys.stdout.isatty():
         record_owner_view(cli.gate_store(), doc, "cli_tty")
     doc["host_scan"] = scan.summary()
-    _host_goals(cli, doc)
+    _host_goals(cli, doc, index)
     if as_json:
-        emit_json(doc)
+        # Each row's text is kept with the index and laid out again only when it changed.
+        text, kept = status_text(doc, index.bare_rows(), index.texts)
+        # Rows this look did not lay out (another goal, an archived one) keep their texts.
+        index.texts = {g: t for g, t in {**index.texts, **kept}.items() if g in index.entries}
+        index.save()
+        click.echo(text)
         return
+    index.save()
     from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
 
     for record in doc.get("unreadable_records") or ():
         click.echo(f"UNREADABLE {record['problem']} (no goal names it)")
         click.echo(f"  what to do:              {record['what_to_do']}")
-    if not doc["attention_queue"] and not doc.get("unreadable_records"):
+    archived = doc["archive"]
+    if not doc["attention_queue"] and not archived["count"] and not doc.get("unreadable_records"):
         click.echo(nothing_found("goals"))
-    for goal in doc["attention_queue"]:
+    for goal in [*doc["attention_queue"], *archived.get("goals", ())]:
         answers = goal["answers"]
         click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
         state = goal.get("goal_state") or {}
@@ -109,19 +142,22 @@ def status(
         if quota:
             words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
             click.echo(f"  next automatic turn:     {words} (a scheduler hint)")
+        if goal.get("archived_because"):
+            click.echo(f"  archived:                {goal['archived_because']} (finished)")
+    if archived["count"] and not show_all:
+        click.echo(
+            f"{archived['count']} finished goal(s) archived: `loopx-chat status --all` lists them"
+        )
 
 
-def _host_goals(cli: CliContext, doc: dict[str, Any]) -> None:
+def _host_goals(cli: CliContext, doc: dict[str, Any], index: StatusIndex) -> None:
     """Each goal loopx-chat ran on Codex's loop (or saw a loop on) gets its host goal, read
-    now through an app-server that loads no thread; other goals spawn nothing."""
-    from loopx_chat.goals.goal_runs import GoalRuns
-
-    runs = GoalRuns(cli.gate_store())
+    now through an app-server that loads no thread; other goals spawn nothing (which ran is
+    folded with the row: no goal's run log is read again)."""
     rows = [
         row
         for row in doc["attention_queue"]
-        if row.get("status") != "problem"
-        and (runs.latest(row["goal_id"]) or runs.host_loop_seen(row["goal_id"]))
+        if row.get("status") != "problem" and index.entries[row["goal_id"]].ran
     ]
     if not rows:
         return

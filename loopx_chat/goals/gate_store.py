@@ -14,7 +14,7 @@ import os
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -36,6 +36,8 @@ from loopx_chat.state.session_store import utc_now
 from loopx_chat.valid_text import checked_text
 
 GATE_EVENT_SCHEMA = "loopx_chat_gate_event_v1"
+GATES_FILE = "gates.jsonl"
+HANDOFFS_FILE = "handoffs.jsonl"
 HANDOFF_SCHEMA = "loopx_chat_handoff_packet_v1"
 GATE_ACTORS = ("operator", "owner", "user", "controller", "human")
 DECISIONS = ("approve", "reject")
@@ -159,6 +161,61 @@ class Handoff:
         data = asdict(self)
         data["evidence_refs"] = list(self.evidence_refs)
         return data
+
+
+def fold_gates(goal_id: str, events: Iterable[Mapping[str, Any]]) -> list[Gate]:
+    """The gates of a goal, folded from its `gates.jsonl` events (pure)."""
+    folded: dict[str, Gate] = {}
+    for event in events:
+        gate_id = str(event.get("gate_id"))
+        if event.get("event") == "requested":
+            folded[gate_id] = Gate(
+                gate_id=gate_id,
+                goal_id=goal_id,
+                question=str(event.get("question")),
+                actor=str(event.get("actor")),
+                blocking=bool(event.get("blocking", True)),
+                status="pending",
+                created_at=str(event.get("at")),
+                updated_at=str(event.get("at")),
+                history=(event,),
+                host=dict(event["host"]) if isinstance(event.get("host"), dict) else None,
+            )
+        elif event.get("event") == "host_noted" and gate_id in folded:
+            gate = folded[gate_id]
+            update = event.get("host")
+            if isinstance(update, dict):
+                folded[gate_id] = replace(gate, host={**(gate.host or {}), **update})
+        elif event.get("event") == "resolved" and gate_id in folded:
+            gate = folded[gate_id]
+            decision = str(event.get("decision"))
+            folded[gate_id] = replace(
+                gate,
+                status="approved" if decision == "approve" else "rejected",
+                decision=decision,
+                reason=event.get("reason"),
+                decided_by=event["actor"] if is_decider(event.get("actor")) else None,
+                updated_at=str(event.get("at")),
+                history=(*gate.history, event),
+            )
+            if gate.host is not None and isinstance(event.get("host"), dict):
+                folded[gate_id] = replace(folded[gate_id], host={**gate.host, **event["host"]})
+    return list(folded.values())
+
+
+def handoffs_from(goal_id: str, items: Iterable[Mapping[str, Any]]) -> list[Handoff]:
+    """The handoff packets of a goal, from its `handoffs.jsonl` records (pure)."""
+    return [
+        Handoff(
+            handoff_id=str(item.get("handoff_id")),
+            goal_id=goal_id,
+            next_action=str(item.get("next_action")),
+            stop_condition=str(item.get("stop_condition")),
+            evidence_refs=tuple(str(r) for r in item.get("evidence_refs") or ()),
+            created_at=str(item.get("created_at")),
+        )
+        for item in items
+    ]
 
 
 def check_decision(decision: str, reason: str | None, decided_by: str) -> None:
@@ -309,43 +366,9 @@ class GateStore:
         return self.gate(goal_id, gate_id)
 
     def gates(self, goal_id: str) -> list[Gate]:
-        path = self.goal_dir(goal_id) / "gates.jsonl"
-        folded: dict[str, Gate] = {}
-        for event in read_records(path, GATE_EVENT_SCHEMA):
-            gate_id = str(event.get("gate_id"))
-            if event.get("event") == "requested":
-                folded[gate_id] = Gate(
-                    gate_id=gate_id,
-                    goal_id=goal_id,
-                    question=str(event.get("question")),
-                    actor=str(event.get("actor")),
-                    blocking=bool(event.get("blocking", True)),
-                    status="pending",
-                    created_at=str(event.get("at")),
-                    updated_at=str(event.get("at")),
-                    history=(event,),
-                    host=dict(event["host"]) if isinstance(event.get("host"), dict) else None,
-                )
-            elif event.get("event") == "host_noted" and gate_id in folded:
-                gate = folded[gate_id]
-                update = event.get("host")
-                if isinstance(update, dict):
-                    folded[gate_id] = replace(gate, host={**(gate.host or {}), **update})
-            elif event.get("event") == "resolved" and gate_id in folded:
-                gate = folded[gate_id]
-                decision = str(event.get("decision"))
-                folded[gate_id] = replace(
-                    gate,
-                    status="approved" if decision == "approve" else "rejected",
-                    decision=decision,
-                    reason=event.get("reason"),
-                    decided_by=event["actor"] if is_decider(event.get("actor")) else None,
-                    updated_at=str(event.get("at")),
-                    history=(*gate.history, event),
-                )
-                if gate.host is not None and isinstance(event.get("host"), dict):
-                    folded[gate_id] = replace(folded[gate_id], host={**gate.host, **event["host"]})
-        return list(folded.values())
+        return fold_gates(
+            goal_id, read_records(self.goal_dir(goal_id) / GATES_FILE, GATE_EVENT_SCHEMA)
+        )
 
     def gate(self, goal_id: str, gate_id: str) -> Gate:
         for gate in self.gates(goal_id):
@@ -382,20 +405,9 @@ class GateStore:
         append_record(folder / "handoffs.jsonl", handoff.to_dict())
 
     def handoffs(self, goal_id: str) -> list[Handoff]:
-        path = self.goal_dir(goal_id) / "handoffs.jsonl"
-        out = []
-        for item in read_records(path, HANDOFF_SCHEMA):
-            out.append(
-                Handoff(
-                    handoff_id=str(item.get("handoff_id")),
-                    goal_id=goal_id,
-                    next_action=str(item.get("next_action")),
-                    stop_condition=str(item.get("stop_condition")),
-                    evidence_refs=tuple(str(r) for r in item.get("evidence_refs") or ()),
-                    created_at=str(item.get("created_at")),
-                )
-            )
-        return out
+        return handoffs_from(
+            goal_id, read_records(self.goal_dir(goal_id) / HANDOFFS_FILE, HANDOFF_SCHEMA)
+        )
 
     def has_records(self, goal_id: str) -> bool:
         """Whether the goal's folder holds any record (an empty folder or file, left by a

@@ -15,7 +15,7 @@ reward's predecessor) runs under the goal's lock, so parallel writers cannot bot
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,6 +133,85 @@ class GoalState:
         }
 
 
+def goal_state_from(goal_id: str, history: Sequence[Mapping[str, Any]]) -> GoalState | None:
+    """The goal_state in force: the last record of `goal_state.jsonl` (pure)."""
+    if not history:
+        return None
+    last = history[-1]
+    return GoalState(
+        goal_id=goal_id,
+        objective=str(last["objective"]),
+        non_goals=tuple(last.get("non_goals") or ()),
+        authority_sources=tuple(last.get("authority_sources") or ()),
+        boundary=last.get("boundary"),
+        token_budget=last.get("token_budget"),
+        record_id=str(last["record_id"]),
+        created_at=str(last["created_at"]),
+        actor=str(last["actor"]),
+        acceptance=tuple(last.get("acceptance") or ()),
+        stop_condition=last.get("stop_condition"),
+        approval_policy=last.get("approval_policy"),
+        plan=last.get("plan"),
+    )
+
+
+def fold_proposals(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Dreaming proposals with their status, folded from `proposals.jsonl` (pure)."""
+    folded: dict[str, dict[str, Any]] = {}
+    for event in events:
+        pid = str(event.get("proposal_id"))
+        if event.get("event") == "recorded":
+            folded[pid] = {**event, "status": "advisory", "history": [event]}
+        elif pid in folded:
+            current = folded[pid]
+            current["history"].append(event)
+            current["status"] = str(event.get("event"))
+            if event.get("handoff_id"):
+                current["handoff_id"] = event["handoff_id"]
+    for item in folded.values():
+        item.pop("event", None)
+    return list(folded.values())
+
+
+def _records_or_none(path: Path) -> list[dict[str, Any]] | None:
+    try:
+        return read_records(path)
+    except StateError:
+        return None
+
+
+def raw_material_in(files: Iterable[tuple[str, Sequence[Mapping[str, Any]] | None]]) -> list[str]:
+    """Raw-material keys ("file: key.path") over (file name, its records or None when it
+    does not parse), in the order given; at most MAX_FOUND (pure)."""
+    from loopx_chat.goals.raw_audit import MAX_FOUND
+
+    found: list[str] = []
+    for name, records in files:
+        found.extend(raw_findings(name, records))
+    return found[:MAX_FOUND]
+
+
+def raw_findings(name: str, records: Sequence[Mapping[str, Any]] | None) -> list[str]:
+    """One file's part of `raw_material_in` (a file's findings depend on it alone)."""
+    from loopx_chat.goals.raw_audit import raw_key_paths
+
+    return [] if records is None else [f"{name}: {key}" for key in raw_key_paths(records)]
+
+
+def stopped_from(lifecycle: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The stop event in force (the last lifecycle record, when it stops), or None (pure)."""
+    last = lifecycle[-1] if lifecycle else None
+    return dict(last) if last and last.get("event") == "stopped" else None
+
+
+def current_rewards_from(rewards: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One reward per judged turn: the latest (pure)."""
+    latest: dict[str, dict[str, Any]] = {}
+    for entry in rewards:
+        latest[str(entry.get("run_ref"))] = dict(entry)
+    return list(latest.values())
+
+
 class GoalLedger:
     """A goal's own record: goal_state, lifecycle, rewards and proposals, in the goal's
     folder and under its lock (both owned by the `GateStore` it is given)."""
@@ -147,21 +226,12 @@ class GoalLedger:
         """Raw-material keys on any of the goal's record files ("file: key.path"), which
         our writers refuse but a hand edit or another tool may have put there. A file that
         does not parse is skipped here: its own reader reports it."""
-        from loopx_chat.goals.raw_audit import MAX_FOUND, raw_key_paths
-
         folder = self.goals.goal_dir(validate_goal_id(goal_id))
         try:
             paths = sorted(p for p in folder.iterdir() if p.suffix == ".jsonl")
         except (FileNotFoundError, NotADirectoryError):
             return []
-        found: list[str] = []
-        for path in paths:
-            try:
-                records = read_records(path)
-            except StateError:
-                continue
-            found.extend(f"{path.name}: {key}" for key in raw_key_paths(records))
-        return found[:MAX_FOUND]
+        return raw_material_in((path.name, _records_or_none(path)) for path in paths)
 
     # -- goal_state ------------------------------------------------------------------------
     def set_goal_state(
@@ -226,25 +296,7 @@ class GoalLedger:
         return read_records(self._path(goal_id, "goal_state.jsonl"), GOAL_STATE_SCHEMA)
 
     def goal_state(self, goal_id: str) -> GoalState | None:
-        history = self.goal_state_history(goal_id)
-        if not history:
-            return None
-        last = history[-1]
-        return GoalState(
-            goal_id=goal_id,
-            objective=str(last["objective"]),
-            non_goals=tuple(last.get("non_goals") or ()),
-            authority_sources=tuple(last.get("authority_sources") or ()),
-            boundary=last.get("boundary"),
-            token_budget=last.get("token_budget"),
-            record_id=str(last["record_id"]),
-            created_at=str(last["created_at"]),
-            actor=str(last["actor"]),
-            acceptance=tuple(last.get("acceptance") or ()),
-            stop_condition=last.get("stop_condition"),
-            approval_policy=last.get("approval_policy"),
-            plan=last.get("plan"),
-        )
+        return goal_state_from(goal_id, self.goal_state_history(goal_id))
 
     # -- lifecycle -------------------------------------------------------------------------
     def set_stopped(
@@ -273,8 +325,7 @@ class GoalLedger:
 
     def stopped(self, goal_id: str) -> dict[str, Any] | None:
         """The stop event in force, or None when the goal runs."""
-        last = self.lifecycle(goal_id)
-        return last if last and last.get("event") == "stopped" else None
+        return stopped_from(read_records(self._path(goal_id, "lifecycle.jsonl"), LIFECYCLE_SCHEMA))
 
     # -- human_reward ----------------------------------------------------------------------
     def record_reward(
@@ -325,10 +376,7 @@ class GoalLedger:
 
     def current_rewards(self, goal_id: str) -> list[dict[str, Any]]:
         """One reward per judged turn: the latest."""
-        latest: dict[str, dict[str, Any]] = {}
-        for entry in self.rewards(goal_id):
-            latest[str(entry.get("run_ref"))] = entry
-        return list(latest.values())
+        return current_rewards_from(self.rewards(goal_id))
 
     # -- dreaming_proposal -----------------------------------------------------------------
     def record_proposal(
@@ -353,20 +401,7 @@ class GoalLedger:
         return self.proposal(goal_id, record["proposal_id"])
 
     def proposals(self, goal_id: str) -> list[dict[str, Any]]:
-        folded: dict[str, dict[str, Any]] = {}
-        for event in read_records(self._path(goal_id, "proposals.jsonl"), PROPOSAL_SCHEMA):
-            pid = str(event.get("proposal_id"))
-            if event.get("event") == "recorded":
-                folded[pid] = {**event, "status": "advisory", "history": [event]}
-            elif pid in folded:
-                current = folded[pid]
-                current["history"].append(event)
-                current["status"] = str(event.get("event"))
-                if event.get("handoff_id"):
-                    current["handoff_id"] = event["handoff_id"]
-        for item in folded.values():
-            item.pop("event", None)
-        return list(folded.values())
+        return fold_proposals(read_records(self._path(goal_id, "proposals.jsonl"), PROPOSAL_SCHEMA))
 
     def proposal(self, goal_id: str, proposal_id: str) -> dict[str, Any]:
         for item in self.proposals(goal_id):

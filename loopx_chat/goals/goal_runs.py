@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -190,6 +191,27 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
     return replace(run, **changes)
 
 
+def fold_runs(events: Iterable[dict[str, Any]]) -> list[GoalRun]:
+    """The runs of a goal, oldest first, folded from its `runs.jsonl` events (pure)."""
+    folded: dict[str, GoalRun] = {}
+    for event in events:
+        if event.get("event") in HOST_LOOP_EVENTS:
+            continue
+        run_id = str(event.get("run_id"))
+        run = _fold(event, folded.get(run_id))
+        if run is not None:
+            folded[run_id] = run
+    return list(folded.values())
+
+
+def latest_event(events: Sequence[dict[str, Any]], kind: str) -> dict[str, Any] | None:
+    """The last event of `kind` in a goal's `runs.jsonl` (a host loop seen, paused)."""
+    for event in reversed(events):
+        if event.get("event") == kind:
+            return event
+    return None
+
+
 class GoalRuns:
     """The run records of goals, beside their other records."""
 
@@ -200,15 +222,7 @@ class GoalRuns:
         return self.goals.goal_dir(goal_id) / "runs.jsonl"
 
     def runs(self, goal_id: str) -> list[GoalRun]:
-        folded: dict[str, GoalRun] = {}
-        for event in read_records(self._path(goal_id), RUN_SCHEMA):
-            if event.get("event") in HOST_LOOP_EVENTS:
-                continue
-            run_id = str(event.get("run_id"))
-            run = _fold(event, folded.get(run_id))
-            if run is not None:
-                folded[run_id] = run
-        return list(folded.values())
+        return fold_runs(read_records(self._path(goal_id), RUN_SCHEMA))
 
     def latest(self, goal_id: str) -> GoalRun | None:
         runs = self.runs(goal_id)
@@ -271,8 +285,7 @@ class GoalRuns:
         return self._latest_of(goal_id, HOST_LOOP_PAUSED)
 
     def _latest_of(self, goal_id: str, kind: str) -> dict[str, Any] | None:
-        seen = [e for e in read_records(self._path(goal_id), RUN_SCHEMA) if e.get("event") == kind]
-        return seen[-1] if seen else None
+        return latest_event(read_records(self._path(goal_id), RUN_SCHEMA), kind)
 
     def _append(self, goal_id: str, event: str, fields: dict[str, Any]) -> None:
         record = {

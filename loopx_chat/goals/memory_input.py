@@ -14,7 +14,7 @@ validates. It never retrieves, never writes memory anywhere, never reads an issu
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loopx_chat.errors import UsageError
@@ -117,14 +117,24 @@ def _append(records: GoalLedger, goal_id: str, actor: str, **fields: Any) -> dic
 
 def memory_input(records: GoalLedger, goal_id: str) -> dict[str, Any] | None:
     """The record in force, or None (never set, or cleared)."""
-    history = read_records(records.goals.goal_dir(goal_id) / MEMORY_INPUT_FILE, MEMORY_INPUT_SCHEMA)
+    return current_memory_input(
+        read_records(records.goals.goal_dir(goal_id) / MEMORY_INPUT_FILE, MEMORY_INPUT_SCHEMA)
+    )
+
+
+def current_memory_input(history: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last record of `openviking_memory.jsonl` unless it clears the input (pure)."""
     latest = history[-1] if history else None
     return latest if latest and not latest.get("cleared") else None
 
 
 def memory_field(records: GoalLedger, goal_id: str) -> dict[str, Any] | None:
     """The status row's `memory`: the adapter's memory section for the goal, or None."""
-    stored = memory_input(records, goal_id)
+    return memory_field_from(goal_id, memory_input(records, goal_id))
+
+
+def memory_field_from(goal_id: str, stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """`memory_field` of the record in force (`current_memory_input`), pure."""
     if stored is None:
         return None
     try:

@@ -9,16 +9,17 @@ raw output or local paths.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore
-from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_ids
-from loopx_chat.goals.goal_ledger import GoalLedger
+from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state
+from loopx_chat.goals.goal_ledger import GoalLedger, GoalState
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
-from loopx_chat.goals.unreadable import attribute, unreadable_fields, with_unreadable
+from loopx_chat.goals.status_index import GoalEntry, StatusIndex
 from loopx_chat.state.session_store import SessionStore
 
 if TYPE_CHECKING:
@@ -143,13 +144,25 @@ def status_document(goals: Iterable[dict[str, Any]]) -> dict[str, Any]:
 def goal_record_summary(facts: GoalFacts, records: GoalLedger) -> dict[str, Any]:
     """goal_state, human rewards and advisory proposals, as the first screen shows them, and
     the OpenViking adapter's `memory` section when the goal has a memory input."""
-    state = records.goal_state(facts.goal_id)
-    rewards = records.current_rewards(facts.goal_id)
-    proposals = records.proposals(facts.goal_id)
     from loopx_chat.goals.memory_input import memory_field  # see goal_status
+
+    return record_summary(
+        records.goal_state(facts.goal_id),
+        records.current_rewards(facts.goal_id),
+        records.proposals(facts.goal_id),
+        memory_field(records, facts.goal_id),
+    )
+
+
+def record_summary(
+    state: GoalState | None,
+    rewards: Sequence[Mapping[str, Any]],
+    proposals: Sequence[Mapping[str, Any]],
+    memory: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """`goal_record_summary` over records already read (pure)."""
     from loopx_chat.session_runtime.writeback_contract import REWARD_LABELS  # see goal_status
 
-    memory = memory_field(records, facts.goal_id)
     return {
         **({"memory": memory} if memory is not None else {}),
         "goal_state": (
@@ -234,6 +247,38 @@ def record_owner_view(goals: GateStore, doc: dict[str, Any], surface: str) -> No
             seen["blockers"].add(ref)
 
 
+# Finished goals step aside: an archived goal is counted on the first screen, not shown or
+# recomputed there (`status --all` and the API still list it). Each rule: why, whether the
+# entry qualifies, and how long its files must have been quiet. No rule ever archives a goal
+# that waits on the owner (`waits_on_owner`).
+ARCHIVE_RULES: tuple[tuple[str, Callable[[GoalEntry], bool], int], ...] = (
+    ("accepted", lambda e: e.finished, 24 * 3600),
+    ("idle", lambda e: True, 30 * 24 * 3600),
+)
+
+
+def waits_on_owner(row: Mapping[str, Any]) -> bool:
+    """A problem, an owner gate, a person to act, or high severity: never archived."""
+    first = (row.get("projection") or {}).get("first_screen") or {}
+    return (
+        row.get("status") == "problem"
+        or row.get("severity") == "high"
+        or row.get("waiting_on") in ("user_or_controller", "owner")
+        or bool(first.get("user_action_required"))
+    )
+
+
+def archive_reason(entry: GoalEntry, now_ns: int) -> str | None:
+    """Why the goal steps aside from the first screen now, or None (pure)."""
+    if waits_on_owner(entry.row) or entry.activity_ns < 0:
+        return None
+    quiet = (now_ns - entry.activity_ns) / 1e9
+    for reason, applies, after in ARCHIVE_RULES:
+        if quiet >= after and applies(entry):
+            return reason
+    return None
+
+
 def collect_status(
     store: SessionStore,
     goals: GateStore,
@@ -242,78 +287,111 @@ def collect_status(
     *,
     surface: str | None = None,
     host: Mapping[str, ThreadFacts] | None = None,
+    index: StatusIndex | None = None,
+    include_archived: bool = False,
+    now_ns: int | None = None,
 ) -> dict[str, Any]:
     """The status document; with `surface`, record stale projections detected there.
 
-    Each row names the blockers its first screen shows (`shown_blocker_refs`); whether an
-    owner saw them is recorded separately (`record_owner_view`), by the surfaces that know.
-    With `host` (thread facts from the rollouts), each goal also says whether its projection
-    is stale, how far behind, and why host and goal disagree (`reconcile_reason`).
+    Each goal's row comes from `index` (folded again only when its files changed; a fresh
+    index folds every goal). Each row names the blockers its first screen shows
+    (`shown_blocker_refs`); whether an owner saw them is recorded separately
+    (`record_owner_view`), by the surfaces that know. With `host` (thread facts from the
+    rollouts), each goal also says whether its projection is stale, how far behind, and
+    why host and goal disagree (`reconcile_reason`).
+
+    Without `goal_id`, finished goals (`ARCHIVE_RULES`) go to `archive`: counted, and
+    listed only with `include_archived`.
 
     The control-event log only feeds the metrics: when it cannot be read, status still
     answers, records nothing new (it could not tell what is new), and names the error in
     `control_log_error`; `loopx-chat metrics` reports the same error.
     """
-    listing = store.list()
-    sessions = listing.sessions
-    # A session that cannot be read stays on its goal as a problem: no goal vanishes.
-    unreadable = attribute(listing.problems, goals)
-    ids = [goal_id] if goal_id else sorted({*known_goal_ids(sessions, goals), *unreadable.by_goal})
-    results = []
-    reported: dict[str, set[str]] | None = None
-    log_error: str | None = None
-
-    def _seen(store: GateStore) -> dict[str, set[str]] | None:
-        """What was already recorded as shown; None when the log cannot be read."""
-        nonlocal reported, log_error
-        if reported is None and log_error is None:
-            try:
-                reported = store.control.reported()
-            except StateError as exc:
-                log_error = exc.error_code
-        return reported
-
-    for g in ids:
-        try:
-            facts = facts_from_state(
-                g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
-            )
-            facts = with_unreadable(facts, unreadable.by_goal.get(g, ()))
-            result = goal_status(facts)
-            result.update(goal_record_summary(facts, GoalLedger(goals)))
-            result.update(unreadable_fields(unreadable.by_goal.get(g, ())))
-        except StateError as exc:
-            # One goal's unreadable record never hides the others.
-            results.append(goal_problem(g, exc))
-            continue
-        if host is not None:
-            behind = staleness(facts.thread_ids, facts.recorded_turns, facts.last_recorded_at, host)
-            result["host"] = behind.to_dict()
-            result["reconcile_reason"] = reconcile_reason(
-                behind, result["projection"].get("first_screen", {})
-            )
-        result["shown_blocker_refs"] = displayed_blocker_refs(
-            facts, result["projection"].get("first_screen", {})
-        )
-        results.append(result)
-        if surface is None:
-            continue
-        if host is not None and result["host"]["stale"]:
-            stale_key = f"{g}@{result['host']['behind_turns']}:{facts.last_recorded_at}"
-            seen = _seen(goals)
-            if seen is not None and stale_key not in seen["stale"]:
-                goals.control.record(
-                    "stale_detected",
-                    goal_id=g,
-                    lag_turns=result["host"]["behind_turns"],
-                    lag_seconds=result["host"]["behind_seconds"],
-                    position=stale_key,
-                )
-                seen["stale"].add(stale_key)
-    doc = status_document(results)
-    doc["control_log_error"] = log_error
-    doc["unreadable_records"] = [r.to_dict() for r in unreadable.unattributed]
+    if index is None:
+        index = StatusIndex(store, goals, codex_home)
+    index.refresh(only=goal_id)
+    entries = [index.entries[goal_id]] if goal_id else list(index.entries.values())
+    doc = assemble_status(
+        entries,
+        host,
+        archive_now_ns=None if goal_id else (time.time_ns() if now_ns is None else now_ns),
+        include_archived=include_archived,
+    )
+    doc["control_log_error"] = None
+    # Sessions that cannot be read and that no event names with a goal: listed on their own.
+    doc["unreadable_records"] = index.unreadable_records()
+    if surface is not None and host is not None:
+        note_stale(goals, doc, {e.goal_id: e.stale[2] for e in entries if e.stale is not None})
     return doc
+
+
+def host_part(entry: GoalEntry, host: Mapping[str, ThreadFacts]) -> dict[str, Any]:
+    """The row's host fields: how far the host is ahead, and why they disagree."""
+    assert entry.stale is not None
+    behind = staleness(*entry.stale, host)
+    return {
+        "host": behind.to_dict(),
+        "reconcile_reason": reconcile_reason(
+            behind, entry.row["projection"].get("first_screen", {})
+        ),
+    }
+
+
+def assemble_status(
+    entries: Iterable[GoalEntry],
+    host: Mapping[str, ThreadFacts] | None,
+    *,
+    archive_now_ns: int | None,
+    include_archived: bool,
+) -> dict[str, Any]:
+    """The document from the goals' entries (pure): each row with its host part, the
+    finished ones in `archive` when `archive_now_ns` is given."""
+    active: list[dict[str, Any]] = []
+    archived: list[dict[str, Any]] = []
+    for entry in entries:
+        row = entry.row
+        if host is not None and entry.stale is not None:
+            row = {**row, **host_part(entry, host)}
+        reason = None if archive_now_ns is None else archive_reason(entry, archive_now_ns)
+        if reason is None:
+            active.append(row)
+        else:
+            archived.append({**row, "archived_because": reason})
+    doc = status_document(active)
+    doc["archive"] = {
+        "count": len(archived),
+        **({"goals": status_document(archived)["attention_queue"]} if include_archived else {}),
+    }
+    return doc
+
+
+def note_stale(
+    goals: GateStore, doc: dict[str, Any], last_recorded: Mapping[str, str | None]
+) -> None:
+    """Record `stale_detected` once per goal position (behind by, our last record) that is
+    stale now."""
+    reported: dict[str, set[str]] | None = None
+    for row in doc["attention_queue"]:
+        host = row.get("host")
+        if not host or not host["stale"]:
+            continue
+        if reported is None:
+            try:
+                reported = goals.control.reported()
+            except StateError as exc:
+                doc["control_log_error"] = exc.error_code
+                return
+        g = row["goal_id"]
+        stale_key = f"{g}@{host['behind_turns']}:{last_recorded.get(g)}"
+        if stale_key not in reported["stale"]:
+            goals.control.record(
+                "stale_detected",
+                goal_id=g,
+                lag_turns=host["behind_turns"],
+                lag_seconds=host["behind_seconds"],
+                position=stale_key,
+            )
+            reported["stale"].add(stale_key)
 
 
 def record_displayed(goals: GateStore, shown: Mapping[str, Sequence[str]], surface: str) -> int:

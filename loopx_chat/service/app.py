@@ -37,9 +37,10 @@ from loopx_chat.goals.gate_store import (
 )
 from loopx_chat.goals.gate_store import Gate as GoalGate
 from loopx_chat.goals.goal_facts import goal_exists, require_goal
-from loopx_chat.goals.goal_ledger import GoalLedger, approval_policy_field
+from loopx_chat.goals.goal_ledger import approval_policy_field
 from loopx_chat.goals.goal_runs import GoalRuns
-from loopx_chat.goals.status import collect_status, record_displayed, record_owner_view
+from loopx_chat.goals.status import record_displayed, record_owner_view
+from loopx_chat.goals.status_index import PageFacts, StatusIndex
 from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import LOGIN_PATH, SCRIPT_PATH, Access, AccessDecision
 from loopx_chat.service.device_auth import server_proof
@@ -192,6 +193,19 @@ def without_paths(text: str) -> str:
     return _LOCAL_PATH.sub("<path>", text)
 
 
+def _without_paths_in_problems(doc: dict[str, Any]) -> dict[str, Any]:
+    """A problem row's message names a local file: the service shows it without paths."""
+    queue = doc["attention_queue"]
+    for n, goal in enumerate(queue):
+        if goal.get("status") == "problem":  # a copy: the index keeps the row as folded
+            queue[n] = {
+                **goal,
+                "error": without_paths(goal["error"]),
+                "answers": {k: without_paths(v) for k, v in goal["answers"].items()},
+            }
+    return doc
+
+
 def error_doc(exc: LoopxChatError, *, redact: bool = True) -> dict[str, Any]:
     """An error as the API shows it: local paths cut, except for the owner's own CLI, which
     prints the message the direct path would print in the same terminal."""
@@ -323,7 +337,16 @@ class ServiceApp:
         controller.record_start()
         self._scanner = scanner_for(controller.store.root, controller.codex_home)
         self._scan_lock = threading.Lock()  # one scanner, one scan at a time
-        self._status_cache = StatusCache(controller.store.root, self._compute_status)
+        # Each goal's row is folded again only when its files change (goals/status_index.py).
+        self._status_cache = StatusCache(
+            StatusIndex(controller.store, goals, str(controller.codex_home)),
+            self._host_threads,
+            _without_paths_in_problems,
+        )
+        # The cards' HTML for the last (status, actions) pair: a look with nothing changed
+        # renders nothing.
+        self._cards_memo: tuple[object, Any, str] | None = None
+        self._actions_memo: dict[str, tuple[object, tuple[str, ...], GoalActions]] = {}
         # The page's streams wake at once on a change made in this process (a host request
         # codex sent, a write through this service); another process's write still shows on
         # the next poll.
@@ -701,70 +724,83 @@ class ServiceApp:
         return self._status_cache.get()
 
     def page_actions(self, status: Mapping[str, Any]) -> dict[str, GoalActions]:
-        """Gates, the next handoff and advisory proposals of each goal on the page."""
-        records = GoalLedger(self.goals)
+        """Gates, the next handoff and advisory proposals of each goal on the page, from
+        the facts folded with its row (nothing is read again); a goal whose entry, notes
+        and run did not move and that holds no host gate keeps its previous actions."""
+        entries = self._status_cache.index.entries
         actions: dict[str, GoalActions] = {}
+        memo: dict[str, tuple[object, tuple[str, ...], GoalActions]] = {}
         notes = self.card_notes()
         running = self.runs.running()
         for row in status.get("attention_queue", []):
             goal_id = str(row.get("goal_id"))
             blockers = tuple(str(r) for r in row.get("shown_blocker_refs", ()))
-            if row.get("status") == "problem":
+            entry = entries.get(goal_id)
+            page = entry.page if entry is not None else None
+            if row.get("status") == "problem" or page is None:
                 actions[goal_id] = GoalActions(blockers=blockers)
                 continue
-            try:
-                gates = tuple(
-                    GateView(
-                        gate_id=g.gate_id,
-                        question=g.question,
-                        blocking=g.blocking,
-                        status=g.status,
-                        created_at=g.created_at,
-                        decision=g.decision,
-                        reason=g.reason,
-                        updated_at=g.updated_at,
-                        html=None if g.host is None else self._host_gate_html(goal_id, g),
-                    )
-                    for g in self.goals.gates(goal_id)
-                )
-                handoffs = self.goals.handoffs(goal_id)
-                proposals = tuple(
-                    str(p.get("title", ""))
-                    for p in records.proposals(goal_id)
-                    if p.get("status") == "advisory"
-                )
-            except LoopxChatError:
-                actions[goal_id] = GoalActions(blockers=blockers)
+            goal_notes = tuple(notes.get(goal_id, ()))
+            previous = self._actions_memo.get(goal_id)
+            live = goal_id in running or any(g.host is not None for g in page.gates)
+            if (
+                previous is not None
+                and previous[0] is entry
+                and previous[1] == goal_notes
+                and not live
+            ):
+                actions[goal_id] = previous[2]
+                memo[goal_id] = previous
                 continue
-            runs = GoalRuns(self.goals)
-            run = runs.latest(goal_id)
-            seen = runs.host_loop_seen(goal_id)
-            paused = runs.host_loop_paused(goal_id)
-            turns = (
-                [
-                    t
-                    for t in self.controller.store.list_turns(run.session_id)
-                    if t.run_id == run.run_id
-                ]
-                if run is not None and goal_id in running
-                else []
-            )
-            actions[goal_id] = GoalActions(
-                gates=gates,
-                next_action=handoffs[-1].next_action if handoffs else None,
-                proposals=proposals,
-                blockers=blockers,
-                notes=notes.get(goal_id, ()),
-                run=run_view(
-                    run,
-                    goal_id in running,
-                    len(turns),
-                    sum(t.tokens.total_tokens for t in turns),
-                    host_loop_seen_at=str(seen["at"]) if seen else None,
-                    host_loop_paused=paused,
-                ),
-            )
+            actions[goal_id] = self._goal_actions(goal_id, page, blockers, goal_notes, running)
+            if not live:  # a running goal's or a host gate's card is built on every look
+                memo[goal_id] = (entry, goal_notes, actions[goal_id])
+        self._actions_memo = memo
         return actions
+
+    def _goal_actions(
+        self,
+        goal_id: str,
+        page: PageFacts,
+        blockers: tuple[str, ...],
+        notes: tuple[str, ...],
+        running: Mapping[str, str],
+    ) -> GoalActions:
+        run = page.run
+        seen = page.host_loop_seen
+        turns = (
+            [t for t in self.controller.store.list_turns(run.session_id) if t.run_id == run.run_id]
+            if run is not None and goal_id in running
+            else []
+        )
+        return GoalActions(
+            gates=tuple(
+                GateView(
+                    gate_id=g.gate_id,
+                    question=g.question,
+                    blocking=g.blocking,
+                    status=g.status,
+                    created_at=g.created_at,
+                    decision=g.decision,
+                    reason=g.reason,
+                    updated_at=g.updated_at,
+                    html=None if g.host is None else self._host_gate_html(goal_id, g),
+                )
+                for g in page.gates
+            ),
+            next_action=page.next_action,
+            proposals=page.proposals,
+            blockers=blockers,
+            notes=notes,
+            run=run_view(
+                run,
+                goal_id in running,
+                len(turns),
+                sum(t.tokens.total_tokens for t in turns),
+                host_loop_seen_at=str(seen["at"]) if seen else None,
+                host_loop_paused=page.host_loop_paused,
+            ),
+        )
 
     def _host_gate_html(self, goal_id: str, gate: GoalGate) -> str:
         live = self.controller.host_requests.live(gate.gate_id)
@@ -775,9 +811,21 @@ class ServiceApp:
             "type": "cards",
             "ok": True,
             "generated_at": _clock(),
-            "cards_html": render_cards(status, self.page_actions(status)),
+            "cards_html": self._cards(status),
             "goal_count": len(status.get("attention_queue", [])),
+            # Finished goals step aside: counted in the header, never rendered as cards.
+            "archived_count": int((status.get("archive") or {}).get("count") or 0),
         }
+
+    def _cards(self, status: Mapping[str, Any]) -> str:
+        """The cards' HTML, rendered again only when the status or an action moved."""
+        actions = self.page_actions(status)
+        memo = self._cards_memo
+        if memo is not None and memo[0] is status and memo[1] == actions:
+            return memo[2]
+        html = render_cards(status, actions)
+        self._cards_memo = (status, actions, html)
+        return html
 
     def _status_events(self, device_id: str | None = None) -> Response:
         """Server-sent `cards` events: the page's cards again whenever the status changed
@@ -970,20 +1018,11 @@ class ServiceApp:
         with self._scan_lock:
             scan_host(self._scanner)
 
-    def _compute_status(self) -> dict[str, Any]:
+    def _host_threads(self) -> Mapping[str, Any] | None:
+        """The host's thread facts now (the scanner reads only what changed), or None."""
         with self._scan_lock:
             scan, _ = scan_host(self._scanner)
-        doc = collect_status(
-            self.controller.store,
-            self.goals,
-            str(self.controller.codex_home),
-            host=scan.threads if scan else None,
-        )
-        for goal in doc["attention_queue"]:
-            if goal.get("status") == "problem":  # its message names a local file
-                goal["error"] = without_paths(goal["error"])
-                goal["answers"] = {k: without_paths(v) for k, v in goal["answers"].items()}
-        return doc
+        return scan.threads if scan else None
 
     def capabilities(self) -> dict[str, Any]:
         if self._codex is None or not self._codex["available"]:

@@ -11,16 +11,20 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+from collections import OrderedDict
 from typing import Any
 
 QUEUE_LIMIT = 1000
+LAST_STATUS_KEPT = 256
 
 
 class EventHub:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._listeners: dict[str, list[queue.Queue[dict[str, Any] | None]]] = {}
-        self._last_status: dict[str, dict[str, Any]] = {}
+        # The latest status event of the most recently active sessions (a new listener's
+        # first event); older sessions' are dropped, so nothing per session stays forever.
+        self._last_status: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
     def subscribe(
         self, session_id: str, limit: int = QUEUE_LIMIT
@@ -37,6 +41,8 @@ class EventHub:
             listeners = self._listeners.get(session_id, [])
             if q in listeners:
                 listeners.remove(q)
+            if not listeners:
+                self._listeners.pop(session_id, None)
 
     def last_status(self, session_id: str) -> dict[str, Any] | None:
         with self._lock:
@@ -46,6 +52,9 @@ class EventHub:
         with self._lock:
             if event.get("type") == "status":
                 self._last_status[session_id] = event
+                self._last_status.move_to_end(session_id)
+                while len(self._last_status) > LAST_STATUS_KEPT:
+                    self._last_status.popitem(last=False)
             listeners = list(self._listeners.get(session_id, []))
         for q in listeners:
             with contextlib.suppress(queue.Full):

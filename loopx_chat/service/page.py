@@ -540,26 +540,34 @@ PAGE_SCRIPT = r"""
       call("POST", "/api/status/rendered", {shown: shown}).catch(function () {});
     }
   }
-  // What the owner is typing into a gate (an answer, a field, a reason) survives the cards
-  // being drawn again: kept by gate and question id, in this page's memory only.
+  // What the owner is typing into a gate (an answer, a field, a reason) or a card's run bar
+  // (a hold question, a reopen note) survives the cards being drawn again (a running goal's
+  // card is drawn at each change): kept by gate and question id, or by goal, in this page's
+  // memory only.
+  const TYPED = "[data-gate] input, [data-gate] select, .runbar input";
   function typedKey(field) {
     const gate = field.closest("[data-gate]");
-    return gate ? gate.dataset.gate + " " + (field.dataset.qid || field.className) : null;
+    if (gate) { return gate.dataset.gate + " " + (field.dataset.qid || field.className); }
+    const card = field.closest("section.card");
+    return card ? "run " + card.dataset.goal + " " + field.className : null;
   }
   let header = null;  // the words of /api/page; the goal count follows every redraw
   function show(doc) {
     if (header) {
-      about.textContent = doc.goal_count + " goal(s) · Codex home from " +
+      // Finished goals step aside: counted here, never drawn as cards.
+      const shelved = doc.archived_count ?
+        " · " + doc.archived_count + " finished goal(s) archived" : "";
+      about.textContent = doc.goal_count + " goal(s)" + shelved + " · Codex home from " +
         header.codex_home_source + " · version " + header.version + " · this browser: " +
         header.device;
     }
     const typed = {};
-    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+    main.querySelectorAll(TYPED).forEach(function (f) {
       const key = typedKey(f);
       if (key && f.value) { typed[key] = f.value; }
     });
     main.innerHTML = doc.cards_html;
-    main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
+    main.querySelectorAll(TYPED).forEach(function (f) {
       const key = typedKey(f);
       if (key && typed[key] !== undefined && !f.value) { f.value = typed[key]; }
     });
@@ -641,6 +649,8 @@ PAGE_SCRIPT = r"""
       if (run.dataset.run === "gates") {
         body = {question: hold ? hold.value.trim() : "", actor: "owner"};
       }
+      // Sent: the text is not kept for the cards drawn next.
+      [note, hold].forEach(function (f) { if (f) { f.value = ""; } });
       run.disabled = true;
       post("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run,
         body, function () {}, function (error) {

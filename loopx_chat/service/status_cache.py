@@ -1,121 +1,129 @@
-"""Serve the status document from memory until owner-local state changes.
+"""Serve the status document from memory, computed again only for what changed.
 
-Owns a fingerprint of everything the status is computed from (each `session.json`, each
-session's `turns/` folder, each goal's `*.jsonl`: inode, size, mtime) and one cached answer
-per fingerprint. Any write by any process (a rename changes the inode and the folder mtime;
-an append changes the size) gives a new fingerprint, so the feed is at most 0.1 s behind; a
-poll that finds nothing changed costs a few hundred `stat` calls instead of re-reading and
-re-projecting every goal. The sweep itself is shared by requests within 0.1 s, and the host's
-rollouts are re-read at most every 2 s. Recomputation is single-flight; while it runs for a
-host refresh alone, other requests get the previous document.
+Owns the service's `StatusIndex` (each goal's row, folded again only when one of the goal's
+files changed: see goals/status_index.py) and the document and bytes built from it. A request
+with nothing changed is answered with the bytes in memory. The index is brought up to date
+(a `stat` per file of each goal, no fold unless a signature moved) at once after a write
+through this service (`invalidate`), and otherwise at most every `sweep_sec` for another
+process's writes; the host's rollouts are scanned at most every `host_refresh_sec`. The
+document is rebuilt only when an entry, the host's facts for the goals' threads, or the
+archive's minute moved. One request refreshes at a time; while it does, requests that wrote
+nothing get the previous document, and a request after a write waits, so a client always
+reads its own writes.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
-Fingerprint = tuple[tuple[str, int, int, int], ...]
+from loopx_chat.goals.status import assemble_status
+from loopx_chat.goals.status_index import StatusIndex
 
+if TYPE_CHECKING:
+    from loopx_chat.codex.rollouts import ThreadFacts
 
-def _stat(path: str, out: list[tuple[str, int, int, int]]) -> None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    out.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
-
-
-def state_fingerprint(root: Path) -> Fingerprint:
-    out: list[tuple[str, int, int, int]] = []
-    for top in ("sessions", "goals"):
-        folder = str(root / top)
-        _stat(folder, out)
-        try:
-            entries = list(os.scandir(folder))
-        except OSError:
-            continue
-        for entry in entries:
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if top == "sessions":
-                _stat(os.path.join(entry.path, "session.json"), out)
-                _stat(os.path.join(entry.path, "turns"), out)
-            else:
-                # Every record of a goal shows on the first screen (gates, handoffs, goal
-                # state, rewards, proposals, quota, writeback results): all of its files.
-                try:
-                    files = [f.path for f in os.scandir(entry.path) if f.name.endswith(".jsonl")]
-                except OSError:
-                    continue
-                for path in files:
-                    _stat(path, out)
-    out.sort()
-    return tuple(out)
-
-
-# The host's rollouts are not in the fingerprint (stat-ing thousands of them per request would
-# cost more than the cache saves): host movement is picked up within this many seconds.
-HOST_REFRESH_SEC = 2.0
-FINGERPRINT_TTL_SEC = 0.1
+SWEEP_SEC = 0.5  # another process's write shows within this (plus the page's poll)
+HOST_REFRESH_SEC = 2.0  # the host's rollouts are not stat-ed on every request
+ARCHIVE_TICK_SEC = 60  # finished goals step aside with time alone: look once a minute
 
 
 class StatusCache:
     def __init__(
         self,
-        root: Path,
-        compute: Callable[[], dict[str, Any]],
-        host_refresh_sec: float | None = HOST_REFRESH_SEC,
-        fingerprint_ttl_sec: float = FINGERPRINT_TTL_SEC,
+        index: StatusIndex,
+        scan_host: Callable[[], Mapping[str, ThreadFacts] | None],
+        finish: Callable[[dict[str, Any]], dict[str, Any]] = lambda doc: doc,
+        *,
+        sweep_sec: float = SWEEP_SEC,
+        host_refresh_sec: float = HOST_REFRESH_SEC,
     ) -> None:
+        self.index = index
+        self._scan_host = scan_host
+        self._finish = finish
+        self._sweep = sweep_sec
         self._host_refresh = host_refresh_sec
-        self._fingerprint_ttl = fingerprint_ttl_sec
-        self._fingerprint_at = float("-inf")
-        self._fingerprint: Fingerprint = ()
-        self._root = root
-        self._compute = compute
         self._lock = threading.Lock()
-        self._key: Fingerprint | None = None
+        self._dirty = True
+        self._swept_at = float("-inf")
+        self._host_at = float("-inf")
+        self._host: Mapping[str, ThreadFacts] | None = None
+        self._host_view: dict[str, ThreadFacts] | None = None
+        self._host_generation = 0
+        self._key: tuple[int, int, int] | None = None
         self._doc: dict[str, Any] = {}
         self._body = b""
 
     def invalidate(self) -> None:
         """Look at the disk again on the next read (after a write through the service)."""
-        self._fingerprint_at = float("-inf")
+        self._dirty = True
 
-    def _current_fingerprint(self) -> Fingerprint:
-        # Under load, many requests arrive within a few milliseconds; one stat sweep serves
-        # them all. A write is still seen within FINGERPRINT_TTL_SEC.
-        now = time.monotonic()
-        if now - self._fingerprint_at >= self._fingerprint_ttl:
-            self._fingerprint = state_fingerprint(self._root)
-            self._fingerprint_at = now
-        return self._fingerprint
+    def _due(self, now: float) -> bool:
+        return (
+            self._dirty
+            or self._key is None
+            or now - self._swept_at >= self._sweep
+            or now - self._host_at >= self._host_refresh
+        )
 
     def get(self) -> tuple[dict[str, Any], bytes]:
-        state_key = self._current_fingerprint()
-        key = state_key
-        if self._host_refresh:
-            key += (("host-window", int(time.monotonic() / self._host_refresh), 0, 0),)
+        if not self._due(time.monotonic()):
+            return self._doc, self._body
         if not self._lock.acquire(blocking=False):
-            # Another request is recomputing. If owner-local state is unchanged (only the host
-            # refresh window moved), answer from the previous document instead of queueing;
-            # a changed state waits, so a client always reads its own writes.
-            if self._key is not None and self._key[: len(state_key)] == state_key:
+            # Another request is refreshing. One that wrote nothing takes the previous
+            # document rather than queueing; after a write it waits for a fresh look.
+            if not self._dirty and self._key is not None:
                 return self._doc, self._body
             self._lock.acquire()
         try:
+            now = time.monotonic()
+            if self._dirty or self._key is None or now - self._swept_at >= self._sweep:
+                # Cleared before looking: a write during the refresh makes the next read
+                # look again rather than serve a document that missed it.
+                self._dirty = False
+                self._swept_at = now
+                self.index.refresh()
+            if now - self._host_at >= self._host_refresh:
+                self._host_at = now
+                self._refresh_host()
+            key = (
+                self.index.generation,
+                self._host_generation,
+                int(time.time() // ARCHIVE_TICK_SEC),
+            )
             if key != self._key:
-                doc = self._compute()
-                # Fingerprint taken before computing: a write during the computation makes
-                # the next request recompute rather than serve a document that missed it.
-                self._key, self._doc = key, doc
-                self._body = (json.dumps(doc, sort_keys=True) + "\n").encode()
+                doc = assemble_status(
+                    self.index.entries.values(),
+                    self._host,
+                    archive_now_ns=time.time_ns(),
+                    include_archived=True,
+                )
+                doc["control_log_error"] = None
+                # Sessions that cannot be read and that no event names with a goal.
+                doc["unreadable_records"] = self.index.unreadable_records()
+                self._doc = self._finish(doc)
+                self._body = (json.dumps(self._doc, sort_keys=True) + "\n").encode()
+                self._key = key
             return self._doc, self._body
         finally:
             self._lock.release()
+
+    def _refresh_host(self) -> None:
+        """Scan the host; the document moves only when a goal's thread's facts moved."""
+        host = self._scan_host()
+        if host is None:
+            view = None
+        else:
+            view = {
+                t: host[t]
+                for e in self.index.entries.values()
+                if e.stale is not None
+                for t in e.stale[0]
+                if t in host
+            }
+        if (host is None) != (self._host is None) or view != self._host_view:
+            self._host_generation += 1
+        self._host, self._host_view = host, view

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 
 SESSION_FILE = "session.json"
 LOCK_FILE = ".lock"
+# Sessions whose lock objects a store keeps while no worker is in their lock (the hot ones
+# are reused without building a file lock again); older ones are dropped.
+IDLE_LOCKS = 32
 
 
 def utc_now() -> str:
@@ -105,6 +109,11 @@ class SessionStore:
         # Sessions whose file lock this store holds; only the holder of the session's
         # thread lock reads or changes its entry.
         self._held: dict[str, bool] = {}
+        # Workers inside `lock` per session, and the sessions no worker is in, least recently
+        # used first: beyond IDLE_LOCKS of those, the oldest one's entries are dropped, so a
+        # long-running service keeps nothing per session forever.
+        self._users: dict[str, int] = {}
+        self._idle: OrderedDict[str, None] = OrderedDict()
 
     # -- paths -------------------------------------------------------------------------
     def session_dir(self, session_id: str) -> Path:
@@ -123,6 +132,34 @@ class SessionStore:
         folder = self.session_dir(session_id)
         with self._guard:
             worker_lock = self._worker_locks.setdefault(session_id, threading.RLock())
+            self._users[session_id] = self._users.get(session_id, 0) + 1
+            self._idle.pop(session_id, None)
+        try:
+            with self._locked(session_id, folder, worker_lock):
+                yield
+        finally:
+            self._let_go(session_id)
+
+    def _let_go(self, session_id: str) -> None:
+        """One worker left `lock`: when none is in it, the session's entries go idle, and
+        the least recently used idle session beyond IDLE_LOCKS is forgotten."""
+        with self._guard:
+            users = self._users[session_id] - 1
+            if users:
+                self._users[session_id] = users
+                return
+            del self._users[session_id]
+            self._idle[session_id] = None
+            while len(self._idle) > IDLE_LOCKS:
+                old, _ = self._idle.popitem(last=False)
+                self._worker_locks.pop(old, None)
+                self._file_locks.pop(old, None)
+                self._held.pop(old, None)
+
+    @contextmanager
+    def _locked(
+        self, session_id: str, folder: Path, worker_lock: threading.RLock
+    ) -> Iterator[None]:
         with worker_lock:
             if self._held.get(session_id):
                 # Re-entered by the worker that holds it (a mutate inside a ledger step):

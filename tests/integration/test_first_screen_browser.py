@@ -13,12 +13,14 @@ import http.client
 import json
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
@@ -99,6 +101,11 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
     _session(store, "goal-ready", bound_home, ["completed"])
     goals.record_handoff("goal-ready", "write the migration tests", "tests pass", ())
     _session(store, "goal-quiet", bound_home, ["completed"])
+    # A goal whose files have been quiet for 40 days steps aside: counted, never a card.
+    GoalLedger(goals).set_goal_state("goal-shelved", {"objective": "Old", "acceptance": ["x"]})
+    old = time.time_ns() - 40 * 86400 * 10**9
+    for path in (state / "goals" / "goal-shelved").glob("*.jsonl"):
+        os.utime(path, ns=(old, old))
     proc, port = start_serve(state, bound_home, base_env, codex_bin)
     url = f"http://127.0.0.1:{port}/"
     secret = str(read_secret(state))
@@ -175,6 +182,14 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                 assert kept == "false"
                 page.reload()  # and it works without a code afterwards
                 page.wait_for_selector("section.card")
+                # The header, written by the script from `GET /api/page`, counts the archive.
+                page.wait_for_function(
+                    "() => document.getElementById('about').textContent.includes('goal(s)')"
+                )
+                assert page.inner_text("#about").startswith(
+                    "5 goal(s) · 1 finished goal(s) archived · Codex home from "
+                )
+                assert page.locator('section.card[data-goal="goal-shelved"]').count() == 0
 
                 # A hostile page in the owner's own browser posts a form to the service: the
                 # cookie stays home (SameSite) and the gate stays pending.

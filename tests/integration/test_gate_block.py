@@ -369,6 +369,10 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="gates"]').wait_for(timeout=10000)
                 card.locator("input.hold").fill("Deploy to staging first?")
+                # Another process's write redraws every card: the typed question stays.
+                GateStore(owner.state).request_gate("g-other", "Unrelated?", actor="owner")
+                page.locator('section.card[data-goal="g-other"]').wait_for(timeout=10000)
+                assert card.locator("input.hold").input_value() == "Deploy to staging first?"
                 card.locator('button[data-run="gates"]').click()
                 card.locator(".gate .question", has_text="Deploy to staging first?").wait_for(
                     timeout=10000
@@ -378,6 +382,7 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
                 browser.close()
         gate = next(g for g in GateStore(owner.state).gates("g") if g.host is None)
         assert gate.actor == "owner" and gate.blocking
+        assert gate.question == "Deploy to staging first?"
         assert _acked(owner.runs(), gate.gate_id)
         assert owner.host_goal(sid)["status"] == "blocked"
         code, doc = owner.call("POST", "/api/goals/g/pause")

@@ -299,7 +299,9 @@ def test_no_other_port_and_no_squatter_after_a_stop_receives_anything_that_authe
                 # and its same-origin fetch receive nothing that authenticates.
                 other = context.new_page()
                 other.goto(f"http://127.0.0.1:{other_port}/")
-                other.wait_for_function("() => document.getElementById('done').textContent")
+                other.wait_for_function(
+                    "() => document.getElementById('done')?.textContent === 'done'"
+                )
                 loot = [r for r in _recorded(elsewhere) if r["line"].startswith("POST /loot")]
                 assert loot and json.loads(loot[0]["body"]).get("device") is None
                 # 1b. The service stops; another user binds its port; the owner's open tab
@@ -314,7 +316,9 @@ def test_no_other_port_and_no_squatter_after_a_stop_receives_anything_that_authe
                     assert time.monotonic() < deadline, "the page never tried the squatter"
                     time.sleep(0.2)
                 page.reload()
-                page.wait_for_function("() => document.getElementById('done').textContent")
+                page.wait_for_function(
+                    "() => document.getElementById('done')?.textContent === 'done'"
+                )
                 loot = [r for r in _recorded(squatted) if r["line"].startswith("POST /loot")]
                 found = json.loads(loot[-1]["body"])
                 assert found["device"] and found["extractable"] == "false"

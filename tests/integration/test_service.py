@@ -6,9 +6,11 @@ back in any response."""
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +18,13 @@ import pytest
 
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.service.status_cache import state_fingerprint
+from loopx_chat.goals.status_index import StatusIndex
 from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.real_codex import make_controller
 from tests.helpers.service import Service
+from tests.helpers.waiting import wait_value
 
 
 def test_capabilities(service: Service, codex_version: str) -> None:
@@ -215,28 +218,25 @@ def test_fifty_concurrent_status_clients_while_a_turn_runs(service: Service) -> 
     service.events(sid)
 
 
-def test_status_cache_recomputes_only_when_state_changes(tmp_path: Path) -> None:
+def test_status_cache_recomputes_only_what_changed(tmp_path: Path) -> None:
     from loopx_chat.service.status_cache import StatusCache
 
-    calls: list[int] = []
-
-    def compute() -> dict[str, Any]:
-        calls.append(1)
-        return {"n": len(calls)}
-
     store, goals = SessionStore(tmp_path), GateStore(tmp_path)
-    cache = StatusCache(tmp_path, compute, host_refresh_sec=None, fingerprint_ttl_sec=0)
-    assert cache.get()[0] == {"n": 1}
-    assert cache.get()[0] == {"n": 1}  # nothing changed: served from memory
+    index = StatusIndex(store, goals, "home")
+    # No sweep window: every read looks at the disk, so what it folds is what changed.
+    cache = StatusCache(index, lambda: None, sweep_sec=0)
+    first = cache.get()
+    assert first[0]["goal_count"] == 0
+    assert cache.get()[1] is first[1]  # nothing changed: the same bytes, nothing folded
     store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
-    assert cache.get()[0] == {"n": 2}
+    goals.request_gate("h", "Q?")
+    assert cache.get()[0]["goal_count"] == 2 and index.folded == 2
     store.update("a", status="busy")
-    assert cache.get()[0] == {"n": 3}
-    goals.request_gate("g", "Q?")
-    assert cache.get()[0] == {"n": 4}
-    goals.request_gate("g", "Q2?")  # an append to an existing file
-    assert cache.get()[0] == {"n": 5}
-    assert cache.get()[0] == {"n": 5}
+    assert cache.get()[0]["goal_count"] == 2 and index.folded == 1  # g alone
+    goals.request_gate("h", "Q2?")  # an append to an existing file
+    body = cache.get()[1]
+    assert index.folded == 1
+    assert cache.get()[1] is body and index.folded == 0
 
 
 def test_page_escapes_every_value_and_shows_goal_records() -> None:
@@ -335,13 +335,42 @@ def test_status_reads_its_own_writes_at_once(service: Service) -> None:
     assert opened.status == 201
     # No waiting for a cache window: the write through the service is seen by the next read.
     assert service.request("GET", "/status.json").json()["goal_count"] == 1
-    # Goal records written by the CLI are in the fingerprint too (not only gates/handoffs),
-    # so they are not left to the next host refresh.
-    before = state_fingerprint(service.state)
+    # Goal records written by the CLI are in the goal's signature too (not only
+    # gates/handoffs), so its row is folded again.
+    index = StatusIndex(SessionStore(service.state), GateStore(service.state), "home")
+    index.refresh()
     GoalLedger(GateStore(service.state)).set_goal_state(
         "g-now", {"objective": "Ship it", "acceptance": ["it ships"]}
     )
-    assert state_fingerprint(service.state) != before
+    index.refresh()
+    assert index.folded == 1
+
+
+def test_the_page_counts_archived_goals_in_its_header_and_renders_none(
+    service: Service,
+) -> None:
+    """`GET /` is a data-less shell: the archive's count reaches the header through
+    `GET /api/page` (`archived_count`), and an archived goal gets no card."""
+    goals = GateStore(service.state)
+    ledger = GoalLedger(goals)
+    for goal in ("g-quiet", "g-asks"):
+        ledger.set_goal_state(goal, {"objective": "Ship it", "acceptance": ["it ships"]})
+    goals.request_gate("g-asks", "Deploy now?")  # waits on the owner: never archived
+    old = time.time_ns() - 40 * 86400 * 10**9
+    for path in (service.state / "goals").rglob("*.jsonl"):
+        os.utime(path, ns=(old, old))  # both quiet for 40 days
+
+    def page() -> dict[str, Any] | None:
+        doc = service.request("GET", "/api/page").json()
+        return doc if doc["goal_count"] == 1 and doc["archived_count"] == 1 else None
+
+    doc = wait_value(page, what="the archived goal counted by /api/page")
+    assert 'data-goal="g-asks"' in doc["cards_html"]
+    assert "g-quiet" not in doc["cards_html"]
+    status = service.request("GET", "/status.json").json()
+    assert status["archive"]["count"] == 1
+    assert [r["goal_id"] for r in status["archive"]["goals"]] == ["g-quiet"]
+    assert status["unreadable_records"] == []
 
 
 def test_error_responses_carry_no_local_paths(service: Service) -> None:

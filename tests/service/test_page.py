@@ -102,3 +102,18 @@ def test_the_card_says_when_codex_runs_a_goal_loopx_chat_did_not_start() -> None
         "Codex is running a goal loopx-chat did not start (no budget set here"
     )
     assert run_view(None, False) is None
+
+
+def test_archived_goals_are_counted_in_the_header_and_never_rendered() -> None:
+    from loopx_chat.service.page import PAGE_SCRIPT, PAGE_SHELL, render_cards
+
+    status = {
+        "attention_queue": [row("live-goal")],
+        "archive": {"count": 2, "goals": [{**row("done-goal"), "archived_because": "accepted"}]},
+    }
+    cards = render_cards(status, {})
+    assert "live-goal" in cards and "done-goal" not in cards
+    # The shell carries no data: the script writes the count `GET /api/page` gives.
+    assert b"goal(s)" not in PAGE_SHELL and b'id="about"' in PAGE_SHELL
+    assert "doc.archived_count" in PAGE_SCRIPT
+    assert '" finished goal(s) archived"' in PAGE_SCRIPT

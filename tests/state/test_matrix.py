@@ -71,8 +71,9 @@ READ_FIRST = {"gate request", "goal set", "dream record", "quota", "reward recor
 READ_BEFORE_LOCK = {"goal set", "quota", "reward record", "dream record"}
 # `status` records which blockers it showed in the metrics log: it only ever grows.
 GROWS = "events/control.jsonl"
-# The two documented caches `status` may (re)write: they hold no record.
-CACHES = ("events/control.reported.json", "/host/rollouts-")
+# The documented caches `status` may (re)write: they hold no record (the status index holds
+# each goal's status row, rebuilt from the records whenever they change).
+CACHES = ("events/control.reported.json", "/host/rollouts-", "/index/status.json")
 GOAL_FILES = ("gates", "handoffs", "goal_state", "rewards", "proposals")
 
 

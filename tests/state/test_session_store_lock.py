@@ -63,3 +63,46 @@ def test_the_first_lock_of_a_new_session_makes_its_folder_private(tmp_path: Path
     folder = store.session_dir("new-session")
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
     assert stat.S_IMODE((folder / LOCK_FILE).stat().st_mode) == 0o600
+
+
+def test_nothing_per_session_stays_forever(tmp_path: Path) -> None:
+    """Many sessions opened, turned and closed: the store's lock tables stay bounded, a
+    session still in its lock keeps its entries, and a forgotten one locks as before."""
+    import threading
+
+    from loopx_chat.state.session_store import IDLE_LOCKS
+
+    store = SessionStore(tmp_path)
+    inside = threading.Event()
+    leave = threading.Event()
+
+    def hold() -> None:
+        with store.lock("held"):
+            inside.set()
+            leave.wait(60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    assert inside.wait(60)
+    for n in range(300):
+        sid = f"s{n}"
+        store.create(SessionRecord(session_id=sid, goal_id="g", created_at="t", updated_at="t"))
+        store.update(sid, status="busy")
+        with store.lock(sid), store.lock(sid):  # nested, as a ledger step nests a mutate
+            store.update(sid, status="ready")
+        sizes = [len(store._worker_locks), len(store._file_locks), len(store._held)]
+        assert max(sizes) <= IDLE_LOCKS + 1, (n, sizes)
+    assert "held" in store._worker_locks and store._held["held"] is True
+    assert _taken_elsewhere_for(store, "held")
+    leave.set()
+    holder.join(60)
+    assert not _taken_elsewhere_for(store, "held")
+    store.update("s0", status="busy")  # forgotten long ago: its lock is built again
+    assert store.load("s0").status == "busy"
+    assert not _taken_elsewhere_for(store, "s0")
+
+
+def _taken_elsewhere_for(store: SessionStore, sid: str) -> bool:
+    path = store.session_dir(sid) / LOCK_FILE
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], timeout=60, check=False)
+    return done.returncode == 3
