@@ -17,7 +17,16 @@ from tests.helpers.waiting import wait_for
 
 
 def _codex_children() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    """This process's codex children: other children it may have at that moment (a helper
+    another fixture started, `python -m ...`) are not what these tests are about."""
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.is_running() and "codex" in Path(p.cmdline()[0]).name:
+                found.append(p)
+        except (psutil.Error, IndexError):
+            continue
+    return found
 
 
 def test_it_runs_once_the_app_server_is_spawned_and_before_the_thread_opens(
