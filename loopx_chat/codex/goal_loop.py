@@ -75,11 +75,12 @@ class HostGoalState:
 class LoopEvent:
     """One step of the host's loop: a turn started or ended, or the goal changed."""
 
-    kind: str  # turn_started | turn_ended | goal_updated | delta
+    kind: str  # turn_started | turn_ended | goal_updated | delta | usage
     turn_id: str | None = None
     outcome: TurnOutcome | None = None
     goal: HostGoalState | None = None
     text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
+    tokens: int | None = None  # usage: the running turn's tokens so far, as codex reports them
 
 
 class GoalLoopWatch:
@@ -161,6 +162,11 @@ class GoalLoopWatch:
         self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
+    def stop_turn(self, turn_id: str) -> None:
+        """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
+        self.interrupted.add(turn_id)
+        self.thread._send_interrupt(turn_id)
+
     def next_event(self, timeout: float) -> LoopEvent | None:
         """The next loop event within `timeout`, or None; `app_server_exited` if it died."""
         t = self.thread
@@ -182,7 +188,11 @@ class GoalLoopWatch:
             if usage is not None:
                 usage.see(total, True)
                 t.usage_total = usage.latest
-            elif total is not None:
+                # Each model response's usage, while the turn runs: what a hard budget reads.
+                return LoopEvent(
+                    "usage", turn_id=str(params.get("turnId")), tokens=usage.charged().total_tokens
+                )
+            if total is not None:
                 t.usage_total = total  # a resume repeats the thread's total: the baseline
             return None
         if note.method == "item/agentMessage/delta":

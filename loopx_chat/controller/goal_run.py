@@ -247,6 +247,7 @@ class _Follow:
     nowait: bool = False  # while answering a call the app-server's reader makes
     deferred_interrupts: list[str] = field(default_factory=list)
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
+    budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
 
     @property
     def goal_id(self) -> str:
@@ -455,6 +456,9 @@ class _Follow:
         if event.kind == "goal_updated":
             self.goal = event.goal
             return
+        if event.kind == "usage":
+            self._check_budget(event)
+            return
         if event.kind == "delta":
             if self.on_delta is not None and event.text is not None:
                 self.on_delta(event.text)
@@ -483,6 +487,8 @@ class _Follow:
             self.warm.running_turn_id = None
             # Codex forgets a request to the owner when its turn ends.
             self.runner.controller.host_requests.turn_ended(self.warm.thread.thread_id)
+            if self.budget_spent_in == event.turn_id:
+                self._spent()
             if self.on_turn is not None:
                 self.on_turn(
                     TurnProgress(
@@ -490,11 +496,35 @@ class _Follow:
                         turn_id=result.turn.turn_id,
                         status=result.turn.status,
                         tokens=result.turn.tokens.total_tokens,
-                        tokens_used=self._host_run_tokens(),
+                        tokens_used=self.spent(),
                         token_budget=self.plan.token_budget,
                         elapsed_sec=time.monotonic() - self.started,
                     )
                 )
+
+    def spent(self, running: int = 0) -> int:
+        """The run's tokens: its finished turns plus the running turn's so far (one figure,
+        what codex reports for the goal's turns, for the budget, progress and the ledger)."""
+        return sum(t.tokens.total_tokens for t in self.finished) + running
+
+    def _check_budget(self, event: LoopEvent) -> None:
+        """A hard budget: once the tokens codex reports during a turn reach it, that turn is
+        interrupted, so a run overspends by at most the one model response in flight."""
+        if self.budget_spent_in is not None or event.turn_id not in self.open_turns:
+            return
+        if self.spent(event.tokens or 0) < self.plan.token_budget:
+            return
+        self.budget_spent_in = event.turn_id
+        self.watch.stop_turn(event.turn_id)
+
+    def _spent(self) -> None:
+        """The turn that reached the budget ended: the goal is budget-limited, as codex sets
+        it at the end of a turn past its budget (paused when codex refuses that status)."""
+        if self.goal is not None and self.goal.status != "active":
+            return  # codex said it first (its own budget, or the model's update_goal)
+        if self._set("budgetLimited") is None:
+            self.ending_by = self.ending_by or "the budget"
+            self._set("paused")
 
     # -- what the owner did meanwhile ------------------------------------------------------
     def _look_at_records(self) -> RunResult | None:
@@ -678,7 +708,7 @@ class _Follow:
             usage_resets_at=resets if goal is not None and goal.status == "usageLimited" else None,
             host_status=goal.status if goal else None,
             tokens_used=goal.tokens_used if goal else None,
-            run_tokens=self._host_run_tokens(),
+            run_tokens=self.spent(),
             turns=len(self.finished),
             by=by,
             reason=reason,

@@ -452,6 +452,7 @@ class _SseStream:
         self._event({"type": "response.created", "response": dict(self._response)})
 
     def _finish(self, output: list[dict[str, Any]], output_tokens: int, failed: bool) -> None:
+        self._handler.server.owner._served_usage(self._input_tokens + output_tokens)
         final = dict(
             self._response,
             status="failed" if failed else "completed",
@@ -544,6 +545,8 @@ class MockResponsesServer:
         self._queue: list[str] = []
         self._default: str | None = None
         self._issued_calls: set[str] = set()
+        # The total tokens each streamed response reported, in order (numbers only).
+        self.response_tokens: list[int] = []
 
     # ------------------------------------------------------------------ scripting
 
@@ -619,6 +622,10 @@ class MockResponsesServer:
         return f"http://{host}:{self.port}/v1"
 
     # ------------------------------------------------------------------ internal
+
+    def _served_usage(self, total: int) -> None:
+        with self._lock:
+            self.response_tokens.append(total)
 
     def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
         """Store one request summary; returns its 1-based number (the reply counter)."""
