@@ -13,6 +13,7 @@ ids, statuses and numbers only (a goal's objective is sent, never read back into
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,9 @@ from loopx_chat.codex.thread import (
     _usage_total,
 )
 from loopx_chat.errors import CodexError
+
+# Items of a turn that are not a tool's work: a turn with only these made no call.
+TALK_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "contextCompaction"})
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
 
@@ -81,6 +85,10 @@ class LoopEvent:
     goal: HostGoalState | None = None
     text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
     tokens: int | None = None  # usage: the running turn's tokens so far, as codex reports them
+    # turn_ended: how many tool items the turn ran, and a digest of its final answer (never
+    # its text), so a loop that repeats itself can be told from one that gets somewhere.
+    tool_calls: int = 0
+    answer: str | None = None
 
 
 class GoalLoopWatch:
@@ -89,6 +97,8 @@ class GoalLoopWatch:
     def __init__(self, thread: CodexThread) -> None:
         self.thread = thread
         self._usage: dict[str, _TurnUsage] = {}
+        # turn → (tool items, digest of its last answer, whether its last item was that answer)
+        self._marks: dict[str, tuple[int, str | None, bool]] = {}
         self.running_turn_id: str | None = None
         self.interrupted: set[str] = set()
         # After a set, the status codex answered with: goal updates still queued from before
@@ -162,6 +172,25 @@ class GoalLoopWatch:
         self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
+    def _mark(self, params: dict[str, Any]) -> None:
+        """Count a finished item of a running turn: a tool's, or the agent's answer (kept
+        as a digest only)."""
+        turn_id, item = str(params.get("turnId")), params.get("item")
+        if turn_id not in self._usage or not isinstance(item, dict):
+            return
+        tools, answer, _ = self._marks.get(turn_id, (0, None, False))
+        kind, text = item.get("type"), item.get("text")
+        if kind == "agentMessage" and isinstance(text, str):
+            answer = hashlib.sha256(text.strip().encode()).hexdigest()[:16]
+        elif kind not in TALK_ITEMS:
+            tools += 1
+        self._marks[turn_id] = (tools, answer, kind == "agentMessage")
+
+    def answered(self, turn_id: str) -> bool:
+        """Whether the turn's last finished item is the agent's answer: the response just
+        counted ended the turn, and codex is not asking the model again."""
+        return self._marks.get(turn_id, (0, None, False))[2]
+
     def stop_turn(self, turn_id: str) -> None:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
         self.interrupted.add(turn_id)
@@ -195,6 +224,9 @@ class GoalLoopWatch:
             if total is not None:
                 t.usage_total = total  # a resume repeats the thread's total: the baseline
             return None
+        if note.method == "item/completed":
+            self._mark(params)
+            return None
         if note.method == "item/agentMessage/delta":
             delta = params.get("delta")
             return (
@@ -227,7 +259,10 @@ class GoalLoopWatch:
                 self.running_turn_id = None
             if t.active_turn_id == turn_id:
                 t.active_turn_id = None
-            return LoopEvent("turn_ended", turn_id=str(turn_id), outcome=outcome)
+            tools, answer, _ = self._marks.pop(str(turn_id), (0, None, False))
+            return LoopEvent(
+                "turn_ended", turn_id=str(turn_id), outcome=outcome, tool_calls=tools, answer=answer
+            )
         if note.method == "thread/goal/updated":
             goal = HostGoalState.from_wire(params.get("goal"))
             if goal is None:

@@ -59,6 +59,9 @@ STEP_SEC = 0.05  # the longest the loop waits for codex before it looks at what 
 # look: the run may itself be waiting on an answer that reader would read.
 READER_ASK_SEC = 1.0
 GATE_DECIDED = "gate already decided"
+# Continuation turns in a row with no tool call and the same final answer before the run is
+# paused with an owner gate: a loop that repeats itself spends the budget for nothing.
+NO_PROGRESS_TURNS = 3
 
 
 @dataclass
@@ -248,6 +251,8 @@ class _Follow:
     deferred_interrupts: list[str] = field(default_factory=list)
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
+    repeats: int = 0  # turns in a row with no tool call and the same answer
+    last_answer: str | None = None
 
     @property
     def goal_id(self) -> str:
@@ -489,6 +494,7 @@ class _Follow:
             self.runner.controller.host_requests.turn_ended(self.warm.thread.thread_id)
             if self.budget_spent_in == event.turn_id:
                 self._spent()
+            self._check_progress(event)
             if self.on_turn is not None:
                 self.on_turn(
                     TurnProgress(
@@ -515,7 +521,8 @@ class _Follow:
         if self.spent(event.tokens or 0) < self.plan.token_budget:
             return
         self.budget_spent_in = event.turn_id
-        self.watch.stop_turn(event.turn_id)
+        if not self.watch.answered(event.turn_id):  # a turn that ends now is left to end
+            self.watch.stop_turn(event.turn_id)
 
     def _spent(self) -> None:
         """The turn that reached the budget ended: the goal is budget-limited, as codex sets
@@ -525,6 +532,34 @@ class _Follow:
         if self._set("budgetLimited") is None:
             self.ending_by = self.ending_by or "the budget"
             self._set("paused")
+
+    def _check_progress(self, event: LoopEvent) -> None:
+        """A runaway loop stops: after NO_PROGRESS_TURNS turns in a row with no tool call and
+        the same final answer, or the owner's `--max-turns`, the run is paused with an owner
+        gate that says why, in words."""
+        same = event.tool_calls == 0 and event.answer is not None
+        same = same and event.answer == self.last_answer
+        self.repeats = self.repeats + 1 if same else int(event.tool_calls == 0)
+        self.last_answer = event.answer
+        if self.ending_by is not None or self.goal is None or self.goal.status != "active":
+            return
+        limit = self.plan.max_turns
+        if self.repeats >= NO_PROGRESS_TURNS:
+            why = (
+                f"Codex made no progress in {self.repeats} turns in a row (no command or tool, "
+                "the same answer each time)"
+            )
+        elif limit is not None and len(self.finished) >= limit:
+            why = f"the run reached its limit of {limit} turns (--max-turns)"
+        else:
+            return
+        question = (
+            f"Goal {self.goal_id} is paused: {why}. Approve to let it go on (then run it "
+            "again), or reject to leave it stopped."
+        )
+        gate = self.runner.goals.request_gate(self.goal_id, question, actor="controller")
+        self.say(f"paused: {why}; owner gate {gate.gate_id} asks whether it should go on")
+        self._wind_down("loopx-chat (runaway guard)", why)
 
     # -- what the owner did meanwhile ------------------------------------------------------
     def _look_at_records(self) -> RunResult | None:

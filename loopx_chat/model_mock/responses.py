@@ -10,7 +10,9 @@ What this module owns:
     so a test or the offline demo can provoke each provider behaviour on demand. A
     goal-continuation turn has no user message of its own, so `script` queues directives
     that requests take in order instead (and a default for when the queue is empty): that
-    is how a test makes codex's own loop call `update_goal`.
+    is how a test makes codex's own loop call `update_goal`. A text reply taken from the
+    default carries the request's number (`(#N)`), so a loop it drives is not a loop that
+    repeats itself; pushing the same text again scripts one that does.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
 
@@ -340,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
         real_texts = [t for t in user_texts if not _is_injected(t)]
         owner = self.server.owner
         follow_up = _answers_call(body, owner._issued_calls)
-        scripted = owner._next_scripted(follow_up is not None)
+        scripted, by_default = owner._next_scripted(follow_up is not None)
         prompt = scripted if scripted is not None else (real_texts[-1] if real_texts else "")
 
         limit = _DIRECTIVE_USAGE_LIMIT.search(prompt)
@@ -386,6 +388,10 @@ class _Handler(BaseHTTPRequestHandler):
             _, marker, command_output = tool_output.partition("Output:\n")
             shown = command_output if marker else tool_output
             reply = f"mock saw tool output: {shown.strip()[:80]}"
+        elif text and by_default:
+            # A loop driven by the default gets somewhere: each reply carries its number.
+            # A loop that repeats itself word for word is scripted by pushing one text again.
+            reply = f"{text.group(1).strip()} (#{number})"
         elif text:
             reply = text.group(1).strip()
         else:
@@ -564,11 +570,12 @@ class MockResponsesServer:
             self._queue.clear()
             self._default = None
 
-    def _next_scripted(self, follow_up: bool) -> str | None:
+    def _next_scripted(self, follow_up: bool) -> tuple[str | None, bool]:
+        """The next directive, and whether it is the default (not a pushed one)."""
         with self._lock:
             if self._queue:
-                return self._queue.pop(0)
-            return None if follow_up else self._default
+                return self._queue.pop(0), False
+            return (None, False) if follow_up else (self._default, self._default is not None)
 
     # ------------------------------------------------------------------ lifecycle
 
