@@ -59,9 +59,19 @@ STEP_SEC = 0.05  # the longest the loop waits for codex before it looks at what 
 # look: the run may itself be waiting on an answer that reader would read.
 READER_ASK_SEC = 1.0
 GATE_DECIDED = "gate already decided"
+# Codex's app-server died mid-run: it is started again and the thread resumed after each of
+# these pauses in turn (codex's loop goes on by itself once the thread is loaded); then the
+# run is failed, with the reason.
+RESPAWN_BACKOFF_SEC = (0.5, 2.0, 5.0)
+RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 # Continuation turns in a row with no tool call and the same final answer before the run is
 # paused with an owner gate: a loop that repeats itself spends the budget for nothing.
 NO_PROGRESS_TURNS = 3
+# Why a run failed, in words (the codes stay in the logs).
+FAILED_WORDS = {
+    "app_server_exited": "Codex's app-server exited and could not be started again",
+    "app_server_protocol": "Codex's app-server broke the protocol and could not be restarted",
+}
 
 
 @dataclass
@@ -76,6 +86,14 @@ class _Ask:
     def reply(self, answer: RunBlock) -> None:
         self.answer = answer
         self.done.set()
+
+
+class _Respawn(Exception):
+    """Codex's app-server died while the run followed it: start it again."""
+
+    def __init__(self, error: CodexError) -> None:
+        super().__init__(error.error_code)
+        self.error = error
 
 
 @dataclass(frozen=True)
@@ -250,6 +268,7 @@ class _Follow:
     nowait: bool = False  # while answering a call the app-server's reader makes
     deferred_interrupts: list[str] = field(default_factory=list)
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
+    loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
     repeats: int = 0  # turns in a row with no tool call and the same answer
     last_answer: str | None = None
@@ -275,6 +294,32 @@ class _Follow:
             self._answer_asks()  # calls still waiting: the run is over
 
     def _run_held(self) -> RunResult:
+        """Follow the run; when codex's app-server dies, start it again and resume the
+        thread (bounded, with backoff), the same run with its budget and id; one turn is
+        recorded interrupted. When it cannot, the run ends failed with the reason."""
+        for attempt, backoff in enumerate((*RESPAWN_BACKOFF_SEC, None), start=1):
+            try:
+                return self._held_once()
+            except _Respawn as died:
+                code = died.error.error_code
+                if self.ending_by is not None or self.stop_requested.is_set():
+                    self._end(None, by="host", reason=code)  # it was ending anyway
+                    raise died.error from None
+                if backoff is None:
+                    self._end(None, by="host", reason=FAILED_WORDS[code], failed=True)
+                    raise died.error from None
+                self.runner.runs.note(
+                    self.goal_id, self.record.run_id, "recovering", attempt=attempt, reason=code
+                )
+                self.say(
+                    f"Codex stopped ({FAILED_WORDS.get(code, code)}): starting it again "
+                    f"({attempt} of {len(RESPAWN_BACKOFF_SEC)})"
+                )
+                self.stop_requested.wait(backoff)
+                self.recovering = self.recovering or self.loop_started
+        raise AssertionError("unreachable")
+
+    def _held_once(self) -> RunResult:
         controller = self.runner.controller
         try:
             with controller.held_thread(self.session_id, self.plan.approval_policy) as warm:
@@ -289,8 +334,9 @@ class _Follow:
                     raise
                 except CodexError as exc:
                     self._settle_open(exc.error_code)
-                    if exc.error_code in ("app_server_exited", "app_server_protocol"):
+                    if exc.error_code in RESPAWN_CODES:
                         controller.drop_thread(self.session_id)
+                        raise _Respawn(exc) from exc
                     self._end(None, by="host", reason=exc.error_code)
                     raise
                 finally:
@@ -298,6 +344,9 @@ class _Follow:
         except LoopxChatError as exc:
             if self.recovering and exc.error_code == "thread_busy":
                 raise  # another process took it up first: the run is theirs to follow
+            if isinstance(exc, CodexError) and exc.error_code in RESPAWN_CODES:
+                controller.drop_thread(self.session_id)  # it died while the thread loaded
+                raise _Respawn(exc) from exc
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="host", reason=exc.error_code)
             raise
@@ -365,9 +414,11 @@ class _Follow:
         (once: the session says which turn was running), and codex's loop, which the resume
         restarted, is followed from here."""
         self.runner.controller.turns.settle_orphan(self.session_id)
-        started = [e for e in self.record.history if e.get("event") == "started"]
+        history = self.runner.runs.run(self.goal_id, self.record.run_id).history
+        started = [e for e in history if e.get("event") == "started"]
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
         self.goal = self.watch.get()
+        self.loop_started = True
         self.runner.runs.note(
             self.goal_id,
             self.record.run_id,
@@ -388,6 +439,7 @@ class _Follow:
             "active", objective=plan.objective.text, token_budget=self.base + plan.token_budget
         )
         self.goal = goal
+        self.loop_started = True
         runs.note(
             self.goal_id,
             self.record.run_id,
@@ -734,7 +786,9 @@ class _Follow:
             return None
         return max(0, self.goal.tokens_used - self.base)
 
-    def _end(self, goal: HostGoalState | None, *, by: str, reason: str | None) -> GoalRun:
+    def _end(
+        self, goal: HostGoalState | None, *, by: str, reason: str | None, failed: bool = False
+    ) -> GoalRun:
         resets = self.watch.usage_resets_at if self.watch is not None else None
         return self.runner.runs.note(
             self.goal_id,
@@ -747,6 +801,7 @@ class _Follow:
             turns=len(self.finished),
             by=by,
             reason=reason,
+            **({"failed": True} if failed else {}),
         )
 
     def _compare(self, ledger_tokens: int) -> tuple[dict[str, Any] | None, tuple[str, ...]]:

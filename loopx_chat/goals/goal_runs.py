@@ -36,6 +36,7 @@ RUN_EVENTS = (
     "accepted",
     "reopened",
     "recovered",
+    "recovering",  # codex's app-server died mid-run: it is started again and the thread resumed
 )
 # Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
 HOST_LOOP_EVENT = "host_loop_seen"
@@ -109,6 +110,9 @@ class GoalRun:
     # and whether it ran in Plan mode (never: `plan_not_in_run`).
     approval_policy: str | None = None
     plan: bool = False
+    # Ended because codex could not be kept running (its app-server died and every restart
+    # failed): the goal shows failed, with `reason`.
+    failed: bool = False
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -167,6 +171,7 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
             ended_at=event.get("at"),
             ended_by=event.get("by"),
             reason=event.get("reason"),
+            failed=event.get("failed") is True,
         )
     elif kind == "accepted":
         changes.update(state="closed")
@@ -302,10 +307,14 @@ def host_goal_words(
     acceptance: list[str],
     *,
     paused_by: str | None = None,
+    foreign: bool = False,
 ) -> str:
     """The host goal on the first screen, in plain words (one line); `paused_by`: who paused
-    a loop loopx-chat did not start (its Pause is newer than any run)."""
+    a loop loopx-chat did not start (its Pause is newer than any run); `foreign`: the loop
+    on the thread now is one loopx-chat saw after its own last run, not that run."""
     if goal is None:
+        if run is not None and run.failed:
+            return f"run {run.run_id} failed: {run.reason or 'Codex stopped'}"
         return "no Codex goal on this thread"
     status = goal.get("status")
     used, budget = goal.get("tokens_used", 0), goal.get("token_budget")
@@ -314,8 +323,19 @@ def host_goal_words(
     spent = f"{used:,} of {budget:,} tokens" if budget else f"{used:,} tokens, no budget set"
     turns = f"turn {goal['turns']}, " if goal.get("turns") else ""
     if status == "active":
-        if run is None or not run.live:
+        if run is None or foreign:
             return "Codex is running a goal loopx-chat did not start (no budget set here)"
+        if run.failed:
+            return (
+                f"run {run.run_id} failed: {run.reason or 'Codex stopped'}; Codex's goal is "
+                f"still active ({spent}): `loopx-chat goal run {run.goal_id}` starts it again"
+            )
+        if not run.live:
+            return (
+                f"run {run.run_id} ended ({run.ended_by or 'no longer followed'}) while "
+                f"Codex's goal is still active ({spent}): `loopx-chat goal run {run.goal_id}` "
+                "follows it again"
+            )
         return f"Codex is working on it ({turns}{spent})"
     if status == "complete":
         check = "; ".join(acceptance) if acceptance else "the goal's acceptance criteria"
