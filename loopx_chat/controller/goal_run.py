@@ -96,6 +96,11 @@ class _Respawn(Exception):
         self.error = error
 
 
+def _codex_waits(gate: OwnerGate) -> bool:
+    """A host gate whose request codex is still waiting on (its turn held open)."""
+    return gate.host is not None and gate.host.get("state") == "live"
+
+
 @dataclass(frozen=True)
 class TurnProgress:
     """One finished continuation turn, as the progress line shows it."""
@@ -253,6 +258,7 @@ class _Follow:
     goal: HostGoalState | None = None
     blocked_on: list[str] = field(default_factory=list)  # gates we set `blocked` for
     blocked_at: str | None = None
+    goal_blocked: bool = False  # whether this run set the host goal `blocked` for them
     base: int = 0  # the host goal's tokensUsed when this run set it active
     ending_by: str | None = None  # who paused it, while the last turn finishes
     ending_reason: str | None = None
@@ -634,6 +640,10 @@ class _Follow:
             self._block(new)
         elif self.blocked_on and not gates:
             return self._unblock()
+        elif not self.goal_blocked and any(not _codex_waits(g) for g in gates):
+            # Codex stopped waiting on a host gate the owner has not decided (the window
+            # passed, its turn ended): now the goal is held blocked.
+            self._hold_blocked(gates)
         return None
 
     def _block(self, gates: list[OwnerGate]) -> None:
@@ -643,21 +653,13 @@ class _Follow:
         first = gates[0]
         newly = not self.blocked_on
         self.blocked_on += [g.gate_id for g in gates]
+        self.blocked_at = self.blocked_at if not newly else first.created_at
         goal = self.goal
-        # A host gate this process holds was recorded on an app-server's reader, which may
-        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
-        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
-        nowait = self.nowait or bool(held)
-        if newly:
-            self.blocked_at = first.created_at
-            goal = self._set("blocked", nowait=nowait)
-            asking = {str((g.host or {}).get("turn_id")) for g in gates if g.host is not None}
-            for upstream, turn in list(self.open_turns.items()):
-                if turn.created_at >= first.created_at and upstream not in asking:
-                    if nowait:
-                        self.deferred_interrupts.append(upstream)
-                    else:
-                        self.watch.interrupt(upstream)
+        # Codex's own wait on a request holds its loop (no turn starts while it waits), and
+        # a status set mid-turn stops codex counting that turn's tokens for the goal: the host
+        # goal is set `blocked` only for a gate codex is not itself waiting on.
+        if not self.goal_blocked and any(not _codex_waits(g) for g in gates):
+            goal = self._hold_blocked(gates)
         self.runner.runs.note(
             self.goal_id,
             self.record.run_id,
@@ -666,10 +668,31 @@ class _Follow:
             gate_ids=[g.gate_id for g in gates],
             host_status=goal.status if goal else None,
         )
-        if newly:
+        if newly and self.goal_blocked:
             self.say(
                 f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided"
             )
+        elif newly:
+            self.say(f"owner gate {first.gate_id} is open: Codex waits for your decision")
+
+    def _hold_blocked(self, gates: list[OwnerGate]) -> HostGoalState | None:
+        """Set the host goal `blocked` (once) and interrupt any turn started at or after the
+        first gate, except a turn that is itself waiting on a host gate (codex asked in it)."""
+        first = gates[0]
+        # A host gate this process holds was recorded on an app-server's reader, which may
+        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
+        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
+        nowait = self.nowait or bool(held)
+        goal = self._set("blocked", nowait=nowait)
+        self.goal_blocked = True
+        asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
+        for upstream, turn in list(self.open_turns.items()):
+            if turn.created_at >= first.created_at and upstream not in asking:
+                if nowait:
+                    self.deferred_interrupts.append(upstream)
+                else:
+                    self.watch.interrupt(upstream)
+        return goal
 
     def _unblock(self) -> RunResult | None:
         decided = [self.runner.goals.gate(self.goal_id, gid) for gid in self.blocked_on]
@@ -680,20 +703,25 @@ class _Follow:
             self._wind_down("owner (gate rejected)", reason)
             return None
         desk = self.runner.controller.host_requests
+        # A decision on a request codex still waits on is its answer, sent now: never carried.
+        desk.deliver_decided(self.goal_id)
         try:
             carried = desk.carries(self.goal_id, self.session_id)
         except LoopxChatError:
             carried = []
-        goal = self._set("active", objective=self._carried_objective(carried))
-        if goal is not None:  # codex took the objective that says them
-            desk.mark_carried(self.goal_id, carried)
+        goal = None
+        if self.goal_blocked or carried:
+            goal = self._set("active", objective=self._carried_objective(carried))
+            if goal is not None and carried:  # codex took the objective that says them
+                desk.mark_carried(self.goal_id, carried)
+        self.goal_blocked = False
         self.goal = goal or self.goal
         self.runner.runs.note(
             self.goal_id,
             self.record.run_id,
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
-            host_status=goal.status if goal else None,
+            host_status=self.goal.status if self.goal else None,
             **({"carried": True} if carried and goal is not None else {}),
         )
         self.say("the gate was approved: Codex continues")
@@ -704,6 +732,7 @@ class _Follow:
         (codex's own rule for a client's pause), then the run ends."""
         self.ending_by, self.ending_reason = by, reason
         self.blocked_on = []
+        self.goal_blocked = False
         self._set("paused")
 
     def _carried_objective(self, carried: list[tuple[str, str]]) -> str | None:
