@@ -493,7 +493,7 @@ class _Follow:
                 # Codex stopped continuing without saying so (an interrupted loop stays
                 # `active` but starts nothing): pause it, so the state says what is true.
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
-            if self._done():
+            if event is None and self._done():  # quiet: a turn codex started is seen first
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
 
     def _waits_on_owner(self) -> bool:
@@ -537,8 +537,9 @@ class _Follow:
             ledger.begin(turn)
             self.open_turns[event.turn_id] = turn
             self.warm.running_turn_id = turn.turn_id
-            if self.blocked_on:
-                # A turn codex started although the goal is blocked for a gate: stop it now.
+            if self.goal_blocked or self.budget_spent_in is not None:
+                # A turn codex started although the goal is blocked for a gate, or after the
+                # run's budget was spent (codex counted less than the ledger): stop it now.
                 self.watch.interrupt(event.turn_id)
             return
         if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
@@ -579,7 +580,12 @@ class _Follow:
         if self.spent(event.tokens or 0) < self.plan.token_budget:
             return
         self.budget_spent_in = event.turn_id
-        if not self.watch.answered(event.turn_id):  # a turn that ends now is left to end
+        # A turn whose last response was its answer ends now, and codex, counting as the
+        # ledger does, marks the goal budget-limited itself. Otherwise (more responses to
+        # come, or codex counted less: a status set mid-turn stops its count) it is
+        # interrupted, after which codex starts no further turn.
+        agree = self._host_run_tokens() == self.spent()
+        if not self.watch.answered(event.turn_id) or not agree:
             self.watch.stop_turn(event.turn_id)
 
     def _spent(self) -> None:
