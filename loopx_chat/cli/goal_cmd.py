@@ -244,9 +244,10 @@ def goal_memory(
 
 def _add_run_commands() -> None:
     """`goal run` (and its owner decisions) live in their own module; they join `goal` here."""
+    from loopx_chat.cli.goal_follow import goal_follow
     from loopx_chat.cli.goal_run import goal_accept, goal_reopen, goal_run
 
-    for command in (goal_run, goal_accept, goal_reopen):
+    for command in (goal_run, goal_accept, goal_reopen, goal_follow):
         goal.add_command(command)
 
 

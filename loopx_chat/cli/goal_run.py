@@ -243,6 +243,7 @@ def goal_run(
                 as_json,
                 approval=approval,
                 plan_mode=plan_mode,
+                codex_home=ctx.obj.binding().path,
             )
             return
     _follow(

@@ -40,10 +40,12 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import (
     EXIT_INTERRUPTED,
+    STOP_WORDS,
     GoalRun,
     GoalRuns,
     RunObjective,
     exit_code_for,
+    run_line,
 )
 from loopx_chat.goals.run_block import (
     BLOCKED,
@@ -67,11 +69,6 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 # Continuation turns in a row with no tool call and the same final answer before the run is
 # paused with an owner gate: a loop that repeats itself spends the budget for nothing.
 NO_PROGRESS_TURNS = 3
-# Why a run failed, in words (the codes stay in the logs).
-FAILED_WORDS = {
-    "app_server_exited": "Codex's app-server exited and could not be started again",
-    "app_server_protocol": "Codex's app-server broke the protocol and could not be restarted",
-}
 
 
 @dataclass
@@ -312,14 +309,11 @@ class _Follow:
                     self._end(None, by="host", reason=code)  # it was ending anyway
                     raise died.error from None
                 if backoff is None:
-                    self._end(None, by="host", reason=FAILED_WORDS[code], failed=True)
+                    why = f"{STOP_WORDS[code]} and could not be started again"
+                    self._end(None, by="host", reason=why, failed=True)
                     raise died.error from None
-                self.runner.runs.note(
-                    self.goal_id, self.record.run_id, "recovering", attempt=attempt, reason=code
-                )
-                self.say(
-                    f"Codex stopped ({FAILED_WORDS.get(code, code)}): starting it again "
-                    f"({attempt} of {len(RESPAWN_BACKOFF_SEC)})"
+                self._note(
+                    "recovering", attempt=attempt, tries=len(RESPAWN_BACKOFF_SEC), reason=code
                 )
                 self.stop_requested.wait(backoff)
                 self.recovering = self.recovering or self.loop_started
@@ -361,6 +355,15 @@ class _Follow:
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
+
+    def _note(self, event: str, **fields: Any) -> GoalRun:
+        """Record one event of the run, and say what it says (`run_line`: the same words
+        `goal follow` prints from the record in any other shell)."""
+        run = self.runner.runs.note(self.goal_id, self.record.run_id, event, **fields)
+        line = run_line(run, run.history[-1])
+        if line is not None:
+            self.say(line)
+        return run
 
     # -- calls of this process (a gate recorded here) ------------------------------------
     def look_now(self, gate_id: str | None) -> RunBlock:
@@ -425,17 +428,11 @@ class _Follow:
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
         self.goal = self.watch.get()
         self.loop_started = True
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
-            "recovered",
-            pid=os.getpid(),
-            host_status=self.goal.status if self.goal else None,
+        self._note(
+            "recovered", pid=os.getpid(), host_status=self.goal.status if self.goal else None
         )
-        self.say(f"run {self.record.run_id} recovered: Codex goes on with goal {self.goal_id}")
 
     def _start(self) -> None:
-        runs = self.runner.runs
         plan = self.plan
         # codex counts a goal's tokens for its whole life (a new objective does not reset
         # them), so the run's budget is what it may spend from here on.
@@ -446,18 +443,12 @@ class _Follow:
         )
         self.goal = goal
         self.loop_started = True
-        runs.note(
-            self.goal_id,
-            self.record.run_id,
+        self._note(
             "started",
             host_status=goal.status,
             tokens_used=goal.tokens_used,
             host_tokens_before=self.base,
             prior_host_status=prior.status if prior is not None else None,
-        )
-        self.say(
-            f"Codex is working on goal {self.goal_id} (run {self.record.run_id}, budget "
-            f"{plan.token_budget:,} tokens)"
         )
 
     def _loop(self) -> RunResult:
@@ -622,7 +613,7 @@ class _Follow:
             "again), or reject to leave it stopped."
         )
         gate = self.runner.goals.request_gate(self.goal_id, question, actor="controller")
-        self.say(f"paused: {why}; owner gate {gate.gate_id} asks whether it should go on")
+        self._note("paused", by="loopx-chat (runaway guard)", reason=why, gate_id=gate.gate_id)
         self._wind_down("loopx-chat (runaway guard)", why)
 
     # -- what the owner did meanwhile ------------------------------------------------------
@@ -666,20 +657,13 @@ class _Follow:
         # goal is set `blocked` only for a gate codex is not itself waiting on.
         if not self.goal_blocked and any(not _codex_waits(g) for g in gates):
             goal = self._hold_blocked(gates)
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
+        self._note(
             "blocked",
             gate_id=first.gate_id,
             gate_ids=[g.gate_id for g in gates],
             host_status=goal.status if goal else None,
+            newly=newly,
         )
-        if newly and self.goal_blocked:
-            self.say(
-                f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided"
-            )
-        elif newly:
-            self.say(f"owner gate {first.gate_id} is open: Codex waits for your decision")
 
     def _hold_blocked(self, gates: list[OwnerGate]) -> HostGoalState | None:
         """Set the host goal `blocked` (once) and interrupt any turn started at or after the
@@ -722,15 +706,12 @@ class _Follow:
                 desk.mark_carried(self.goal_id, carried)
         self.goal_blocked = False
         self.goal = goal or self.goal
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
+        self._note(
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
             host_status=self.goal.status if self.goal else None,
             **({"carried": True} if carried and goal is not None else {}),
         )
-        self.say("the gate was approved: Codex continues")
         return None
 
     def _wind_down(self, by: str, reason: str | None = None) -> None:
@@ -800,12 +781,11 @@ class _Follow:
             by = "Codex" if status in ("complete", "blocked", "paused") else "the budget"
             if status == "usageLimited":
                 by = "the account's usage limit"
-        run = self._end(self.goal, by=by, reason=reason)
-        ledger_tokens = sum(t.tokens.total_tokens for t in self.finished)
+        ledger_tokens = self.spent()
         facts, differences = self._compare(ledger_tokens)
         code = exit_code if exit_code is not None else exit_code_for(status)
-        return RunResult(
-            run=run,
+        result = RunResult(
+            run=self.record,
             host=self.goal,
             turns=len(self.finished),
             ledger_tokens=ledger_tokens,
@@ -814,6 +794,11 @@ class _Follow:
             differences=differences,
             exit_code=code,
         )
+        # The result rides on the run's `ended` record (numbers and our own words only), so
+        # `goal follow` in any shell ends with the document the run's own terminal printed.
+        summary = {k: v for k, v in result.to_dict().items() if k not in ("ok", "run")}
+        run = self._end(self.goal, by=by, reason=reason, result=summary)
+        return replace(result, run=run)
 
     def _host_run_tokens(self) -> int | None:
         """What the host goal counted since this run set it active."""
@@ -822,7 +807,13 @@ class _Follow:
         return max(0, self.goal.tokens_used - self.base)
 
     def _end(
-        self, goal: HostGoalState | None, *, by: str, reason: str | None, failed: bool = False
+        self,
+        goal: HostGoalState | None,
+        *,
+        by: str,
+        reason: str | None,
+        failed: bool = False,
+        result: dict[str, Any] | None = None,
     ) -> GoalRun:
         resets = self.watch.usage_resets_at if self.watch is not None else None
         return self.runner.runs.note(
@@ -837,6 +828,7 @@ class _Follow:
             by=by,
             reason=reason,
             **({"failed": True} if failed else {}),
+            **({"result": result} if result is not None else {}),
         )
 
     def _compare(self, ledger_tokens: int) -> tuple[dict[str, Any] | None, tuple[str, ...]]:

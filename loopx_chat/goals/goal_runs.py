@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -299,6 +300,40 @@ class GoalRuns:
         if event in ("ended", "accepted", "reopened"):
             self.goals.control.record(f"run_{event}", goal_id=goal_id, run_id=run_id)
         return self.run(goal_id, run_id)
+
+
+# Why a run failed or Codex stopped under it, in words (the codes stay in the logs).
+STOP_WORDS = {
+    "app_server_exited": "Codex's app-server exited",
+    "app_server_protocol": "Codex's app-server broke the protocol",
+}
+
+
+def run_line(run: GoalRun, event: Mapping[str, Any]) -> str | None:
+    """What the run's terminal says for one of its recorded events (None: nothing). The
+    run's own process and `goal follow` in any other shell say it from the same record."""
+    kind = event.get("event")
+    if kind == "started":
+        return (
+            f"Codex is working on goal {run.goal_id} (run {run.run_id}, budget "
+            f"{run.token_budget:,} tokens)"
+        )
+    if kind == "blocked" and event.get("newly", True):
+        held = event.get("host_status") == "blocked"
+        waits = "Codex's goal is blocked until it is decided" if held else "Codex waits for you"
+        return f"owner gate {event.get('gate_id')} is open: {waits}"
+    if kind == "unblocked":
+        return "the gate was approved: Codex continues"
+    if kind == "recovering":
+        why = STOP_WORDS.get(str(event.get("reason")), "Codex stopped")
+        attempt = f"{event.get('attempt')} of {event.get('tries')}"
+        return f"Codex stopped ({why}): starting it again ({attempt})"
+    if kind == "recovered":
+        return f"run {run.run_id} recovered: Codex goes on with goal {run.goal_id}"
+    if kind == "paused":
+        gate = event.get("gate_id")
+        return f"paused: {event.get('reason')}; owner gate {gate} asks whether it should go on"
+    return None
 
 
 def host_goal_words(
