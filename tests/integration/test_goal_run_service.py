@@ -496,3 +496,43 @@ def test_goal_stop_pauses_a_loop_loopx_chat_did_not_start_that_the_service_follo
     assert len(paused) == 1 and paused[0]["actor"] == "owner (goal stop)"
     goal = _in_codex(setup, codex_bin, sid, "thread/goal/get", {})
     assert goal["status"] == "paused" and goal["objective"] == "set in Codex"
+
+
+def test_goal_run_through_the_service_and_goal_follow_reattach_after_a_restart(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """Issue 34 case 3: `goal run` through the service follows the run as `goal follow`
+    does; when the service is killed mid-run and started again, both go on following the
+    recovered run to its end (no `service_lost`, no `thread_busy`), with the same document."""
+    sid = setup.goal("g", 45000)
+    mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
+    proc = setup.serve()
+    started = [*setup.base, "goal", "run", "g", "--json"]
+    try:
+        run = subprocess.Popen(started, env=setup.env, cwd=setup.tmp, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+        watcher = subprocess.Popen([*setup.base, "goal", "follow", "g"], env=setup.env,
+                                   cwd=setup.tmp, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_until(
+            lambda: (
+                len(setup.goal_turns(sid)) >= 2
+                and bool(SessionStore(setup.state).load(sid).active_turn_id)
+            )
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc = setup.serve()
+        out, err = run.communicate(timeout=120)
+        _, lines = watcher.communicate(timeout=60)
+    finally:
+        _stop(proc)
+    assert run.returncode == 3, err  # budget spent, by the recovered run
+    doc = json.loads(out)
+    assert doc["run"]["events"].count("recovered") == 1
+    assert doc["run"]["state"] == "ended" and doc["run"]["host_status"] == "budgetLimited"
+    assert watcher.returncode == 3, lines
+    assert "service_lost" not in err + lines and "thread_busy" not in err + lines
+    assert "is gone: waiting for the service to take it up again" in lines
+    assert f"run {doc['run']['run_id']} recovered: Codex goes on with goal g" in lines
+    assert f"run {doc['run']['run_id']} ended: Codex goal budgetLimited" in lines
