@@ -67,6 +67,7 @@ def _follow(
     approval: str | None = None,
     plan_mode: bool = False,
     max_turns: int | None = None,
+    resume: bool | None = None,
 ) -> None:
     from loopx_chat.controller.goal_run import GoalRunner, TurnProgress
     from loopx_chat.goals.gate_store import GateStore
@@ -123,6 +124,7 @@ def _follow(
             approval_policy=approval,
             plan_mode=plan_mode,
             max_turns=max_turns,
+            resume_after_usage_limit=resume,
         )
         if note is not None:
             runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
@@ -163,6 +165,13 @@ def _follow(
     "pauses after 3 turns in a row with no tool call and the same answer.",
 )
 @click.option(
+    "--resume-after-usage-limit/--stop-at-usage-limit",
+    "resume",
+    default=None,
+    help="When the account's usage limit stops the run, wait for the reset time Codex "
+    "reported and go on (default: the goal's setting, else stop at the limit).",
+)
+@click.option(
     "--foreground",
     is_flag=True,
     help="Run it in this process even when the local service is up (which runs it otherwise).",
@@ -197,6 +206,7 @@ def goal_run(
     session_id: str | None,
     token_budget: int | None,
     max_turns: int | None,
+    resume: bool | None,
     foreground: bool,
     approval: str | None,
     plan_mode: bool,
@@ -244,6 +254,8 @@ def goal_run(
                 approval=approval,
                 plan_mode=plan_mode,
                 codex_home=ctx.obj.binding().path,
+                max_turns=max_turns,
+                resume=resume,
             )
             return
     _follow(
@@ -256,6 +268,7 @@ def goal_run(
         approval=approval,
         plan_mode=plan_mode,
         max_turns=max_turns,
+        resume=resume,
     )
 
 

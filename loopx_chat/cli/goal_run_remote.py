@@ -28,6 +28,8 @@ def run_in_service(
     approval: str | None = None,
     plan_mode: bool = False,
     codex_home: Path | None = None,
+    max_turns: int | None = None,
+    resume: bool | None = None,
 ) -> None:
     from loopx_chat.cli.goal_follow import RunFollower
 
@@ -40,6 +42,10 @@ def run_in_service(
         body["approval"] = approval
     if plan_mode:
         body["plan"] = True
+    if max_turns is not None:
+        body["max_turns"] = max_turns
+    if resume is not None:
+        body["resume_after_usage_limit"] = resume
     run = service.goal_run("POST", goal_id, body)
     follower = RunFollower(state_dir, codex_home, goal_id, as_json=as_json, run_id=run["run_id"])
     banner = f"the local service runs goal {goal_id} (run {run['run_id']}); Ctrl-C pauses it"

@@ -69,6 +69,8 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 # Continuation turns in a row with no tool call and the same final answer before the run is
 # paused with an owner gate: a loop that repeats itself spends the budget for nothing.
 NO_PROGRESS_TURNS = 3
+# How long a run that resumes after the usage limit waits when codex reported no reset time.
+USAGE_WAIT_SEC = 300.0
 
 
 @dataclass
@@ -221,6 +223,8 @@ class GoalRunner:
             token_budget=plan.token_budget,
             objective=plan.objective,
             approval_policy=plan.approval_policy,
+            max_turns=plan.max_turns,
+            resume_after_usage_limit=plan.resume_after_usage_limit,
         )
 
     def follower(
@@ -273,6 +277,7 @@ class _Follow:
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
     loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
+    usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
     repeats: int = 0  # turns in a row with no tool call and the same answer
     last_answer: str | None = None
 
@@ -484,8 +489,36 @@ class _Follow:
                 # Codex stopped continuing without saying so (an interrupted loop stays
                 # `active` but starts nothing): pause it, so the state says what is true.
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
-            if event is None and self._done():  # quiet: a turn codex started is seen first
+            if self._waits_for_usage_reset():
+                last_event = time.monotonic()
+            elif event is None and self._done():  # quiet: a turn codex started is seen first
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
+
+    def _waits_for_usage_reset(self) -> bool:
+        """With `--resume-after-usage-limit`: the usage limit stopped codex's loop; wait for
+        the reset time codex reported (USAGE_WAIT_SEC when it said none), then set the goal
+        active again, recorded both times."""
+        goal = self.goal
+        if (
+            not self.plan.resume_after_usage_limit
+            or self.ending_by is not None
+            or goal is None
+            or goal.status != "usageLimited"
+            or self.open_turns
+        ):
+            return False
+        now = time.time()
+        if self.usage_wait_until is None:
+            resets = self.watch.usage_resets_at
+            self.usage_wait_until = float(resets) if resets is not None else now + USAGE_WAIT_SEC
+            self._note("usage_wait", usage_resets_at=int(self.usage_wait_until))
+        if now < self.usage_wait_until:
+            return True
+        self.usage_wait_until = None
+        if self._set("active") is None:
+            return False  # codex refused: the run ends at the limit, as without the flag
+        self._note("usage_resumed", host_status="active")
+        return True
 
     def _waits_on_owner(self) -> bool:
         """A gate blocks the goal, or codex holds a turn open on a request to the owner."""

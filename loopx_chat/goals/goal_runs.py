@@ -38,6 +38,8 @@ RUN_EVENTS = (
     "reopened",
     "recovered",
     "recovering",  # codex's app-server died mid-run: it is started again and the thread resumed
+    "usage_wait",  # the usage limit stopped codex; the owner asked to go on after its reset
+    "usage_resumed",
 )
 # Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
 HOST_LOOP_EVENT = "host_loop_seen"
@@ -114,6 +116,9 @@ class GoalRun:
     # Ended because codex could not be kept running (its app-server died and every restart
     # failed): the goal shows failed, with `reason`.
     failed: bool = False
+    # The owner's limits on the run: `--max-turns`, `--resume-after-usage-limit`.
+    max_turns: int | None = None
+    resume_after_usage_limit: bool = False
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -147,6 +152,8 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
             if isinstance(event.get("approval_policy"), str)
             else None,
             plan=event.get("plan") is True,
+            max_turns=event.get("max_turns") if isinstance(event.get("max_turns"), int) else None,
+            resume_after_usage_limit=event.get("resume_after_usage_limit") is True,
             history=(event,),
         )
     if run is None:
@@ -220,6 +227,8 @@ class GoalRuns:
         token_budget: int,
         objective: RunObjective,
         approval_policy: str | None = None,
+        max_turns: int | None = None,
+        resume_after_usage_limit: bool = False,
     ) -> GoalRun:
         """Record the owner's authority for one run (before anything is sent to the host),
         with what codex may ask the owner meanwhile (its approval policy; Plan mode never)."""
@@ -240,6 +249,8 @@ class GoalRuns:
             "objective_source_id": objective.source_id,
             "approval_policy": approval_policy,
             "plan": False,
+            "max_turns": max_turns,
+            "resume_after_usage_limit": resume_after_usage_limit,
             "pid": os.getpid(),
             "at": self.goals.now(),
         }
@@ -309,6 +320,12 @@ STOP_WORDS = {
 }
 
 
+def _utc(epoch: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
 def run_line(run: GoalRun, event: Mapping[str, Any]) -> str | None:
     """What the run's terminal says for one of its recorded events (None: nothing). The
     run's own process and `goal follow` in any other shell say it from the same record."""
@@ -330,6 +347,12 @@ def run_line(run: GoalRun, event: Mapping[str, Any]) -> str | None:
         return f"Codex stopped ({why}): starting it again ({attempt})"
     if kind == "recovered":
         return f"run {run.run_id} recovered: Codex goes on with goal {run.goal_id}"
+    if kind == "usage_wait":
+        resets = event.get("usage_resets_at")
+        when = _utc(resets) if isinstance(resets, int) else "its reset"
+        return f"the account's usage limit stopped Codex: it goes on at {when}"
+    if kind == "usage_resumed":
+        return "the usage limit has reset: Codex goes on"
     if kind == "paused":
         gate = event.get("gate_id")
         return f"paused: {event.get('reason')}; owner gate {gate} asks whether it should go on"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from pathlib import Path
 
 import psutil
@@ -188,3 +189,30 @@ def test_when_codex_cannot_be_kept_running_the_run_fails_with_the_reason(
     host_goal = doc["attention_queue"][0]["host_goal"]
     assert host_goal["goal"]["status"] == "active"  # codex's goal outlives its app-server
     assert host_goal["words"].startswith(f"run {ended['run_id']} failed: Codex's app-server")
+
+
+# -- the usage limit -------------------------------------------------------------------------
+@pytest.mark.parametrize("asked_by", ["goal run", "goal set"])
+def test_resume_after_usage_limit_waits_for_the_reset_and_goes_on(
+    cli: OwnerCli, mock: MockResponsesServer, asked_by: str
+) -> None:
+    sid = _goal_with_session(cli)
+    flag = "--resume-after-usage-limit"
+    if asked_by == "goal set":
+        done = cli("goal", "set", "g", flag)
+        assert done.returncode == 0, done.stderr
+    resets_at = int(time.time()) + 2
+    mock.script(
+        "mock:text=one step done",
+        f"mock:usage_limit={resets_at}",
+        default="mock:text=after the reset",
+    )
+    run = ["goal", "run", "g", "--token-budget", "12000"]
+    code, doc = cli.json(*run, *([flag] if asked_by == "goal run" else []))
+    assert code == 3, doc  # it went on after the reset, to its budget
+    events = run_events(cli.state, "g")
+    kinds = [e["event"] for e in events]
+    assert kinds.index("usage_wait") < kinds.index("usage_resumed") < kinds.index("ended")
+    assert next(e for e in events if e["event"] == "usage_wait")["usage_resets_at"] == resets_at
+    resumed_at = next(e["at"] for e in events if e["event"] == "usage_resumed")
+    assert any(t.created_at > resumed_at for t in goal_loop_turns(cli.state, sid))
