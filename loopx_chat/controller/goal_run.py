@@ -427,7 +427,14 @@ class _Follow:
         """Pick up a run whose process died: its unfinished turn is recorded interrupted
         (once: the session says which turn was running), and codex's loop, which the resume
         restarted, is followed from here."""
-        self.runner.controller.turns.settle_orphan(self.session_id)
+        controller = self.runner.controller
+        controller.turns.settle_orphan(self.session_id)
+        # The run's turns so far count toward its budget, whichever process recorded them.
+        self.finished = sorted(
+            (t for t in controller.store.list_turns(self.session_id)
+             if t.run_id == self.record.run_id and t.turn_id not in self._open_ids()),
+            key=lambda t: t.created_at,
+        )  # fmt: skip
         history = self.runner.runs.run(self.goal_id, self.record.run_id).history
         started = [e for e in history if e.get("event") == "started"]
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
@@ -436,6 +443,9 @@ class _Follow:
         self._note(
             "recovered", pid=os.getpid(), host_status=self.goal.status if self.goal else None
         )
+
+    def _open_ids(self) -> set[str]:
+        return {t.turn_id for t in self.open_turns.values()}
 
     def _start(self) -> None:
         plan = self.plan
