@@ -89,6 +89,51 @@ def run_objective(records: GoalLedger, goal_id: str, pending: Handoff | None) ->
     return RunObjective(public_text(text, "objective"), "goal_state", state.record_id)
 
 
+# The supervisor's states of a run, as its record says them: the state each event moves it
+# to. `ended` moves it by how the host goal ended (ENDED_PHASES), or to `failed`.
+PHASES = (
+    "authorized",
+    "running",
+    "blocked on owner",
+    "paused",
+    "budget spent",
+    "usage-limited",
+    "complete",
+    "failed",
+    "recovering",
+)
+PHASE_AFTER: dict[str, str] = {
+    "run_authorized": "authorized",
+    "started": "running",
+    "unblocked": "running",
+    "recovered": "running",
+    "reopened": "running",
+    "usage_resumed": "running",
+    "blocked": "blocked on owner",
+    "paused": "paused",  # the runaway guard: the last turn finishes, then it ends paused
+    "recovering": "recovering",
+    "usage_wait": "usage-limited",
+    "accepted": "complete",
+}
+ENDED_PHASES: dict[str, str] = {
+    "complete": "complete",
+    "budgetLimited": "budget spent",
+    "usageLimited": "usage-limited",
+    "blocked": "blocked on owner",
+    "paused": "paused",
+}
+
+
+def phase_after(event: Mapping[str, Any], current: str) -> str:
+    """The run's state after one of its events (PHASE_AFTER, ENDED_PHASES)."""
+    kind = str(event.get("event"))
+    if kind == "ended":
+        if event.get("failed") is True:
+            return "failed"
+        return ENDED_PHASES.get(str(event.get("host_status")), "paused")
+    return PHASE_AFTER.get(kind, current)
+
+
 @dataclass(frozen=True)
 class GoalRun:
     run_id: str
@@ -119,6 +164,7 @@ class GoalRun:
     # The owner's limits on the run: `--max-turns`, `--resume-after-usage-limit`.
     max_turns: int | None = None
     resume_after_usage_limit: bool = False
+    phase: str = "authorized"  # one of PHASES
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -158,7 +204,10 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
         )
     if run is None:
         return None
-    changes: dict[str, Any] = {"history": (*run.history, event)}
+    changes: dict[str, Any] = {
+        "history": (*run.history, event),
+        "phase": phase_after(event, run.phase),
+    }
     if isinstance(event.get("host_status"), str):
         changes["host_status"] = event["host_status"]
     if isinstance(event.get("tokens_used"), int):
