@@ -2,13 +2,16 @@
 
 Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
 `active` starts continuation turns), `turn/interrupt` of a continuation turn, and turning
-that app-server's notifications (`turn/started`, `turn/completed`,
+that app-server's notifications (`turn/started`, `turn/completed`, `item/completed`,
 `thread/tokenUsage/updated`, `thread/goal/updated`) into compact loop events. A turn's tokens
-are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn.
+are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn,
+and reported as they grow (`usage`), so a run can hold its budget inside a turn; a finished
+turn says how many tool items it ran and a digest of its final answer (never the text).
 
 It never decides whether a loop may run (the controller's goal run does, on the owner's
 recorded authority), never sets a goal `active` on its own account, and keeps no text:
-ids, statuses and numbers only (a goal's objective is sent, never read back into state).
+ids, statuses, numbers and answer digests only (a goal's objective is sent, never read
+back into state).
 """
 
 from __future__ import annotations

@@ -7,8 +7,14 @@ then on codex starts every continuation turn itself. This module records each tu
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
 after it; approving the last one sets it `active` again; `goal stop` pauses it; what codex
-asks on a continuation turn is such a gate, a host gate, while its turn stays open, and
-time spent waiting on the owner is never idle), looks at
+asks on a continuation turn is such a gate, a host gate, while its turn stays open: the run
+is blocked on it but the host goal is left `active`, since codex's own wait holds its loop,
+and a decision recorded anywhere is delivered to codex as its answer, never carried; time
+spent waiting on the owner is never idle). It keeps the budget hard (the turn whose reported
+tokens reach it is interrupted), pauses a loop that repeats itself or passes `--max-turns`
+with an owner gate, starts a dead app-server again and resumes the thread (bounded, with
+backoff; failed with the reason when it cannot), waits out a usage limit when the owner
+asked, and says each event it records in the words `goal follow` prints. It looks at
 once when a gate is recorded or decided in this process (`running_goals` asks; the run
 answers on its own thread before that call returns, so nothing else sets the goal), pauses
 the goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
