@@ -284,6 +284,7 @@ class _Follow:
     loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
     usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
+    guard_tripped: bool = False  # the runaway guard paused the run at a turn's end
     repeats: int = 0  # turns in a row with no tool call and the same answer
     last_answer: str | None = None
 
@@ -577,9 +578,10 @@ class _Follow:
             ledger.begin(turn)
             self.open_turns[event.turn_id] = turn
             self.warm.running_turn_id = turn.turn_id
-            if self.goal_blocked or self.budget_spent_in is not None:
-                # A turn codex started although the goal is blocked for a gate, or after the
-                # run's budget was spent (codex counted less than the ledger): stop it now.
+            if self.goal_blocked or self.budget_spent_in is not None or self.guard_tripped:
+                # A turn codex started although the goal is blocked for a gate, after the
+                # run's budget was spent (codex counted less than the ledger), or after the
+                # runaway guard paused it at the end of the turn before: stop it now.
                 self.watch.interrupt(event.turn_id)
             return
         if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
@@ -661,6 +663,7 @@ class _Follow:
             f"Goal {self.goal_id} is paused: {why}. Approve to let it go on (then run it "
             "again), or reject to leave it stopped."
         )
+        self.guard_tripped = True
         gate = self.runner.goals.request_gate(self.goal_id, question, actor="controller")
         self._note("paused", by="loopx-chat (runaway guard)", reason=why, gate_id=gate.gate_id)
         self._wind_down("loopx-chat (runaway guard)", why)
