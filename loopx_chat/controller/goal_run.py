@@ -300,12 +300,10 @@ class _Follow:
         controller = self.runner.controller
         self.started = time.monotonic()
         self.follower_thread = threading.current_thread()
-        controller.following_goal_loops.add(self.session_id)
         try:
             with controller.running_goals.following(self.goal_id, self):
                 return self._run_held()
         finally:
-            controller.following_goal_loops.discard(self.session_id)
             self._answer_asks()  # calls still waiting: the run is over
 
     def _run_held(self) -> RunResult:
