@@ -105,6 +105,11 @@ class Setup:
     def goal_turns(self, sid: str) -> list[Any]:
         return goal_loop_turns(self.state, sid)
 
+    def wait_mid_turn(self, sid: str) -> None:
+        """Until the run has recorded two turns and a third is running."""
+        store = SessionStore(self.state)
+        wait_until(lambda: len(self.goal_turns(sid)) >= 2 and bool(store.load(sid).active_turn_id))
+
 
 @pytest.fixture
 def setup(tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str) -> Setup:
@@ -201,12 +206,7 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     try:
         code, doc = setup.call("POST", "/api/goals/g/run", {})
         assert code == 202, doc
-        wait_until(
-            lambda: (
-                len(setup.goal_turns(sid)) >= 2
-                and bool(SessionStore(setup.state).load(sid).active_turn_id)
-            )
-        )
+        setup.wait_mid_turn(sid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -514,12 +514,7 @@ def test_goal_run_through_the_service_and_goal_follow_reattach_after_a_restart(
         wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
         watcher = subprocess.Popen([*setup.base, "goal", "follow", "g"], env=setup.env,
                                    cwd=setup.tmp, stderr=subprocess.PIPE, text=True)  # fmt: skip
-        wait_until(
-            lambda: (
-                len(setup.goal_turns(sid)) >= 2
-                and bool(SessionStore(setup.state).load(sid).active_turn_id)
-            )
-        )
+        setup.wait_mid_turn(sid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         proc = setup.serve()
@@ -536,3 +531,35 @@ def test_goal_run_through_the_service_and_goal_follow_reattach_after_a_restart(
     assert "is gone: waiting for the service to take it up again" in lines
     assert f"run {doc['run']['run_id']} recovered: Codex goes on with goal g" in lines
     assert f"run {doc['run']['run_id']} ended: Codex goal budgetLimited" in lines
+
+
+def test_codex_killed_under_a_service_run_is_started_again_and_the_run_goes_on(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """Issue 34 case 2: `kill -9` of the app-server during a service run. The service starts
+    it again and resumes the thread: the same run goes on to its budget, one turn recorded
+    interrupted, and status never calls it a loop loopx-chat did not start."""
+    import psutil
+
+    sid = setup.goal("g", 45000)
+    mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", "/api/goals/g/run", {})
+        assert code == 202, doc
+        setup.wait_mid_turn(sid)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        codex = [c for c in children if "codex" in c.name()]
+        assert codex
+        for child in codex:
+            child.kill()
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+        status = setup.cli("status", "--goal", "g")
+    finally:
+        _stop(proc)
+    events = [e["event"] for e in setup.runs("g")]
+    assert events.count("recovering") == 1 and events.count("recovered") == 1
+    assert len({e["run_id"] for e in setup.runs("g")}) == 1
+    assert setup.runs("g")[-1]["host_status"] == "budgetLimited"
+    assert [t.status for t in setup.goal_turns(sid)].count("interrupted") == 1
+    assert "did not start" not in json.dumps(status)
