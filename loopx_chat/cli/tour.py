@@ -147,7 +147,10 @@ TOUR_STEPS: tuple[TourStep, ...] = (
         "The local service serves the first screen: one card per goal, ordered by who must act.",
         (
             _c(f"serve --port {PORT}", alongside=True, says="it runs until Ctrl-C"),
-            _c("open", says="the page in your browser, logged in (`open --print`: the URL)"),
+            _c(
+                "open",
+                says="the page in your browser, signed in by a one-time code (`--print`: the URL)",
+            ),
         ),
     ),
 )

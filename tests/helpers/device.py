@@ -85,3 +85,28 @@ def browser_sign_in(page, port: int, secret: str, name: str | None = None) -> No
     in the fragment; the page's script makes its own key and lands on `/`."""
     page.goto(f"http://127.0.0.1:{port}/login#code={login_code(port, secret, name)}")
     page.wait_for_function("() => location.pathname === '/' && !location.hash")
+
+
+def redeem(url: str) -> Device:
+    """What a browser does with a sign-in URL (`open --print`): spend its one-time code."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    port = int(parts.port or 80)
+    code = parse_qs(parts.fragment)["code"][0]
+    doc = _post(port, "/api/auth/login", {"code": code}, {})
+    assert doc["ok"], doc
+    key = base64.urlsafe_b64decode(doc["key"] + "=" * (-len(doc["key"]) % 4))
+    return Device(doc["device_id"], doc["name"], key, port)
+
+
+def page_cards(device: Device) -> str:
+    """The cards the page shows, fetched as its script fetches them (signed)."""
+    conn = http.client.HTTPConnection("127.0.0.1", device.port, timeout=60)
+    headers = {"Host": f"127.0.0.1:{device.port}", **device.headers("GET", "/api/page")}
+    conn.request("GET", "/api/page", headers=headers)
+    response = conn.getresponse()
+    doc = json.loads(response.read())
+    conn.close()
+    assert response.status == 200, doc
+    return str(doc["cards_html"])

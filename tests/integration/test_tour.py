@@ -11,8 +11,6 @@ import shlex
 import signal
 import subprocess
 import sys
-import urllib.request
-from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 
 from loopx_chat.cli.tour import APPROVED_FILE, GATE_ID, PORT, TOUR_STEPS, TourCommand, command_line
 from loopx_chat.cli.tour_run import READY
+from tests.helpers.device import page_cards, redeem
 from tests.helpers.waiting import wait_for
 
 
@@ -112,11 +111,9 @@ def _typed(command: TourCommand, term: Terminal, port: int) -> list[str]:
 
 
 def _page(url: str) -> str:
-    """The first screen through the login URL, as a browser gets it (cookie, redirect)."""
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
-    with opener.open(url, timeout=30) as response:
-        assert response.status == 200
-        return str(response.read().decode())
+    """The first screen through the sign-in URL, as a browser gets it: the one-time code
+    spent for a device key, then the cards fetched signed."""
+    return page_cards(redeem(url))
 
 
 def test_the_tours_printed_commands_work_on_the_real_codex(
