@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from loopx_chat.codex.binary import codex_version as codex_version_of
+from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
 from tests.helpers.markers import in_integration, mark_real_codex
-from tests.helpers.paths import PINNED_CODEX
+from tests.helpers.paths import TEST_CODEX
 from tests.helpers.serve_process import RunningService
 from tests.helpers.serve_process import start_service as start_serve_process
 
@@ -41,13 +43,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def codex_bin() -> str:
-    """The pinned real codex; missing fails under CI (never a silent skip there)."""
-    if PINNED_CODEX.exists():
-        return str(PINNED_CODEX)
-    message = f"pinned codex not installed at {PINNED_CODEX}; run `make codex`"
+    """The real codex the tests run (the pinned one, or `LOOPX_TEST_CODEX_BIN`); missing
+    fails under CI (never a silent skip there)."""
+    if TEST_CODEX.exists():
+        return str(TEST_CODEX)
+    message = f"codex not installed at {TEST_CODEX}; run `make codex`"
     if os.environ.get("CI"):
         pytest.fail(message)
     pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def codex_version(codex_bin: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The version the codex under test reports (`codex --version`): tests derive what they
+    expect of a release from it, never from a version written in the test."""
+    scratch = tmp_path_factory.mktemp("codex-version-home")
+    version = codex_version_of(find_codex(codex_bin, os.environ), os.environ, scratch)
+    assert version is not None, f"{codex_bin} --version printed no version"
+    return version
 
 
 @pytest.fixture

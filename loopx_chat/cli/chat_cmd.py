@@ -19,7 +19,7 @@ import click
 from loopx_chat.cli.approval_options import chat_policy_options
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend
-from loopx_chat.cli.options import POSITIVE_SECONDS
+from loopx_chat.cli.options import FIRST_OUTPUT_HINT, POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import LoopxChatError, Remedy, UsageError
 from loopx_chat.visible_text import ControlMode, visible_text
@@ -126,6 +126,8 @@ def _finish(
         if hint and ok:
             click.echo(f"[loopx-chat] {hint.summary}", err=True)
             click.echo(f"[loopx-chat] next: {hint.next_action}", err=True)
+        if code == "first_output_timeout":
+            click.echo(f"[loopx-chat] {FIRST_OUTPUT_HINT}", err=True)
     if not ok:
         sys.exit(1)
 
@@ -163,6 +165,10 @@ def _submit(
         if not as_json:
             click.echo(f"[loopx-chat] turn {turn_id} running, waiting for codex…", err=True)
 
+    def on_notice(line: str) -> None:
+        # On stderr with --json too: stdout then holds only the one document.
+        click.echo(f"[loopx-chat] {line}", err=True)
+
     controller = getattr(backend, "controller", None)  # a turn run here, not in the service
     if controller is not None and not as_json and sys.stdin.isatty():
         # What codex asks during this turn is asked here too (any other surface may answer).
@@ -170,7 +176,12 @@ def _submit(
 
         TerminalDecider(controller)
     result = backend.submit_turn(
-        session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
+        session_id,
+        message,
+        client_turn_id=client_turn_id,
+        on_delta=on_delta,
+        on_started=on_started,
+        on_notice=on_notice,
     )
     _finish(result, as_json, streamed, hint)
 
@@ -220,13 +231,30 @@ def _say_host_loop(pause: str) -> None:
     default=turn_defaults.HARD_TIMEOUT_SEC,
     help="Seconds a turn may run in all before it is stopped.",
 )
+@click.option(
+    "--first-output-timeout",
+    type=POSITIVE_SECONDS,
+    default=turn_defaults.FIRST_OUTPUT_TIMEOUT_SEC,
+    envvar=turn_defaults.FIRST_OUTPUT_ENV,
+    help="Seconds a turn may go without producing anything (codex cannot reach its model) "
+    "before it is stopped.",
+)
 @click.pass_context
-def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
+def chat(
+    ctx: click.Context,
+    sandbox: str,
+    idle_timeout: float,
+    turn_timeout: float,
+    first_output_timeout: float,
+) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
     given = tuple(
         name
         for name in CHAT_OPTIONS
-        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+        # From the environment (LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT) is not given here: the
+        # service reads its own environment, and `command_controller` applies it here.
+        if ctx.get_parameter_source(name)
+        not in (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.ENVIRONMENT)
     )
     ctx.meta["chat_options_given"] = given
     if not given:
@@ -238,7 +266,12 @@ def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: fl
         ctx.obj,
         controller_config=replace(
             config,
-            timeouts=replace(config.timeouts, idle=idle_timeout, hard=turn_timeout),
+            timeouts=replace(
+                config.timeouts,
+                idle=idle_timeout,
+                hard=turn_timeout,
+                first_output=first_output_timeout,
+            ),
             options=replace(config.options, sandbox=sandbox),
         ),
     )

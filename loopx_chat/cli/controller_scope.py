@@ -9,15 +9,25 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import click
 
 from loopx_chat.cli.context import CliContext
-from loopx_chat.controller.chat_controller import DEFAULT_CONFIG, ChatController
+from loopx_chat.cli.options import first_output_from_env
+from loopx_chat.controller.chat_controller import DEFAULT_CONFIG, ChatController, ControllerConfig
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
     raise SystemExit(128 + signum)
+
+
+def with_first_output(config: ControllerConfig, cli: CliContext) -> ControllerConfig:
+    """`config` with `LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT` applied, when the environment sets it."""
+    seconds = first_output_from_env(cli)
+    if seconds is None:
+        return config
+    return replace(config, timeouts=replace(config.timeouts, first_output=seconds))
 
 
 @contextmanager
@@ -25,7 +35,7 @@ def command_controller(ctx: click.Context) -> Iterator[ChatController]:
     """The controller for this command, with the config the `chat` group's options set
     (`CliContext.controller_config`), else the controller's defaults."""
     cli: CliContext = ctx.obj
-    config = cli.controller_config or DEFAULT_CONFIG
+    config = cli.controller_config or with_first_output(DEFAULT_CONFIG, cli)
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     controller = ChatController(
         store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin, config=config

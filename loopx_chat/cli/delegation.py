@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from loopx_chat.service.client import ServiceClient
 
 # `chat` options the service does not take per turn (its turns run with its own settings).
-CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout")
+CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout", "first_output_timeout")
 
 
 def _note(text: str) -> None:
@@ -93,6 +93,7 @@ class DirectChat:
         *,
         on_delta: Callable[[str], None],
         on_started: Callable[[str], None],
+        on_notice: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         result = self.controller.submit_turn(
             session_id,
@@ -100,6 +101,7 @@ class DirectChat:
             client_turn_id=client_turn_id,
             on_delta=on_delta,
             on_started=lambda turn: on_started(turn.turn_id),
+            on_notice=on_notice,
         )
         self._said()
         return {
@@ -154,7 +156,7 @@ class ServedChat:
     def submit_turn(
         self, session_id: str, text: str, client_turn_id: str | None, **stream: Any
     ) -> dict[str, Any]:
-        """`stream`: `on_delta` and `on_started`, as both paths take them."""
+        """`stream`: `on_delta`, `on_started` and `on_notice`, as both paths take them."""
         return self._call("submit_turn", session_id, text, client_turn_id, **stream)
 
 

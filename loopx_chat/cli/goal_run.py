@@ -47,6 +47,10 @@ def _render(result: object, as_json: bool) -> None:
         )
         for difference in result.differences:
             click.echo(f"[loopx-chat] difference: {difference}", err=True)
+        if result.run.reason == "first_output_timeout":
+            from loopx_chat.cli.options import FIRST_OUTPUT_HINT
+
+            click.echo(f"[loopx-chat] {FIRST_OUTPUT_HINT}", err=True)
     sys.exit(result.exit_code)
 
 

@@ -8,11 +8,13 @@ import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.controller.home_ownership import (
+    SIGN_IN_NEXT,
     AppServerRegistry,
     find_home_users,
     home_check,
     run_exclusive,
 )
+from loopx_chat.visible_text import ControlMode, visible_text
 
 
 @click.group(invoke_without_command=True)
@@ -46,10 +48,32 @@ def home(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def home_check_cmd(cli: CliContext, as_json: bool) -> None:
-    """Ordinary open: read-only identity and configuration checks (safe while others use it)."""
-    report = home_check(cli.binding())
+    """Ordinary open: the home, its config and sign-in, and the codex it will run.
+
+    Read-only on the home (safe while others use it). The codex is checked for being found
+    and runnable, its version against the tested range, and every protocol method loopx-chat
+    uses in its own schema; the verdict is cached per binary in the state dir.
+    """
+    from loopx_chat.codex.compat import TESTED_RANGE, features_lost
+    from loopx_chat.codex.compat_probe import check_codex, summary_line
+    from loopx_chat.errors import spec_for
+
+    report = home_check(cli.binding(), cli.environ)
+    codex = check_codex(cli.codex_bin, cli.environ, cli.state_dir)
+    codes = ([codex.error_code] if codex.error_code else []) + [p.code for p in report.issues]
+    warnings = [*report.warnings, *codex.warnings]
     if as_json:
-        emit_json(report.to_dict())
+        emit_json(
+            {
+                **report.to_dict(),
+                "ok": not codes,
+                "error_code": codes[0] if codes else None,
+                "problem_codes": codes,
+                "problems": [*([codex.error] if codex.error else []), *report.problems],
+                "warnings": warnings,
+                "codex": codex.to_dict(),
+            }
+        )
     else:
         click.echo(f"codex home:  {report.path} (from {report.source})")
         click.echo(f"sqlite home: {report.sqlite_home} (from {report.sqlite_source})")
@@ -63,11 +87,40 @@ def home_check_cmd(cli: CliContext, as_json: bool) -> None:
                 else "BROKEN"
             )
         )
-        for problem in report.problems:
-            click.echo(f"problem: {problem}")
-        click.echo("ok" if report.ok else "not ok")
-    if not report.ok:
-        sys.exit(1)
+        if report.sign_in is not None:
+            s = report.sign_in
+            state = (
+                "not needed"
+                if not s.needed
+                else "yes"
+                if s.signed_in
+                else "unknown"
+                if s.signed_in is None
+                else "NO"
+            )
+            # The provider and an env_key's name come from the owner's config.toml.
+            line = f"sign-in:     {state} (provider {s.provider}: {s.how})"
+            click.echo(visible_text(line, ControlMode.ESCAPES))
+        click.echo(f"codex:       {summary_line(codex)}")
+        click.echo(
+            f"tested on:   codex {TESTED_RANGE.oldest} to {TESTED_RANGE.newest} "
+            f"(checked {TESTED_RANGE.checked_on})"
+        )
+        for warning in warnings:
+            click.echo(f"warning: {warning}")
+        for problem in report.issues:
+            click.echo(f"problem [{problem.code}]: {problem.message}")
+            if problem.code == "codex_not_signed_in":
+                click.echo(f"  next: {SIGN_IN_NEXT}")
+        if codex.error_code:
+            click.echo(f"problem [{codex.error_code}]: {codex.error}")
+            if codex.missing:
+                click.echo(f"  not working: {', '.join(features_lost(codex.missing))}")
+            if codex.remedy:
+                click.echo(f"  next: {codex.remedy.next_action}")
+        click.echo("ok" if not codes else "not ok")
+    if codes:
+        sys.exit(spec_for(codes[0]).exit_code)
 
 
 @home.command("users")

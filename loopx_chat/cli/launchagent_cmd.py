@@ -86,6 +86,13 @@ def launchagent() -> None:
     help="What codex may ask the owner in the service's turns (default: keep the installed "
     "choice, else never).",
 )
+@click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The https origin your reverse proxy serves the service on, for your phone "
+    "(default: keep the installed one, else none).",
+)
 @json_option
 @click.pass_obj
 def install(
@@ -95,11 +102,16 @@ def install(
     notify: str | None,
     notify_url: str | None,
     approval: str | None,
+    public_url: str | None,
     as_json: bool,
 ) -> None:
     """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
     if notify_url is not None:
         checked_url(notify_url)
+    if public_url is not None:
+        from loopx_chat.service.public_url import parse_public_url
+
+        public_url = parse_public_url(public_url).base_url  # public_url_invalid, nothing changed
     source = "--codex-home" if codex_home else "LOOPX_CHAT_CODEX_HOME"
     explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
     report = _installer(cli).install(
@@ -109,6 +121,7 @@ def install(
         notify=notify,
         notify_url=notify_url,
         approval=approval,
+        public_url=public_url,
     )
     _render(report, as_json)
 

@@ -80,6 +80,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "open_page",
         "Sign your browser in to the running service (a one-time code) and open its page.",
     ),
+    "pair": (
+        "pair_cmd",
+        "pair",
+        "Pair a phone or another device: a one-time QR code for its browser.",
+    ),
     "project": (
         "project_cmd",
         "project",

@@ -33,9 +33,12 @@ def _not_running() -> UsageError:
     )
 
 
-def sign_in_url(cli: CliContext, name: str | None, *, full: bool = True) -> str:
+def sign_in_url(
+    cli: CliContext, name: str | None, *, full: bool = True, public: bool = False
+) -> str:
     """A one-time sign-in URL from the running service of this state dir, asked over the
-    owner's socket (whose peer proves it runs as this user; whatever home it serves)."""
+    owner's socket (whose peer proves it runs as this user; whatever home it serves).
+    `public`: on the service's `--public-url` when it has one (a phone), else loopback."""
     from loopx_chat.service.client import TRANSPORT_ERRORS, ServiceClient
     from loopx_chat.state.service_runtime import read_runtime
 
@@ -44,10 +47,11 @@ def sign_in_url(cli: CliContext, name: str | None, *, full: bool = True) -> str:
         raise _not_running()
     client = ServiceClient(runtime, cli.state_dir)
     try:
-        code = client.login_code(name, full=full)["code"]
+        doc = client.login_code(name, full=full)
     except TRANSPORT_ERRORS:
         raise _not_running() from None
-    return f"{runtime.base_url}/login#code={code}"
+    base = doc.get("public_url") if public else None
+    return f"{base or runtime.base_url}/login#code={doc['code']}"
 
 
 @click.command("open")

@@ -18,6 +18,30 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # Seconds a timeout may take: zero or less would end every turn before it starts.
 POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
+FIRST_OUTPUT_HINT = (
+    "codex produced nothing within the first-output timeout: it could not reach its model. "
+    "`loopx-chat home check` checks the home's model provider and sign-in; a slow model "
+    "needs a larger --first-output-timeout (or LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT)"
+)
+
+
+def first_output_from_env(cli: CliContext) -> float | None:
+    """`LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT` from the command's environment snapshot, for the
+    commands without a `--first-output-timeout` of their own (goal run, serve, writeback);
+    None when unset. A value that is not a positive number is the owner's typo."""
+    from loopx_chat.codex.turn_defaults import FIRST_OUTPUT_ENV
+
+    raw = cli.environ.get(FIRST_OUTPUT_ENV, "")
+    if not raw:
+        return None
+    try:
+        return POSITIVE_SECONDS.convert(raw, None, None)
+    except click.BadParameter:
+        from loopx_chat.errors import UsageError
+
+        raise UsageError(
+            f"{FIRST_OUTPUT_ENV} must be a positive number of seconds", error_code="usage_error"
+        ) from None
 
 
 def port_option(default: int, where: str) -> Callable[[F], F]:

@@ -15,18 +15,21 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.controller_scope import with_first_output
 from loopx_chat.cli.options import port_option
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
+from loopx_chat.notify.ntfy import checked_topic_url
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
+from loopx_chat.service.public_url import parse_public_url
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -40,6 +43,17 @@ from loopx_chat.state.service_runtime import (
     runtime_for_this_process,
     write_runtime,
 )
+
+
+def readiness_line(cli: CliContext) -> str:
+    """What `home check` says of the codex and the home's sign-in, as one line with no path."""
+    from loopx_chat.codex.compat_probe import check_codex, summary_line
+    from loopx_chat.controller.home_ownership import home_check
+
+    report = home_check(cli.binding(), cli.environ)
+    line = summary_line(check_codex(cli.codex_bin, cli.environ, cli.state_dir))
+    codes = ", ".join(p.code for p in report.issues)
+    return f"{line}; home: {'ok' if not codes else 'not ok (' + codes + ')'}"
 
 
 @click.command()
@@ -85,6 +99,14 @@ from loopx_chat.state.service_runtime import (
     "<file>.1 and a new one started.",
 )
 @click.option(
+    "--public-url",
+    default=None,
+    metavar="URL",
+    help="The https origin your own reverse proxy (tailscale serve, Caddy) serves this "
+    "service on, for your phone: accepted besides loopback, nothing else. The service still "
+    "listens on loopback only.",
+)
+@click.option(
     "--notify",
     "notify_mode",
     type=click.Choice(MODES),
@@ -98,6 +120,13 @@ from loopx_chat.state.service_runtime import (
     default=None,
     metavar="URL",
     help="Opt-in webhook: a signed JSON POST (goal, gate kind, page URL) per notice.",
+)
+@click.option(
+    "--ntfy-url",
+    default=None,
+    metavar="URL",
+    help="Also push each notice to your phone through ntfy: http(s)://SERVER/TOPIC (a tap "
+    "opens the gate's card; a token, if your server wants one, in LOOPX_CHAT_NTFY_TOKEN).",
 )
 @click.option(
     "--sandbox",
@@ -117,8 +146,10 @@ def serve(
     max_streams: int,
     max_connections: int,
     log_cap: int,
+    public_url: str | None,
     notify_mode: str,
     notify_url: str | None,
+    ntfy_url: str | None,
     sandbox: str,
     approval: str,
     plan: bool,
@@ -126,25 +157,41 @@ def serve(
 ) -> None:
     """Serve the chat API, /status.json and the first-screen page on loopback, and the
     owner's Unix socket, to the owner only."""
+    public = parse_public_url(public_url) if public_url is not None else None
     if notify_url is not None:
         checked_url(notify_url)
+    if ntfy_url is not None:
+        checked_topic_url(ntfy_url)
     if notify_mode in ("webhook", "both") and not notify_url:
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
+    # What `home check` says of the codex and the home, logged once, as one line: it runs
+    # while the rest starts (a cold check runs codex three times; a cached one, none).
+    checked: list[str] = []
+    readiness = threading.Thread(
+        target=lambda: checked.append(readiness_line(cli)), name="loopx-codex-check", daemon=True
+    )
+    readiness.start()
     controller = ChatController(
         store=cli.store(),
         environ=cli.environ,
         cwd=cli.cwd,
         codex_bin=cli.codex_bin,
-        config=ControllerConfig(
-            max_warm=max_warm,
-            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
-            decision_timeout=decision_timeout,
+        config=with_first_output(
+            ControllerConfig(
+                max_warm=max_warm,
+                options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+                decision_timeout=decision_timeout,
+            ),
+            cli,
         ),
     )
     goals = GateStore(cli.state_dir)
+    # The check of the codex ends before the service listens: nothing of it runs, or is
+    # written, once clients may come.
+    readiness.join()
     try:
         server = LoopbackServer(
             host,
@@ -158,6 +205,7 @@ def serve(
                 max_streams=max_streams,
                 max_running=max_running,
                 state_dir=cli.state_dir,
+                public=public,
             ),
             max_connections=max_connections,
         )
@@ -168,6 +216,8 @@ def serve(
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
+    for line in checked:  # logged once the service listens (a failed start says only why)
+        log(line)
     threading.Thread(target=server.app.warm_up, name="loopx-host-warmup", daemon=True).start()
     # A run whose service died while its goal ran goes on here (codex continues it once the
     # thread is loaded again); one the owner paused or stopped is never restarted.
@@ -197,9 +247,9 @@ def serve(
     watcher = NoticeWatcher(
         status=server.app.status_snapshot,
         actions=server.app.page_actions,
-        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ),
+        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ, ntfy_url),
         state_dir=cli.state_dir,
-        page_url=f"http://127.0.0.1:{server.port}/",
+        page_url=public.base_url + "/" if public else f"http://127.0.0.1:{server.port}/",
     )
     server.app.card_notes = watcher.notes
     controller.host_requests.listeners.append(lambda _live: watcher.wake())

@@ -103,5 +103,10 @@ def codex_version(
         )
     except (OSError, subprocess.TimeoutExpired):
         return None
-    match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", done.stdout)
-    return match.group(0) if done.returncode == 0 and match else None
+    return parse_version(done.stdout) if done.returncode == 0 else None
+
+
+def parse_version(text: str) -> str | None:
+    """The bare version in what `codex --version` prints (`codex-cli 0.171.0`), or None."""
+    match = re.search(r"\d+\.\d+\.\d+[\w.+-]*", text)
+    return match.group(0) if match else None

@@ -2,7 +2,8 @@
 
 Every upstream error arrives as -32600, so classification is by message text. `UPSTREAM_TEXTS`
 is the one table of every codex text the controller branches on, each with the codex version
-it was observed on; nothing else in the package matches on upstream wording. Upstream text is
+it was observed on; nothing else in the package matches on upstream wording but the MCP tool
+name of codex before 0.167.2 (`controller.elicitation.LEGACY_TOOL_MESSAGE`). Upstream text is
 used only to pick a code: it is never copied into our messages, logs or state, because it can
 quote config values or paths from the user's home.
 """

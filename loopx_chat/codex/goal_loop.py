@@ -17,6 +17,7 @@ back into state).
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from loopx_chat.codex.thread import (
     _TurnUsage,
     _usage_total,
 )
+from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.errors import CodexError
 
 # Items of a turn that are not a tool's work: a turn with only these made no call.
@@ -82,11 +84,12 @@ class HostGoalState:
 class LoopEvent:
     """One step of the host's loop: a turn started or ended, or the goal changed."""
 
-    kind: str  # turn_started | turn_ended | goal_updated | delta | usage
+    kind: str  # turn_started | turn_ended | goal_updated | delta | usage | notice
     turn_id: str | None = None
     outcome: TurnOutcome | None = None
     goal: HostGoalState | None = None
     text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
+    # (or, for a notice, our own line on what codex said while it retries)
     tokens: int | None = None  # usage: the running turn's tokens so far, as codex reports them
     # turn_ended: how many tool items the turn ran, and a digest of its final answer (never
     # its text), so a loop that repeats itself can be told from one that gets somewhere.
@@ -99,6 +102,10 @@ class GoalLoopWatch:
 
     def __init__(self, thread: CodexThread) -> None:
         self.thread = thread
+        # Since when the running turn has produced nothing (no reply, reasoning or tool call):
+        # the run stops it at the first-output timeout. None: it has, or none runs.
+        self.silent_since: float | None = None
+        self._retries = 0
         self._usage: dict[str, _TurnUsage] = {}
         # turn → (tool items, digest of its last answer, whether its last item was that answer)
         self._marks: dict[str, tuple[int, str | None, bool]] = {}
@@ -230,7 +237,17 @@ class GoalLoopWatch:
         if note.method == "item/completed":
             self._mark(params)
             return None
+        if note.method == "error":
+            self._retries += 1
+            line = retry_notice(params, self._retries)
+            return LoopEvent("notice", turn_id=params.get("turnId"), text=line) if line else None
+        if note.method == "item/started":
+            item = params.get("item")
+            if isinstance(item, dict) and item.get("type") not in (None, "userMessage"):
+                self.silent_since = None
+            return None
         if note.method == "item/agentMessage/delta":
+            self.silent_since = None
             delta = params.get("delta")
             return (
                 LoopEvent("delta", turn_id=params.get("turnId"), text=delta)
@@ -244,6 +261,7 @@ class GoalLoopWatch:
                 return None
             self._usage[turn_id] = _TurnUsage(t.usage_total)
             self.running_turn_id = turn_id
+            self.silent_since = time.monotonic()
             return LoopEvent("turn_started", turn_id=turn_id)
         if note.method == "turn/completed":
             turn = params.get("turn")
@@ -260,8 +278,8 @@ class GoalLoopWatch:
                 outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
             if self.running_turn_id == turn_id:
                 self.running_turn_id = None
-            if t.active_turn_id == turn_id:
-                t.active_turn_id = None
+                self.silent_since = None
+            t.turn_ended(str(turn_id))
             tools, answer, _ = self._marks.pop(str(turn_id), (0, None, False))
             return LoopEvent(
                 "turn_ended", turn_id=str(turn_id), outcome=outcome, tool_calls=tools, answer=answer

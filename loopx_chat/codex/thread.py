@@ -32,7 +32,14 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequestPolicy,
 )
-from loopx_chat.codex.turn_defaults import APPROVAL, HARD_TIMEOUT_SEC, IDLE_TIMEOUT_SEC, SANDBOX
+from loopx_chat.codex.turn_defaults import (
+    APPROVAL,
+    FIRST_OUTPUT_TIMEOUT_SEC,
+    HARD_TIMEOUT_SEC,
+    IDLE_TIMEOUT_SEC,
+    SANDBOX,
+)
+from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
@@ -45,6 +52,14 @@ HOME_HOST_REMEDY = Remedy(
 # How often a refused `turn/interrupt` is asked again, and how long `abandon_turn` keeps at it.
 INTERRUPT_RETRY_SEC = 0.05
 ABANDON_RETRY_SEC = 2.0
+# How long a `turn/interrupt` waits for its answer. codex answers at once while the turn runs;
+# codex 0.160.0-0.168.0 never answer one that arrives after an interrupted turn ended (0.169.0
+# and later say "no active turn to interrupt"; seen on 0.160.0 and 0.171.0), so waiting the
+# request timeout (30 s) would hold the caller for nothing: the turn's own `turn/completed`
+# says how it ended.
+INTERRUPT_ANSWER_SEC = 2.0
+# How many ended turns a thread remembers, so an interrupt for one of them is never sent.
+ENDED_TURNS_KEPT = 64
 
 
 @dataclass(frozen=True)
@@ -53,6 +68,7 @@ class Timeouts:
     request: float = 30.0
     idle: float = IDLE_TIMEOUT_SEC  # no notification at all for this long during a turn
     hard: float = HARD_TIMEOUT_SEC  # whole turn
+    first_output: float = FIRST_OUTPUT_TIMEOUT_SEC  # nothing produced yet for this long
     close_grace: float = 3.0
     interrupt_settle: float = 5.0
 
@@ -164,6 +180,7 @@ class CodexThread:
         self.options = options or ThreadOptions()
         self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
+        self._ended_turns: dict[str, None] = {}  # ordered: the last ENDED_TURNS_KEPT
         # The thread's cumulative usage as codex last reported it (a resume reports it too):
         # a turn is charged the growth of this total, never another turn's `last` figure.
         self.usage_total: TokenCounts | None = None
@@ -378,15 +395,22 @@ class CodexThread:
         *,
         on_delta: Callable[[str], None] | None = None,
         should_interrupt: Callable[[], bool] = lambda: False,
+        on_notice: Callable[[str], None] | None = None,
     ) -> TurnOutcome:
         """Consume notifications until `turn_id` completes, a timeout fires or the process dies.
+
+        What codex says while it retries (an unreachable model) goes to `on_notice` as our own
+        line (`turn_notices`); a turn that has produced nothing within `first_output` is
+        stopped with `first_output_timeout`, retries or not.
 
         The turn's tokens are the thread total at its end minus the total before it: codex
         repeats the previous total (and the previous turn's `last`) for a turn that is
         interrupted or fails before the model answers, and that must cost nothing.
         """
         usage = _TurnUsage(self.usage_total)
-        started = last_event = time.monotonic()
+        started = last_event = began = time.monotonic()
+        produced = False  # a reply, reasoning, a tool call, a token count or an owner wait
+        retries = 0
         # While codex waits on the owner (an approval, a question), neither the idle nor the
         # turn timeout runs: the time spent waiting is added back when the wait ends.
         waiting_since: float | None = None
@@ -405,6 +429,8 @@ class CodexThread:
                     reason = "idle_timeout"
                 elif now - started > self.timeouts.hard:
                     reason = "hard_timeout"
+                elif not produced and now - began > self.timeouts.first_output:
+                    reason = "first_output_timeout"
                 if reason is not None:
                     interrupt_sent_for = reason
                     settle_deadline = now + self.timeouts.interrupt_settle
@@ -431,6 +457,7 @@ class CodexThread:
                 self.thread_id,
             ):
                 waiting = _waits_on_owner(params.get("status"))
+                produced = produced or waiting
                 if waiting and waiting_since is None:
                     waiting_since = last_event
                 elif not waiting and waiting_since is not None:
@@ -447,9 +474,17 @@ class CodexThread:
             if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
                 continue
             if note.method == "item/agentMessage/delta":
+                produced = True
                 delta = params.get("delta")
                 if on_delta is not None and isinstance(delta, str):
                     on_delta(delta)
+            elif note.method == "item/started":
+                produced = produced or _item_type(params) not in (None, "userMessage")
+            elif note.method == "error":
+                retries += 1
+                line = retry_notice(params, retries)
+                if line is not None and on_notice is not None:
+                    on_notice(line)
             elif note.method == "turn/completed":
                 turn = params.get("turn")
                 if not isinstance(turn, dict) or turn.get("id") != turn_id:
@@ -465,12 +500,22 @@ class CodexThread:
     def _finish(
         self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
     ) -> TurnOutcome:
-        if self.active_turn_id == turn_id:
-            self.active_turn_id = None
+        self.turn_ended(turn_id)
         return TurnOutcome(turn_id, status, code, usage.charged())
 
+    def turn_ended(self, turn_id: str) -> None:
+        """codex said `turn_id` is over: it is no longer active, and is never interrupted."""
+        if self.active_turn_id == turn_id:
+            self.active_turn_id = None
+        self._ended_turns[turn_id] = None
+        while len(self._ended_turns) > ENDED_TURNS_KEPT:
+            del self._ended_turns[next(iter(self._ended_turns))]
+
     def abandon_turn(self, turn_id: str) -> None:
-        """Interrupt a turn nobody will wait for, and stop counting it as the active one."""
+        """Interrupt a turn nobody will wait for, and stop counting it as the active one.
+        A turn codex already said is over is not asked again (see INTERRUPT_ANSWER_SEC)."""
+        if turn_id in self._ended_turns and self.active_turn_id != turn_id:
+            return
         # The turn was started a moment ago: see `_send_interrupt` for why it is asked again.
         deadline = time.monotonic() + ABANDON_RETRY_SEC
         while not self._send_interrupt(turn_id) and time.monotonic() < deadline:
@@ -492,7 +537,7 @@ class CodexThread:
             self.proc.request(
                 "turn/interrupt",
                 {"threadId": self.thread_id, "turnId": turn_id},
-                self.timeouts.request,
+                min(self.timeouts.request, INTERRUPT_ANSWER_SEC),
             )
         except RpcError:
             return False
@@ -595,7 +640,13 @@ def _waits_on_owner(status: object) -> bool:
 
 
 def _timeout_code(reason: str | None) -> str | None:
-    return reason if reason in ("idle_timeout", "hard_timeout") else None
+    return reason if reason in ("idle_timeout", "hard_timeout", "first_output_timeout") else None
+
+
+def _item_type(params: Mapping[str, Any]) -> str | None:
+    item = params.get("item")
+    kind = item.get("type") if isinstance(item, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _usage_total(usage: object) -> TokenCounts | None:

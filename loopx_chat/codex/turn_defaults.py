@@ -9,6 +9,10 @@ adapter or the controller (a command the running service runs loads neither).
 SANDBOX = "read-only"
 IDLE_TIMEOUT_SEC = 180.0  # no notification at all for this long during a turn
 HARD_TIMEOUT_SEC = 900.0  # the whole turn
+# A turn that has produced nothing (no reply, no reasoning, no tool call, no token count) for
+# this long is stopped (`first_output_timeout`): codex retries an unreachable model for ever.
+FIRST_OUTPUT_TIMEOUT_SEC = 120.0
+FIRST_OUTPUT_ENV = "LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT"
 # What codex may ask the owner before it acts (`approvalPolicy`): never asks (the default);
 # asks only when the model requests more than the sandbox allows; asks before every command
 # that is not known to be safe.

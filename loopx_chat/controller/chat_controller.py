@@ -777,12 +777,14 @@ class ChatController:
         on_delta: Callable[[str], None] | None = None,
         on_started: Callable[[TurnRecord], None] | None = None,
         may_start: Callable[[], bool] | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> TurnResult:
         """Run one turn (or steer the running one, or replay a recorded `client_turn_id`).
 
         `may_start` is asked once, right before anything is sent upstream: a caller that has
         already given up (an HTTP request that timed out) answers False and the turn never
-        runs (`turn_not_accepted`).
+        runs (`turn_not_accepted`). `on_notice` gets what codex says while it retries (one
+        line of ours each, `codex.turn_notices`).
         """
         record = self._load_checked(session_id)  # before any write, spawn or acceptance
         if client_turn_id is not None:
@@ -820,7 +822,7 @@ class ChatController:
                 lines = (f"[loopx-chat] {line}" for _, line in carried)
                 text = "\n".join(lines) + "\n\n" + text
             result = self._run_turn(
-                session_id, warm, text, client_turn_id, on_delta, on_started, digest
+                session_id, warm, text, client_turn_id, on_delta, on_started, digest, on_notice
             )
             desk.mark_carried(record.goal_id, carried)  # codex took the turn that says them
             return result
@@ -867,6 +869,7 @@ class ChatController:
         on_delta: Callable[[str], None] | None,
         on_started: Callable[[TurnRecord], None] | None,
         text_digest: str | None = None,
+        on_notice: Callable[[str], None] | None = None,
     ) -> TurnResult:
         # A stale marker goes before the turn is recorded: once `begin` names this turn as
         # active, another process may write a marker for it, and that one must stay.
@@ -898,6 +901,7 @@ class ChatController:
                 upstream_id,
                 on_delta=on_delta,
                 should_interrupt=lambda: warm.interrupt.is_set() or marker.present(),
+                on_notice=on_notice,
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.

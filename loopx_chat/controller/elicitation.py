@@ -25,6 +25,13 @@ from loopx_chat.errors import UsageError
 METHOD = "mcpServer/elicitation/request"
 MAX_FIELDS = 20
 _PLAIN = re.compile(r"[A-Za-z0-9._+-]{1,40}")
+# Codex before 0.167.2 names the tool of an MCP tool approval only in its message (no
+# `_meta.tool_name`), as `Allow the asker MCP server to run tool "ask"?` (seen on 0.160.0).
+# The one codex text matched outside `codex.errors_map`: only a plain tool name is taken,
+# and only when the server named there is the request's own.
+LEGACY_TOOL_MESSAGE = re.compile(
+    r'Allow the (?P<server>\S+) MCP server to run tool "(?P<tool>[^"]+)"\?'
+)
 
 
 def _plain(value: object, fallback: str) -> str:
@@ -68,8 +75,16 @@ def facts(params: Mapping[str, Any]) -> dict[str, Any]:
         "mode": _plain(params.get("mode"), "form"),
     }
     if is_tool_approval(params):
-        found["tool"] = _plain(_meta(params).get("tool_name"), "a tool")
+        found["tool"] = _plain(_meta(params).get("tool_name") or _legacy_tool(params), "a tool")
     return found
+
+
+def _legacy_tool(params: Mapping[str, Any]) -> str | None:
+    message = params.get("message")
+    match = LEGACY_TOOL_MESSAGE.fullmatch(message) if isinstance(message, str) else None
+    if match is None or match["server"] != params.get("serverName"):
+        return None
+    return match["tool"]
 
 
 def summary(host: Mapping[str, Any]) -> str:

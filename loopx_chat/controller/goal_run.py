@@ -473,6 +473,7 @@ class _Follow:
 
     def _loop(self) -> RunResult:
         idle = self.runner.controller.config.timeouts.idle
+        first_output = self.runner.controller.config.timeouts.first_output
         next_poll = 0.0
         last_event = time.monotonic()
         while True:
@@ -494,8 +495,21 @@ class _Follow:
             if event is not None:
                 last_event = time.monotonic()
                 self._on(event)
-            elif self._waits_on_owner():
+            if self._waits_on_owner():
                 last_event = time.monotonic()  # time spent waiting on the owner is not idle
+                if self.watch.silent_since is not None:
+                    self.watch.silent_since = None  # codex asked the owner: it got through
+            elif (
+                self.watch.silent_since is not None
+                and time.monotonic() - self.watch.silent_since > first_output
+            ):
+                # Codex cannot reach its model (it retries for ever, saying so only in the
+                # notices passed on above): stop the turn and pause the goal.
+                return self._stop_now(
+                    "loopx-chat (Codex produced nothing within the first-output timeout)",
+                    None,
+                    reason="first_output_timeout",
+                )
             elif (
                 self.goal is not None
                 and self.goal.status == "active"
@@ -564,6 +578,10 @@ class _Follow:
         if event.kind == "delta":
             if self.on_delta is not None and event.text is not None:
                 self.on_delta(event.text)
+            return
+        if event.kind == "notice":
+            if event.text is not None:
+                self.say(event.text)
             return
         if event.kind == "turn_started" and event.turn_id:
             turn = ledger.draft(
@@ -800,7 +818,7 @@ class _Follow:
         return goal
 
     # -- ending ----------------------------------------------------------------------------
-    def _stop_now(self, by: str, exit_code: int | None) -> RunResult:
+    def _stop_now(self, by: str, exit_code: int | None, reason: str | None = None) -> RunResult:
         """Pause the goal, interrupt the turn that runs, wait briefly for its outcome."""
         self._set("paused")
         for upstream in list(self.open_turns):
@@ -814,7 +832,7 @@ class _Follow:
             if event is not None:
                 self._on(event)
         self._settle_open("controller_stopped")
-        return self._finish(by=by, exit_code=exit_code)
+        return self._finish(by=by, reason=reason, exit_code=exit_code)
 
     def _settle_open(self, code: str | None) -> None:
         ledger = self.runner.controller.turns

@@ -33,6 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from loopx_chat.codex.sign_in import SignIn, sign_in_state
 from loopx_chat.errors import LoopxChatError, Remedy, StateError
 from loopx_chat.home import CodexHomeBinding, home_key
 from loopx_chat.state.private_files import (
@@ -54,6 +55,12 @@ _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
 @dataclass(frozen=True)
+class HomeProblem:
+    code: str  # an error code of `errors.ERRORS`
+    message: str
+
+
+@dataclass(frozen=True)
 class HomeCheck:
     path: str
     source: str
@@ -65,43 +72,81 @@ class HomeCheck:
     sqlite_home_is_dir: bool
     config_present: bool
     config_parses: bool | None
-    problems: tuple[str, ...]
+    sign_in: SignIn | None  # None: the home's config could not be read
+    issues: tuple[HomeProblem, ...]
+    warnings: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.issues
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        return tuple(p.message for p in self.issues)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"ok": self.ok, **asdict(self), "problems": list(self.problems)}
+        doc = asdict(self)
+        del doc["issues"]
+        return {
+            **doc,
+            "ok": self.ok,
+            "sign_in": self.sign_in.to_dict() if self.sign_in else None,
+            "problems": list(self.problems),
+            "problem_codes": [p.code for p in self.issues],
+            "warnings": list(self.warnings),
+        }
 
 
-def home_check(binding: CodexHomeBinding) -> HomeCheck:
+SIGN_IN_NEXT = "Sign this home in: `loopx-chat home exclusive -- codex login`."
+
+
+def home_check(binding: CodexHomeBinding, environ: Mapping[str, str] | None = None) -> HomeCheck:
     """Read-only checks; opens `config.toml` for reading and nothing else."""
-    problems: list[str] = []
+    issues: list[HomeProblem] = []
+    warnings: list[str] = []
     home, sqlite = binding.path, binding.sqlite_home
     home_exists, home_is_dir = home.exists(), home.is_dir()
     if not home_exists:
-        problems.append("the Codex home does not exist")
+        issues.append(HomeProblem("codex_home_missing", "the Codex home does not exist"))
     elif not home_is_dir:
-        problems.append("the Codex home is not a folder")
+        issues.append(HomeProblem("codex_home_invalid", "the Codex home is not a folder"))
     sqlite_exists, sqlite_is_dir = sqlite.exists(), sqlite.is_dir()
     if sqlite != home and not sqlite_exists:
-        problems.append("the sqlite home does not exist")
+        issues.append(HomeProblem("codex_home_invalid", "the sqlite home does not exist"))
     elif sqlite_exists and not sqlite_is_dir:
-        problems.append("the sqlite home is not a folder")
+        issues.append(HomeProblem("codex_home_invalid", "the sqlite home is not a folder"))
     config = home / "config.toml"
     present = config.is_file()
     parses: bool | None = None
+    parsed: dict[str, Any] | None = {}
     if present:
         import tomllib  # as in home.py: only a home with a config.toml pays for the parser
 
         try:
             with open(config, "rb") as handle:
-                tomllib.load(handle)
+                parsed = tomllib.load(handle)
             parses = True
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            parses = False
-            problems.append(f"config.toml does not parse ({type(exc).__name__})")
+            parses, parsed = False, None
+            issues.append(
+                HomeProblem(
+                    "codex_config_invalid", f"config.toml does not parse ({type(exc).__name__})"
+                )
+            )
+    elif home_is_dir:
+        warnings.append("no config.toml: codex runs with its defaults (the openai provider)")
+    sign_in = None
+    if parsed is not None and home_is_dir:
+        sign_in = sign_in_state(home, parsed, environ if environ is not None else {})
+        if sign_in.signed_in is False:
+            issues.append(
+                HomeProblem(
+                    "codex_not_signed_in",
+                    f"not signed in for the model provider `{sign_in.provider}` ({sign_in.how})",
+                )
+            )
+        elif sign_in.needed and sign_in.signed_in is None:
+            warnings.append(f"sign-in cannot be checked from the files ({sign_in.how})")
     return HomeCheck(
         path=str(home),
         source=binding.source,
@@ -113,7 +158,9 @@ def home_check(binding: CodexHomeBinding) -> HomeCheck:
         sqlite_home_is_dir=sqlite_is_dir,
         config_present=present,
         config_parses=parses,
-        problems=tuple(problems),
+        sign_in=sign_in,
+        issues=tuple(issues),
+        warnings=tuple(warnings),
     )
 
 

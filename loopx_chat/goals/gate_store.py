@@ -49,6 +49,13 @@ DECIDERS = ("owner-page", "owner-api", "owner-cli", "owner-terminal")
 _DEVICE_DECIDER = re.compile(r"owner-device:[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
 
 
+def surface_of(decided_by: str) -> str:
+    """Through which of the owner's surfaces a decision came: a device decides on the page."""
+    if _DEVICE_DECIDER.fullmatch(decided_by):
+        return "page"
+    return decided_by.removeprefix("owner-")
+
+
 def is_decider(actor: object) -> bool:
     return isinstance(actor, str) and (
         actor in DECIDERS or _DEVICE_DECIDER.fullmatch(actor) is not None
@@ -270,7 +277,7 @@ class GateStore:
                     "decision": decision,
                     "reason": public_text(reason, "reason") if reason else None,
                     "actor": decided_by,
-                    "surface": decided_by.removeprefix("owner-"),
+                    "surface": surface_of(decided_by),
                     "at": self._clock(),
                     **({"host": dict(host)} if host is not None else {}),
                 },

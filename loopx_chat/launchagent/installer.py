@@ -278,6 +278,7 @@ class LaunchAgentInstaller:
         notify: str | None = None,
         notify_url: str | None = None,
         approval: str | None = None,
+        public_url: str | None = None,
     ) -> tuple[bytes, list[str], list[str]]:
         """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one).
 
@@ -302,6 +303,9 @@ class LaunchAgentInstaller:
         if approval not in APPROVAL_MODES or approval == "never":
             approval = None  # the service's own default: the plist need not say it
         approval_args = ("--approval", approval) if approval else ()
+        if public_url is None and existing is not None:
+            public_url = existing.option("--public-url")
+        public_args = ("--public-url", public_url) if public_url else ()
         path_parts: list[str] = []
         codex_bin = self._codex_bin(existing, warnings)
         if codex_bin:
@@ -328,6 +332,7 @@ class LaunchAgentInstaller:
                 str(port),
                 *notify_args,
                 *approval_args,
+                *public_args,
             ),
             environment=env,
             working_directory=self.ctx.user_home,
@@ -356,6 +361,7 @@ class LaunchAgentInstaller:
         notify: str | None = None,
         notify_url: str | None = None,
         approval: str | None = None,
+        public_url: str | None = None,
     ) -> Report:
         current = self.read_existing()  # fails closed before any launchctl call
         existing = current[1] if current else None
@@ -381,6 +387,7 @@ class LaunchAgentInstaller:
             notify=notify,
             notify_url=notify_url,
             approval=approval,
+            public_url=public_url,
         )
         # The owner's secret before launchd starts the service, so the login URL is known now;
         # one others could read refuses the install here, before anything changes.

@@ -49,6 +49,49 @@ def checked_url(url: str) -> str:
     return url
 
 
+USER_AGENT = "loopx-chat-notify"
+
+
+def no_proxy_opener() -> urllib.request.OpenerDirector:
+    """No proxy from the environment: a notice goes where the owner said, nowhere else."""
+    return urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def post_once(
+    opener: urllib.request.OpenerDirector,
+    url: str,
+    body: bytes,
+    headers: dict[str, str],
+    timeout: float,
+) -> str:
+    """One POST: `sent`, `http_N`, `timeout` or `unreachable`; never raises."""
+    request = urllib.request.Request(url, data=body, method="POST", headers=headers)
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            status = response.status
+    except urllib.error.HTTPError as exc:
+        status = exc.code
+    except TimeoutError:
+        return "timeout"
+    except (urllib.error.URLError, OSError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return "timeout" if isinstance(reason, TimeoutError) else "unreachable"
+    return "sent" if 200 <= status < 300 else f"http_{status}"
+
+
+def with_retries(
+    attempt: Callable[[], str], backoff: Sequence[float], sleep: Callable[[float], None]
+) -> str:
+    """The first attempt, then one more after each delay of `backoff` until one is sent."""
+    code = attempt()
+    for delay in backoff:
+        if code == "sent":
+            break
+        sleep(delay)
+        code = attempt()
+    return code
+
+
 def body_of(notice: Notice) -> bytes:
     return json.dumps(notice.payload(), sort_keys=True, separators=(",", ":")).encode()
 
@@ -86,40 +129,15 @@ class WebhookSender:
         self._timeout = timeout
         self._backoff = tuple(backoff)
         self._sleep = sleep
-        # No proxy from the environment: the notice goes where the owner said, nowhere else.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._opener = no_proxy_opener()
 
     def _attempt(self, message_id: str, body: bytes) -> str:
         signed = signed_headers(self._key, message_id, int(time.time()), body)
-        request = urllib.request.Request(
-            self.url,
-            data=body,
-            method="POST",
-            headers={
-                "Content-Type": "application/json",
-                "User-Agent": "loopx-chat-notify",
-                **signed,
-            },
-        )
-        try:
-            with self._opener.open(request, timeout=self._timeout) as response:
-                status = response.status
-        except urllib.error.HTTPError as exc:
-            status = exc.code
-        except TimeoutError:
-            return "timeout"
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            return "timeout" if isinstance(reason, TimeoutError) else "unreachable"
-        return "sent" if 200 <= status < 300 else f"http_{status}"
+        headers = {"Content-Type": "application/json", "User-Agent": USER_AGENT, **signed}
+        return post_once(self._opener, self.url, body, headers, self._timeout)
 
     def send(self, notice: Notice) -> Outcome:
         body = body_of(notice)
         message_id = new_message_id()  # a retry is the same message, signed at its own time
-        code = self._attempt(message_id, body)
-        for delay in self._backoff:
-            if code == "sent":
-                break
-            self._sleep(delay)
-            code = self._attempt(message_id, body)
+        code = with_retries(lambda: self._attempt(message_id, body), self._backoff, self._sleep)
         return Outcome(code == "sent", self.channel, code)

@@ -55,6 +55,7 @@ from loopx_chat.service.page import (
     render_cards,
     run_view,
 )
+from loopx_chat.service.public_url import PublicOrigin
 from loopx_chat.service.security import (
     content_type_refusal,
     fetch_site_refusal,
@@ -142,6 +143,13 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", rf"/api/chat/sessions/{_ID}/interrupt", "_interrupt"),
         ("GET", rf"/api/chat/sessions/{_ID}/events", "_session_events"),
     )
+)
+
+# What a device paired without `--full` may not reach: everything that starts work (a chat
+# session or turn, a thread's resume, a run or a reopened run). Reading the cards, deciding
+# gates and Codex's requests, holding (a gate), pausing and accepting stay open to it.
+FULL_ONLY: frozenset[str] = frozenset(
+    {"_open_route", "_resume", "_turns", "_run_route", "_reopen_route"}
 )
 
 UNAUTHORIZED_PAGE = b"""<!doctype html>
@@ -290,6 +298,7 @@ class ServiceApp:
         max_streams: int = MAX_STREAMS,
         max_running: int = DEFAULT_MAX_RUNNING,
         state_dir: Path | None = None,
+        public: PublicOrigin | None = None,
     ) -> None:
         if len(secret) < 43:
             raise ValueError("the owner secret must carry at least 32 random bytes")
@@ -303,6 +312,9 @@ class ServiceApp:
         # recorded while it holds them, and the owner may Pause them.
         self.host_loops = HostLoops(controller, goals)
         self.port = port
+        # The origin the owner's reverse proxy serves (`--public-url`), accepted besides
+        # loopback by the Host and Origin checks; None: loopback only.
+        self.public = public
         self.work_dir = work_dir
         self.hub = EventHub()
         self._workers: dict[str, _Worker] = {}
@@ -337,7 +349,7 @@ class ServiceApp:
         (the server gives an unauthenticated connection a small share and a short life).
         `owner_channel`: it came over the owner's Unix socket, whose peer uid was checked."""
         if not owner_channel:
-            refusal = host_refusal(headers.get("host"), self.port)
+            refusal = host_refusal(headers.get("host"), self.port, self.public)
             if refusal:
                 return error_response(403, "forbidden_host", refusal)
         path, _, query = path.partition("?")
@@ -380,9 +392,9 @@ class ServiceApp:
             return error_response(403, "forbidden_request", refusal)
         writes = method not in ("GET", "HEAD")
         if writes:
-            refusal = origin_refusal(headers.get("origin"), self.port) or content_type_refusal(
-                headers.get("content-type")
-            )
+            refusal = origin_refusal(
+                headers.get("origin"), self.port, self.public
+            ) or content_type_refusal(headers.get("content-type"))
             if refusal:
                 return error_response(403, "forbidden_request", refusal)
         if len(body) > MAX_BODY:
@@ -415,12 +427,33 @@ class ServiceApp:
             if route.method != request.method:
                 allowed.append(route.method)
                 continue
+            if route.handler in FULL_ONLY:
+                self._require_full(decision)
             return getattr(self, route.handler)(request, decision, *match.groups())
         if allowed:
             return error_response(
                 405, "method_not_allowed", f"{request.method} is not allowed here"
             )
         return error_response(404, "not_found", "no such endpoint")
+
+    def _full(self, decision: AccessDecision) -> bool:
+        device = self.devices.device(decision.device_id)
+        return device is None or device.full
+
+    def _require_full(self, decision: AccessDecision) -> None:
+        """A device paired without `--full` decides, holds and pauses; it starts nothing."""
+        device = self.devices.device(decision.device_id)
+        if device is not None and not device.full:
+            raise UsageError(
+                f"the device {device.name} may decide, hold and pause, but not start chat "
+                "turns, runs or writebacks",
+                error_code="device_not_full",
+                remedy=Remedy(
+                    summary="It was paired without --full (least privilege).",
+                    next_action="Start it at the machine, or pair the device again with "
+                    "`loopx-chat pair --full`.",
+                ),
+            )
 
     # -- routes ------------------------------------------------------------------------------
     def _shell(self, request: Request, decision: AccessDecision) -> Response:
@@ -512,7 +545,7 @@ class ServiceApp:
     def _session_events(
         self, request: Request, decision: AccessDecision, session_id: str
     ) -> Response:
-        return self._events(validate_session_id(session_id))
+        return self._events(validate_session_id(session_id), decision.device_id)
 
     def _open_route(self, request: Request, decision: AccessDecision) -> Response:
         return self._open(self._json(request.body))
@@ -755,6 +788,7 @@ class ServiceApp:
             "ok": True,
             "generated_at": _clock(),
             "cards_html": render_cards(status, self.page_actions(status)),
+            "goal_count": len(status.get("attention_queue", [])),
         }
 
     def _status_events(self, device_id: str | None = None) -> Response:
@@ -814,10 +848,11 @@ class ServiceApp:
             200,
             {
                 **self._cards_event(status),
-                "goal_count": len(status.get("attention_queue", [])),
                 "codex_home_source": self.controller.binding.source,
                 "version": __version__,
                 "device": decision.device,
+                # A device paired without --full: the page leaves out what it may not start.
+                "full": self._full(decision),
             },
         )
 
@@ -835,7 +870,13 @@ class ServiceApp:
             raise UsageError("name must be a string and full a boolean")
         code, expires = self.devices.issue_code(name, full=full)
         return json_response(
-            200, {"ok": True, "code": code, "expires_in_sec": int(expires - time.time())}
+            200,
+            {
+                "ok": True,
+                "code": code,
+                "expires_in_sec": int(expires - time.time()),
+                "public_url": self.public.base_url if self.public else None,
+            },
         )
 
     def _login_route(self, request: Request, decision: AccessDecision) -> Response:
@@ -1040,6 +1081,10 @@ class ServiceApp:
             turn_id = worker.turn.turn_id if worker.turn else None
             self.hub.publish(session_id, {"type": "delta", "turn_id": turn_id, "delta": delta})
 
+        def on_notice(notice: str) -> None:
+            turn_id = worker.turn.turn_id if worker.turn else None
+            self.hub.publish(session_id, {"type": "notice", "turn_id": turn_id, "notice": notice})
+
         def run() -> None:
             try:
                 worker.result = self.controller.submit_turn(
@@ -1049,6 +1094,7 @@ class ServiceApp:
                     on_delta=on_delta,
                     on_started=on_started,
                     may_start=worker.may_start,
+                    on_notice=on_notice,
                 )
                 turn = worker.result.turn
                 if worker.result.created:
@@ -1187,7 +1233,9 @@ class ServiceApp:
                 unsubscribe()
                 self._streams.release()
 
-    def _events(self, session_id: str) -> Response:
+    def _events(self, session_id: str, device_id: str | None = None) -> Response:
+        """A session's events; a device's stream ends within half a second once the device
+        is revoked, as its cards stream does."""
         record = self.controller.store.load(session_id)
         listener = self.hub.subscribe(session_id)
 
@@ -1207,14 +1255,18 @@ class ServiceApp:
             yield _sse(first)
             if not active():
                 return
-            while True:
+            quiet_since = time.monotonic()
+            while device_id is None or self.devices.active(device_id):
                 try:
-                    event = listener.get(timeout=15)
+                    event = listener.get(timeout=STATUS_POLL_SEC if device_id else 15)
                 except queue.Empty:
                     if not active():
                         return
-                    yield b": keepalive\n\n"
+                    if time.monotonic() - quiet_since >= 15 or device_id is None:
+                        quiet_since = time.monotonic()
+                        yield b": keepalive\n\n"
                     continue
+                quiet_since = time.monotonic()
                 if event is None:
                     yield _sse({"type": "end"})
                     return

@@ -330,9 +330,11 @@ class ServiceClient:
         *,
         on_delta: Callable[[str], None],
         on_started: Callable[[str], None],
+        on_notice: Callable[[str], None] | None = None,
     ) -> dict[str, Any]:
         """Run one turn in the service and stream it: `on_started(turn_id)` once codex has
-        it, `on_delta` for every piece of the reply; the result document (session_id,
+        it, `on_delta` for every piece of the reply, `on_notice` for each line the service
+        passes on while codex retries; the result document (session_id,
         thread_id, created, turn) at the end. Ending this process mid-turn (Ctrl-C, SIGTERM)
         asks the service to interrupt the turn, as the direct path would stop it."""
         path = f"/api/chat/sessions/{session_id}/turns"
@@ -356,6 +358,8 @@ class ServiceClient:
                 kind = event.get("type")
                 if kind == "delta":
                     on_delta(str(event.get("delta", "")))
+                elif kind == "notice" and on_notice is not None:
+                    on_notice(str(event.get("notice", "")))
                 elif kind == "status" and event.get("status") == "running" and not started:
                     started = True
                     on_started(str(event.get("turn_id")))

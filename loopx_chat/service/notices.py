@@ -5,7 +5,12 @@ page would badge "You decide" (each pending blocking gate) or "Blocked" (its lat
 blocker) becomes a notice keyed by goal and gate, handed to the notifier, which dedups,
 rate-limits and sends on its own workers. It records each outcome in the notice log and
 keeps, in memory, the failed ones as notes for the card. It never puts a gate's question,
-a path or the owner's secret in a notice: the goal id, the kind and the page URL only.
+a path or the owner's secret in a notice: the goal id, the kind and a link only.
+
+The link is the page on the public URL when the service has one (`--public-url`), else on
+loopback, with the gate in the fragment (`/#gate=GOAL/GATE`, `/#goal=GOAL` for a blocked
+goal): a browser never sends a fragment to a server, the link carries no credential, and
+opening it only shows the card (GET never decides; the page's signed POST does).
 """
 
 from __future__ import annotations
@@ -14,12 +19,14 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from loopx_chat.goals.gate_store import HOST_GATE_PREFIX
 from loopx_chat.notify.desktop import DesktopSender, Outcome
 from loopx_chat.notify.dispatcher import Notifier, Sender
 from loopx_chat.notify.log import NoticeLog, NoticeRecord
 from loopx_chat.notify.notice import Notice
+from loopx_chat.notify.ntfy import NtfySender
 from loopx_chat.notify.webhook import WebhookSender
 from loopx_chat.notify.webhook_secret import webhook_secret
 from loopx_chat.service.page import GoalActions, actor_of
@@ -29,6 +36,14 @@ from loopx_chat.state.session_store import utc_now
 POLL_SEC = 0.5
 # The latest run's words when the blocker is a gate the owner rejected (goal_facts).
 REJECTED_GATE = "blocked: gate "
+
+
+def gate_link(page_url: str, goal_id: str, gate_id: str | None = None) -> str:
+    """The page with this gate's (or goal's) card named in the fragment."""
+    base = page_url.split("#", 1)[0]
+    if gate_id is None:
+        return f"{base}#goal={quote(goal_id, safe='')}"
+    return f"{base}#gate={quote(goal_id, safe='')}/{quote(gate_id, safe='')}"
 
 
 def wanted_notices(
@@ -49,25 +64,35 @@ def wanted_notices(
                         "host_gate" if gate.gate_id.startswith(HOST_GATE_PREFIX) else "owner_gate"
                     )
                     key = f"{goal_id}:{gate.gate_id}"
-                    out.append(Notice(key, goal_id, kind, page_url, blocker_ref=gate.gate_id))
+                    link = gate_link(page_url, goal_id, gate.gate_id)
+                    out.append(Notice(key, goal_id, kind, link, blocker_ref=gate.gate_id))
         elif actor == "blocked":
             latest = str((row.get("answers") or {}).get("latest_run", ""))
             if latest.startswith(REJECTED_GATE):
                 continue  # the owner rejected that gate themselves: nothing to tell them
             ref = acts.blockers[-1] if acts.blockers else latest[:80]
             key = f"{goal_id}:blocked:{ref}"
-            out.append(Notice(key, goal_id, "blocked", page_url, blocker_ref=ref))
+            link = gate_link(page_url, goal_id)
+            out.append(Notice(key, goal_id, "blocked", link, blocker_ref=ref))
     return out
 
 
 def senders_for(
-    mode: str, url: str | None, state_dir: Path, environ: Mapping[str, str]
+    mode: str,
+    url: str | None,
+    state_dir: Path,
+    environ: Mapping[str, str],
+    ntfy_url: str | None = None,
 ) -> list[Sender]:
+    """The channels the owner chose: `--notify` (desktop, the webhook) and, beside them,
+    push to the phone through ntfy (`--ntfy-url`)."""
     senders: list[Sender] = []
     if mode in ("desktop", "both"):
         senders.append(DesktopSender(environ))
     if mode in ("webhook", "both") and url:
         senders.append(WebhookSender(url, webhook_secret(state_dir)))
+    if ntfy_url:
+        senders.append(NtfySender(ntfy_url, environ))
     return senders
 
 

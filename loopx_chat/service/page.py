@@ -372,10 +372,10 @@ header{padding:16px 28px;background:#fff;border-bottom:1px solid #ddd;display:fl
 justify-content:space-between;align-items:baseline;gap:12px;flex-wrap:wrap}
 h1{font-size:20px;margin:0}header p{margin:0;color:#555;font-size:13px}
 #live{font-size:13px;color:#555}#live.lost{color:#a40000;font-weight:600}
-main{display:grid;grid-template-columns:repeat(auto-fill,minmax(360px,1fr));gap:16px;
-padding:24px 28px}
+main{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(360px,100%),1fr));
+gap:16px;padding:24px 28px}
 .card{background:#fff;border-radius:10px;padding:16px 18px;border:1px solid #ddd;
-border-left-width:6px}
+border-left-width:6px;min-width:0;overflow-wrap:anywhere}.card.focus{outline:3px solid #0a60d0}
 .card h2{font-size:16px;margin:0 0 10px;display:flex;justify-content:space-between;gap:8px}
 .badge{font-size:12px;padding:2px 10px;border-radius:10px;font-weight:600;white-space:nowrap}
 .actor-owner{border-left-color:#c9302c}.badge-owner{background:#c9302c;color:#fff}
@@ -396,6 +396,19 @@ dl{margin:0}dt{font-size:12px;color:#666;margin-top:8px}dd{margin:2px 0 0}
 .empty{padding:24px 28px;color:#666}code{font-size:12px}
 .live.command{white-space:pre-wrap;word-break:break-all;background:#f3f3f6;padding:6px;
 border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color:#a40000}
+button.armed{background:#0a60d0;color:#fff;border-color:#0a60d0}
+.decide-only button[data-run=run],.decide-only button[data-run=reopen],.decide-only .runbar .note{
+display:none}
+@media (max-width:600px){
+header{padding:10px 14px}h1{font-size:18px}
+main{grid-template-columns:minmax(0,1fr);gap:10px;padding:10px}
+.card{padding:12px;border-left-width:5px}.card h2{flex-wrap:wrap}
+.actor-owner dl,.cli{display:none}
+.decide,.runbar{display:flex;flex-wrap:wrap;gap:8px}
+.decide button,.runbar button{flex:1 1 40%;min-height:48px;font-size:16px}
+.reason,.hold,.runbar .note,.answer{flex:1 1 100%;min-width:0;font-size:16px;padding:8px}
+.runbar .run-words{flex:1 1 100%}
+}
 """
 
 
@@ -493,6 +506,10 @@ PAGE_SCRIPT = r"""
     const response = await fetch("/api/auth/prove", {method: "POST", credentials: "omit",
       headers: {"Content-Type": "application/json"},
       body: JSON.stringify({device_id: cred.id, challenge: challenge})});
+    if (response.status === 401) {
+      signedOut("signed out: this browser's sign-in was revoked");
+      throw new Error("revoked");
+    }
     const doc = await response.json();
     const good = doc.ok && await crypto.subtle.verify("HMAC", cred.key, unb64url(doc.proof),
       enc.encode("loopx-server-v1\n" + challenge + "\n" + doc.run_id));
@@ -529,7 +546,13 @@ PAGE_SCRIPT = r"""
     const gate = field.closest("[data-gate]");
     return gate ? gate.dataset.gate + " " + (field.dataset.qid || field.className) : null;
   }
+  let header = null;  // the words of /api/page; the goal count follows every redraw
   function show(doc) {
+    if (header) {
+      about.textContent = doc.goal_count + " goal(s) · Codex home from " +
+        header.codex_home_source + " · version " + header.version + " · this browser: " +
+        header.device;
+    }
     const typed = {};
     main.querySelectorAll("[data-gate] input, [data-gate] select").forEach(function (f) {
       const key = typedKey(f);
@@ -540,8 +563,67 @@ PAGE_SCRIPT = r"""
       const key = typedKey(f);
       if (key && typed[key] !== undefined && !f.value) { f.value = typed[key]; }
     });
+    rearm();
+    focusLinked();
     stamp(new Date().toLocaleTimeString());
     requestAnimationFrame(reportShown);
+  }
+  // A notice's link names a gate in the fragment (`#gate=GOAL/GATE`, never sent to the
+  // service): its card is brought into view. A link only shows; it never decides.
+  let focused = "";
+  function focusLinked() {
+    const want = new URLSearchParams(location.hash.slice(1));
+    const gate = want.get("gate") || "";
+    const goal = gate ? gate.split("/")[0] : (want.get("goal") || "");
+    if (!goal || focused === location.hash) { return; }
+    const card = Array.from(main.querySelectorAll("section.card"))
+      .find(function (c) { return c.dataset.goal === goal; });
+    if (!card) { return; }
+    focused = location.hash;
+    card.classList.add("focus");
+    card.scrollIntoView({block: "start"});
+  }
+  window.addEventListener("hashchange", focusLinked);
+  // On a phone each decision takes a second tap on the same button within 5 s (a thumb
+  // brushing the screen decides nothing); the armed button survives a redraw of the cards.
+  const phone = window.matchMedia("(max-width: 600px)");
+  let armed = null;
+  function buttonKey(button) {
+    const where = button.closest("[data-gate]") || button.closest("section.card");
+    return (where ? (where.dataset.gate || where.dataset.goal) : "") + " " +
+      (button.dataset.decision || button.dataset.run || "") + " " +
+      (button.dataset.forSession || "") + (button.dataset.answer || "");
+  }
+  function rearm() {
+    if (!armed || Date.now() > armed.until) { armed = null; return; }
+    main.querySelectorAll("button[data-decision], button[data-run]").forEach(function (b) {
+      if (buttonKey(b) === armed.key) { arm(b, armed.until); }
+    });
+  }
+  function arm(button, until) {
+    if (!button.dataset.label) { button.dataset.label = button.textContent; }
+    button.classList.add("armed");
+    button.textContent = "Tap again: " + button.dataset.label;
+    armed = {key: buttonKey(button), until: until};
+  }
+  function confirmed(button) {
+    if (!phone.matches) { return true; }
+    if (armed && armed.key === buttonKey(button) && Date.now() <= armed.until) {
+      armed = null;
+      return true;
+    }
+    main.querySelectorAll("button.armed").forEach(function (b) {
+      b.classList.remove("armed");
+      b.textContent = b.dataset.label || b.textContent;
+    });
+    arm(button, Date.now() + 5000);
+    setTimeout(function () {
+      if (button.classList.contains("armed") && (!armed || Date.now() > armed.until)) {
+        button.classList.remove("armed");
+        button.textContent = button.dataset.label;
+      }
+    }, 5100);
+    return false;
   }
   function post(target, body, onDone, onFail) {
     call("POST", target, body).then(function (r) { return r.json(); }).then(function (doc) {
@@ -551,6 +633,7 @@ PAGE_SCRIPT = r"""
   main.addEventListener("click", function (event) {
     const run = event.target.closest("button[data-run]");
     if (run) {
+      if (!confirmed(run)) { return; }
       const card = run.closest("section.card");
       const note = card.querySelector(".runbar .note");
       const hold = card.querySelector(".runbar .hold");
@@ -575,6 +658,7 @@ PAGE_SCRIPT = r"""
     }
     const button = event.target.closest("button[data-decision]");
     if (!button) { return; }
+    if (!confirmed(button)) { return; }
     const gate = button.closest("[data-gate]");
     const card = button.closest("section.card");
     const reasonField = gate.querySelector(".reason");
@@ -637,8 +721,8 @@ PAGE_SCRIPT = r"""
         const response = await call("GET", "/api/page");
         if (!response.ok) { if (cred) { throw new Error("refused"); } return; }
         const doc = await response.json();
-        about.textContent = doc.goal_count + " goal(s) · Codex home from " +
-          doc.codex_home_source + " · version " + doc.version + " · this browser: " + doc.device;
+        header = doc;
+        document.body.classList.toggle("decide-only", doc.full === false);
         show(doc);
         await follow();
       } catch (e) {

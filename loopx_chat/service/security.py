@@ -8,11 +8,18 @@ reads: a page elsewhere can still make a browser GET our page (an `<img>`), whic
 count as the owner seeing a blocker; browsers say so in `Sec-Fetch-Site`, and anything but
 `none` (typed, bookmarked) or `same-origin` is refused. Clients that are not browsers do not
 send it.
+
+A public origin (`serve --public-url`, service/public_url.py: the owner's own reverse proxy)
+is accepted besides loopback, exactly: its scheme, host and port, nothing else.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from loopx_chat.service.public_url import PublicOrigin
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 LOOPBACK_BIND_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -30,10 +37,14 @@ def _split_host(value: str) -> tuple[str, str | None]:
     return host, port or None
 
 
-def host_refusal(host_header: str | None, port: int) -> str | None:
+def host_refusal(
+    host_header: str | None, port: int, public: PublicOrigin | None = None
+) -> str | None:
     if not host_header:
         return "a Host header is required"
     host, host_port = _split_host(host_header)
+    if public is not None and public.host_matches(host, host_port):
+        return None
     if host not in LOOPBACK_NAMES:
         return "the Host header must name localhost, 127.0.0.1 or [::1]"
     if host_port is not None and host_port != str(port):
@@ -41,8 +52,10 @@ def host_refusal(host_header: str | None, port: int) -> str | None:
     return None
 
 
-def origin_refusal(origin: str | None, port: int) -> str | None:
+def origin_refusal(origin: str | None, port: int, public: PublicOrigin | None = None) -> str | None:
     if origin is None:
+        return None
+    if public is not None and origin.strip().lower().rstrip("/") == public.origin:
         return None
     parts = urlsplit(origin.strip())
     if parts.scheme != "http" or not parts.hostname:

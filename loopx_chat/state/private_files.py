@@ -213,23 +213,29 @@ def open_private_append(path: Path, *, readable: bool = False) -> int:
 
 
 def create_private(path: Path, data: bytes) -> bool:
-    """Make `path` 0600 holding `data`, durably; False when it is already there (another
-    writer won the race: the caller reads theirs). Never through a symlink."""
+    """Make `path` 0600 holding `data`, durably and whole: a reader sees no file or all of
+    it, never an empty one (it is written aside and linked into place, which fails if the
+    name is taken). False when it is already there (another writer won the race: the
+    caller reads theirs). Never through a symlink."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE_MODE
+    )
     try:
-        fd = os.open(
-            path,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            PRIVATE_FILE_MODE,
-        )
-    except FileExistsError:
-        return False
-    try:
-        os.fchmod(fd, PRIVATE_FILE_MODE)
-        write_all(fd, data)
-        os.fsync(fd)
+        try:
+            os.fchmod(fd, PRIVATE_FILE_MODE)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path, follow_symlinks=False)
+        except FileExistsError:
+            return False
+        return True
     finally:
-        os.close(fd)
-    return True
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
 
 
 def write_all(fd: int, data: bytes) -> None:

@@ -402,13 +402,21 @@ def test_the_chat_defaults_are_the_controllers_and_its_options_become_its_config
         "sandbox": DEFAULT_CONFIG.options.sandbox,
         "idle_timeout": DEFAULT_CONFIG.timeouts.idle,
         "turn_timeout": DEFAULT_CONFIG.timeouts.hard,
+        "first_output_timeout": DEFAULT_CONFIG.timeouts.first_output,
     }
     cli = CliContext(environ={}, cwd=tmp_path, state_dir=tmp_path, codex_bin=None)
     ctx = click.Context(chat, obj=cli)
     with ctx:
-        ctx.invoke(chat.callback, sandbox="workspace-write", idle_timeout=5.0, turn_timeout=7.0)
+        ctx.invoke(
+            chat.callback,
+            sandbox="workspace-write",
+            idle_timeout=5.0,
+            turn_timeout=7.0,
+            first_output_timeout=3.0,
+        )
     config = ctx.obj.controller_config
     assert (config.timeouts.idle, config.timeouts.hard) == (5.0, 7.0)
+    assert config.timeouts.first_output == 3.0
     assert config.options.sandbox == "workspace-write"
     assert config.timeouts.startup == DEFAULT_CONFIG.timeouts.startup  # the rest stays
     assert cli.controller_config is None  # the top-level context is untouched

@@ -319,3 +319,36 @@ def test_server_requests_are_answered_by_the_policy_and_the_turn_goes_on(tmp_pat
     assert outcome.status == "completed"
     (decision,) = codex.hosts[0].decisions
     assert decision["result"] == {"decision": "decline"}
+
+
+def test_a_turn_codex_said_is_over_is_never_interrupted(tmp_path: Path) -> None:
+    """codex 0.160.0-0.168.0 never answer a `turn/interrupt` after the turn ended: none is
+    sent for a turn whose `turn/completed` was read."""
+    codex = ScriptedCodex(Script(silent=frozenset({"turn/interrupt"})))
+    thread = CodexThread.open(_launch(tmp_path, codex), resume_thread_id=None)
+    turn_id, _ = thread.start_turn("hello")
+    assert thread.wait_turn(turn_id).status == "completed"
+    thread.abandon_turn(turn_id)
+    assert codex.requests("turn/interrupt") == []
+
+
+def test_an_interrupt_waits_only_briefly_for_its_answer(tmp_path: Path) -> None:
+    """An interrupt that races the turn's end may never be answered (before 0.169.0): it waits
+    INTERRUPT_ANSWER_SEC, not the request timeout, and the turn's end is read as usual."""
+    script = Script(
+        answers={"turn/start": Answer("steer", "turn/start")}, silent=frozenset({"turn/interrupt"})
+    )
+    thread = _open(tmp_path, script, request=30, interrupt_settle=0.3)
+    waits: list[tuple[str, float]] = []
+    request = thread.proc.request
+
+    def spy(method: str, params: object, timeout: float, **kw: object) -> object:
+        waits.append((method, timeout))
+        return request(method, params, min(timeout, 0.05), **kw)  # type: ignore[arg-type]
+
+    thread.proc.request = spy  # type: ignore[method-assign]
+    turn_id, _ = thread.start_turn("mock:hang")
+    outcome = thread.wait_turn(turn_id, should_interrupt=lambda: True)
+    assert outcome.status == "interrupted"
+    assert ("turn/interrupt", thread_module.INTERRUPT_ANSWER_SEC) in waits
+    assert ("turn/start", 30) in waits  # other requests keep the request timeout

@@ -175,7 +175,13 @@ def test_home_check_changes_nothing_while_the_home_is_in_use(
         time.sleep(0.5)  # let the other client settle
         before = _tree_digest(bound_home)
         mtimes = {p: p.stat().st_mtime_ns for p in bound_home.rglob("*")}
-        result = _cli(tmp_path / "state", bound_home, "check", "--json")
+        result = _cli(
+            tmp_path / "state",
+            bound_home,
+            "check",
+            "--json",
+            extra_env={"LOOPX_CHAT_CODEX_BIN": codex_bin},
+        )
         assert result.exit_code == 0, result.output
         doc = json.loads(result.stdout)
         assert doc["ok"] is True and doc["config_parses"] is True and doc["home_is_dir"] is True

@@ -219,6 +219,14 @@ def test_an_elicitation_records_the_server_and_the_field_count_only() -> None:
     tool = compact_facts("elicitation", TOOL_APPROVAL, Binding("s", "g"), "r")
     assert summary(tool) == "Codex asks to run the tool `ask` of the MCP server `asker`"
     assert "CANARY" not in repr(tool)
+    # Before 0.167.2 codex names the tool only in its message (recorded on 0.160.0).
+    legacy_meta = {k: v for k, v in TOOL_APPROVAL["_meta"].items() if k != "tool_name"}
+    legacy = compact_facts(
+        "elicitation", {**TOOL_APPROVAL, "_meta": legacy_meta}, Binding("s", "g"), "r"
+    )
+    assert summary(legacy) == "Codex asks to run the tool `ask` of the MCP server `asker`"
+    other_server = {**TOOL_APPROVAL, "_meta": legacy_meta, "serverName": "other"}
+    assert compact_facts("elicitation", other_server, Binding("s", "g"), "r")["tool"] == "a tool"
     odd_params = {**ELICIT, "serverName": "/home/me/x y"}
     odd = compact_facts("elicitation", odd_params, Binding("s", "g"), 1)
     assert odd["server"] == "an MCP server"

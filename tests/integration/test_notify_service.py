@@ -108,6 +108,7 @@ def _serve(state: Path, env: dict[str, str], url: str) -> tuple[subprocess.Popen
 def _page(port: int, state: Path) -> tuple[float, str]:
     started = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    # The cards come from /api/page: `GET /` is the page's shell, with no data.
     conn.request(
         "GET",
         "/api/page",

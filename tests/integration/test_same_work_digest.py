@@ -1,6 +1,7 @@
 """Duplicate compute avoided, by message text: a busy refusal of the same text while that turn
 runs is the same work, whatever its client_turn_id; different text is not. Real codex + mock:
-one controller runs a turn that does not end by itself, another is refused the thread."""
+one controller runs a turn that does not end before it is interrupted, another is refused the
+thread."""
 
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ from loopx_chat.state.session_store import SessionStore
 from tests.helpers.real_codex import make_controller
 from tests.helpers.waiting import run_in_thread, wait_for
 
-TEXT = "mock:hang CANARY-same-work-4c2"
+# A turn that keeps streaming (a word every half second for minutes) until it is interrupted:
+# a silent `mock:hang` would be failed by codex's stream idle timeout (20 s) on a machine
+# loaded enough that the other controller takes that long to start.
+TEXT = "CANARY-same-work-4c2 mock:slow=0.5 mock:text=" + " ".join(["word"] * 600)
 
 
 def test_same_text_while_it_runs_is_the_same_work(

@@ -24,14 +24,14 @@ from tests.helpers.real_codex import make_controller
 from tests.helpers.service import Service
 
 
-def test_capabilities(service: Service) -> None:
+def test_capabilities(service: Service, codex_version: str) -> None:
     reply = service.request("GET", "/api/chat/capabilities")
     doc = reply.json()
     assert reply.status == 200 and doc["ok"] is True
     assert doc["schema_version"] == "loopx_chat_capabilities_v1"
     assert doc["runtime_identity"]["schema_version"] == "loopx_runtime_identity_v1"
     assert doc["runtime_identity"]["package_version"]
-    assert doc["codex"] == {"available": True, "version": "0.171.0"}
+    assert doc["codex"] == {"available": True, "version": codex_version}
     assert doc["loaded_threads"] == 0  # nothing opened yet
     opened = service.request(
         "POST", "/api/chat/sessions", body={"goal_id": "g-c", "create_goal": True}

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -19,7 +20,8 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.device import browser_sign_in
-from tests.helpers.serve_process import chromium, start_serve
+from tests.helpers.serve_process import RunningService, chromium, start_serve
+from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -180,3 +182,26 @@ def test_serve_on_a_busy_port_is_one_clean_error(
     # What holds the port (this test's process) and the flag that picks another.
     assert f"(pid {os.getpid()})." in done.stderr.splitlines()[1]
     assert f"next: Pick another port: `loopx-chat serve --port {port + 1}`" in done.stderr
+
+
+def test_serve_logs_the_codex_check_once_at_start_with_no_path(
+    tmp_path: Path,
+    codex_bin: str,
+    codex_version: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    start_service: Callable[..., RunningService],
+) -> None:
+    service = start_service(tmp_path / "state", bound_home, base_env, codex_bin)
+
+    def checked() -> list[str]:
+        text = service.log.read_text(errors="replace")
+        return [x for x in text.splitlines() if f"codex {codex_version}:" in x]
+
+    wait_for(lambda: bool(checked()))
+    (line,) = checked()
+    assert "inside the tested range" in line and "methods loopx-chat uses" in line
+    assert line.endswith("home: ok")
+    assert str(tmp_path) not in line and str(bound_home) not in line
+    service.stop()
+    assert len(checked()) == 1

@@ -298,6 +298,14 @@ def test_the_service_listens_on_loopback_port_8767_with_the_launchd_path(tmp_pat
     assert asked.program_arguments[-2:] == ("--approval", "untrusted")
     again, _, _ = installer.build(InstallBinding("/h", "explicit"), asked, 8767, [])
     assert parse_plist(again, where="generated").option("--approval") == "untrusted"
+    # And the public URL of the owner's proxy (the phone's way in), kept by an upgrade.
+    data, _, _ = installer.build(
+        InstallBinding("/h", "explicit"), None, 8767, [], public_url="https://mac.ts.example"
+    )
+    public = parse_plist(data, where="generated")
+    assert public.program_arguments[-2:] == ("--public-url", "https://mac.ts.example")
+    again, _, _ = installer.build(InstallBinding("/h", "explicit"), public, 8767, [])
+    assert parse_plist(again, where="generated").option("--public-url") == "https://mac.ts.example"
     data, _, _ = installer.build(
         InstallBinding("/h", "explicit"), asked, 8767, [], approval="never"
     )

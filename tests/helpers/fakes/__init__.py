@@ -23,6 +23,7 @@ from tests.helpers.fakes.scripted_host import Script, ScriptedCodex
 FAKES = Path(__file__).resolve().parent
 FAKE_CODEX = FAKES / "fake_codex.py"
 FAKE_LAUNCHCTL = FAKES / "fake_launchctl.py"
+SCHEMA_CODEX = FAKES / "schema_codex.py"
 
 
 @dataclass
