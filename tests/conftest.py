@@ -9,6 +9,7 @@ pinned real codex (it uses `codex_bin`, directly or through another fixture) get
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import sys
 from collections.abc import Callable, Iterator
@@ -25,6 +26,15 @@ from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import TEST_CODEX
 from tests.helpers.serve_process import RunningService
 from tests.helpers.serve_process import start_service as start_serve_process
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A shell that ignores SIGINT (`make test &`, `trap "" INT`) hands the ignore on to every
+    process it starts, and an ignored signal stays ignored across exec: every child a test
+    starts (the CLI, `serve`) would shrug off the Ctrl-C a test sends it. A handled signal is
+    reset to the default at exec, so handling it here gives each child Python's own Ctrl-C."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

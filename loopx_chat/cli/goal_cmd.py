@@ -63,6 +63,13 @@ def goal() -> None:
     "no goal in Plan mode).",
 )
 @click.option(
+    "--resume-after-usage-limit/--stop-at-usage-limit",
+    "resume_after_usage_limit",
+    default=None,
+    help="When the account's usage limit stops a run of this goal, wait for the reset time "
+    "Codex reported and go on (default: stop at the limit).",
+)
+@click.option(
     "--from-json",
     "from_json",
     default=None,
@@ -83,6 +90,7 @@ def goal_set(
     token_budget: int | None,
     approval_policy: str | None,
     plan: bool | None,
+    resume_after_usage_limit: bool | None,
     from_json: str | None,
     actor: str,
     as_json: bool,
@@ -101,6 +109,7 @@ def goal_set(
         ("token_budget", token_budget),
         ("approval_policy", approval_policy),
         ("plan", plan),
+        ("resume_after_usage_limit", resume_after_usage_limit),
     ):
         if value is not None:
             fields[key] = value
@@ -244,9 +253,10 @@ def goal_memory(
 
 def _add_run_commands() -> None:
     """`goal run` (and its owner decisions) live in their own module; they join `goal` here."""
+    from loopx_chat.cli.goal_follow import goal_follow
     from loopx_chat.cli.goal_run import goal_accept, goal_reopen, goal_run
 
-    for command in (goal_run, goal_accept, goal_reopen):
+    for command in (goal_run, goal_accept, goal_reopen, goal_follow):
         goal.add_command(command)
 
 

@@ -70,6 +70,8 @@ def _follow(
     note: str | None = None,
     approval: str | None = None,
     plan_mode: bool = False,
+    max_turns: int | None = None,
+    resume: bool | None = None,
 ) -> None:
     from loopx_chat.controller.goal_run import GoalRunner, TurnProgress
     from loopx_chat.goals.gate_store import GateStore
@@ -125,6 +127,8 @@ def _follow(
             objective=objective,
             approval_policy=approval,
             plan_mode=plan_mode,
+            max_turns=max_turns,
+            resume_after_usage_limit=resume,
         )
         if note is not None:
             runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
@@ -156,6 +160,20 @@ def _follow(
     type=click.IntRange(min=1),
     default=None,
     help="Tokens Codex's loop may spend (default: the goal_state's budget).",
+)
+@click.option(
+    "--max-turns",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Continuation turns before the run pauses and asks you (an owner gate). A run also "
+    "pauses after 3 turns in a row with no tool call and the same answer.",
+)
+@click.option(
+    "--resume-after-usage-limit/--stop-at-usage-limit",
+    "resume",
+    default=None,
+    help="When the account's usage limit stops the run, wait for the reset time Codex "
+    "reported and go on (default: the goal's setting, else stop at the limit).",
 )
 @click.option(
     "--foreground",
@@ -191,6 +209,8 @@ def goal_run(
     goal_id: str,
     session_id: str | None,
     token_budget: int | None,
+    max_turns: int | None,
+    resume: bool | None,
     foreground: bool,
     approval: str | None,
     plan_mode: bool,
@@ -237,10 +257,22 @@ def goal_run(
                 as_json,
                 approval=approval,
                 plan_mode=plan_mode,
+                codex_home=ctx.obj.binding().path,
+                max_turns=max_turns,
+                resume=resume,
             )
             return
     _follow(
-        ctx, gid, session_id, token_budget, actor, as_json, approval=approval, plan_mode=plan_mode
+        ctx,
+        gid,
+        session_id,
+        token_budget,
+        actor,
+        as_json,
+        approval=approval,
+        plan_mode=plan_mode,
+        max_turns=max_turns,
+        resume=resume,
     )
 
 

@@ -88,6 +88,7 @@ PROTOCOL: tuple[ProtocolUse, ...] = (
     ProtocolUse("thread/tokenUsage/updated", "notification", ("token counts", "goal runs")),
     ProtocolUse("item/agentMessage/delta", "notification", ("streamed replies",)),
     ProtocolUse("item/started", "notification", ("first-output timeout",)),
+    ProtocolUse("item/completed", "notification", ("runaway guard",)),
     ProtocolUse("turn/started", "notification", ("goal runs",)),
     ProtocolUse("turn/completed", "notification", _CHAT),
     ProtocolUse("thread/goal/updated", "notification", ("goal runs",)),

@@ -2,17 +2,21 @@
 
 Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
 `active` starts continuation turns), `turn/interrupt` of a continuation turn, and turning
-that app-server's notifications (`turn/started`, `turn/completed`,
+that app-server's notifications (`turn/started`, `turn/completed`, `item/completed`,
 `thread/tokenUsage/updated`, `thread/goal/updated`) into compact loop events. A turn's tokens
-are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn.
+are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn,
+and reported as they grow (`usage`), so a run can hold its budget inside a turn; a finished
+turn says how many tool items it ran and a digest of its final answer (never the text).
 
 It never decides whether a loop may run (the controller's goal run does, on the owner's
 recorded authority), never sets a goal `active` on its own account, and keeps no text:
-ids, statuses and numbers only (a goal's objective is sent, never read back into state).
+ids, statuses, numbers and answer digests only (a goal's objective is sent, never read
+back into state).
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +32,9 @@ from loopx_chat.codex.thread import (
 )
 from loopx_chat.codex.turn_notices import retry_notice
 from loopx_chat.errors import CodexError
+
+# Items of a turn that are not a tool's work: a turn with only these made no call.
+TALK_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "contextCompaction"})
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
 
@@ -77,12 +84,17 @@ class HostGoalState:
 class LoopEvent:
     """One step of the host's loop: a turn started or ended, or the goal changed."""
 
-    kind: str  # turn_started | turn_ended | goal_updated | delta | notice
+    kind: str  # turn_started | turn_ended | goal_updated | delta | usage | notice
     turn_id: str | None = None
     outcome: TurnOutcome | None = None
     goal: HostGoalState | None = None
     text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
     # (or, for a notice, our own line on what codex said while it retries)
+    tokens: int | None = None  # usage: the running turn's tokens so far, as codex reports them
+    # turn_ended: how many tool items the turn ran, and a digest of its final answer (never
+    # its text), so a loop that repeats itself can be told from one that gets somewhere.
+    tool_calls: int = 0
+    answer: str | None = None
 
 
 class GoalLoopWatch:
@@ -95,6 +107,8 @@ class GoalLoopWatch:
         self.silent_since: float | None = None
         self._retries = 0
         self._usage: dict[str, _TurnUsage] = {}
+        # turn → (tool items, digest of its last answer, whether its last item was that answer)
+        self._marks: dict[str, tuple[int, str | None, bool]] = {}
         self.running_turn_id: str | None = None
         self.interrupted: set[str] = set()
         # After a set, the status codex answered with: goal updates still queued from before
@@ -168,6 +182,30 @@ class GoalLoopWatch:
         self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
+    def _mark(self, params: dict[str, Any]) -> None:
+        """Count a finished item of a running turn: a tool's, or the agent's answer (kept
+        as a digest only)."""
+        turn_id, item = str(params.get("turnId")), params.get("item")
+        if turn_id not in self._usage or not isinstance(item, dict):
+            return
+        tools, answer, _ = self._marks.get(turn_id, (0, None, False))
+        kind, text = item.get("type"), item.get("text")
+        if kind == "agentMessage" and isinstance(text, str):
+            answer = hashlib.sha256(text.strip().encode()).hexdigest()[:16]
+        elif kind not in TALK_ITEMS:
+            tools += 1
+        self._marks[turn_id] = (tools, answer, kind == "agentMessage")
+
+    def answered(self, turn_id: str) -> bool:
+        """Whether the turn's last finished item is the agent's answer: the response just
+        counted ended the turn, and codex is not asking the model again."""
+        return self._marks.get(turn_id, (0, None, False))[2]
+
+    def stop_turn(self, turn_id: str) -> None:
+        """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
+        self.interrupted.add(turn_id)
+        self.thread._send_interrupt(turn_id)
+
     def next_event(self, timeout: float) -> LoopEvent | None:
         """The next loop event within `timeout`, or None; `app_server_exited` if it died."""
         t = self.thread
@@ -189,8 +227,15 @@ class GoalLoopWatch:
             if usage is not None:
                 usage.see(total, True)
                 t.usage_total = usage.latest
-            elif total is not None:
+                # Each model response's usage, while the turn runs: what a hard budget reads.
+                return LoopEvent(
+                    "usage", turn_id=str(params.get("turnId")), tokens=usage.charged().total_tokens
+                )
+            if total is not None:
                 t.usage_total = total  # a resume repeats the thread's total: the baseline
+            return None
+        if note.method == "item/completed":
+            self._mark(params)
             return None
         if note.method == "error":
             self._retries += 1
@@ -235,7 +280,10 @@ class GoalLoopWatch:
                 self.running_turn_id = None
                 self.silent_since = None
             t.turn_ended(str(turn_id))
-            return LoopEvent("turn_ended", turn_id=str(turn_id), outcome=outcome)
+            tools, answer, _ = self._marks.pop(str(turn_id), (0, None, False))
+            return LoopEvent(
+                "turn_ended", turn_id=str(turn_id), outcome=outcome, tool_calls=tools, answer=answer
+            )
         if note.method == "thread/goal/updated":
             goal = HostGoalState.from_wire(params.get("goal"))
             if goal is None:

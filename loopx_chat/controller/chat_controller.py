@@ -194,9 +194,8 @@ class ChatController:
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
         self.host_loop_notices: list[str] = []
-        # Sessions whose goal loop a run in this process follows (or is about to recover).
-        self.following_goal_loops: set[str] = set()
-        # The runs of this process by goal: a gate recorded here blocks its run at once.
+        # The runs of this process by goal (the one registry of them): a gate recorded here
+        # blocks its run at once, and a thread a run follows is never a foreign loop.
         self.running_goals = RunningGoals()
         # What codex asks (approvals, questions) is offered to the host-request desk first
         # on a thread whose owner let codex ask at all (`_asking`: its policy is not `never`,
@@ -684,7 +683,7 @@ class ChatController:
         goal = result.get("goal")
         if not isinstance(goal, dict) or goal.get("status") != "active":
             return
-        if record.session_id in self.following_goal_loops:
+        if self.running_goals.follows_session(record.session_id):
             return  # a run of this process is taking it up
         from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal

@@ -7,8 +7,14 @@ then on codex starts every continuation turn itself. This module records each tu
 turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
 blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
 after it; approving the last one sets it `active` again; `goal stop` pauses it; what codex
-asks on a continuation turn is such a gate, a host gate, while its turn stays open, and
-time spent waiting on the owner is never idle), looks at
+asks on a continuation turn is such a gate, a host gate, while its turn stays open: the run
+is blocked on it but the host goal is left `active`, since codex's own wait holds its loop,
+and a decision recorded anywhere is delivered to codex as its answer, never carried; time
+spent waiting on the owner is never idle). It keeps the budget hard (the turn whose reported
+tokens reach it is interrupted), pauses a loop that repeats itself or passes `--max-turns`
+with an owner gate, starts a dead app-server again and resumes the thread (bounded, with
+backoff; failed with the reason when it cannot), waits out a usage limit when the owner
+asked, and says each event it records in the words `goal follow` prints. It looks at
 once when a gate is recorded or decided in this process (`running_goals` asks; the run
 answers on its own thread before that call returns, so nothing else sets the goal), pauses
 the goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
@@ -40,10 +46,12 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import (
     EXIT_INTERRUPTED,
+    STOP_WORDS,
     GoalRun,
     GoalRuns,
     RunObjective,
     exit_code_for,
+    run_line,
 )
 from loopx_chat.goals.run_block import (
     BLOCKED,
@@ -59,6 +67,16 @@ STEP_SEC = 0.05  # the longest the loop waits for codex before it looks at what 
 # look: the run may itself be waiting on an answer that reader would read.
 READER_ASK_SEC = 1.0
 GATE_DECIDED = "gate already decided"
+# Codex's app-server died mid-run: it is started again and the thread resumed after each of
+# these pauses in turn (codex's loop goes on by itself once the thread is loaded); then the
+# run is failed, with the reason.
+RESPAWN_BACKOFF_SEC = (0.5, 2.0, 5.0)
+RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
+# Continuation turns in a row with no tool call and the same final answer before the run is
+# paused with an owner gate: a loop that repeats itself spends the budget for nothing.
+NO_PROGRESS_TURNS = 3
+# How long a run that resumes after the usage limit waits when codex reported no reset time.
+USAGE_WAIT_SEC = 300.0
 
 
 @dataclass
@@ -73,6 +91,19 @@ class _Ask:
     def reply(self, answer: RunBlock) -> None:
         self.answer = answer
         self.done.set()
+
+
+class _Respawn(Exception):
+    """Codex's app-server died while the run followed it: start it again."""
+
+    def __init__(self, error: CodexError) -> None:
+        super().__init__(error.error_code)
+        self.error = error
+
+
+def _codex_waits(gate: OwnerGate) -> bool:
+    """A host gate whose request codex is still waiting on (its turn held open)."""
+    return gate.host is not None and gate.host.get("state") == "live"
 
 
 @dataclass(frozen=True)
@@ -198,6 +229,8 @@ class GoalRunner:
             token_budget=plan.token_budget,
             objective=plan.objective,
             approval_policy=plan.approval_policy,
+            max_turns=plan.max_turns,
+            resume_after_usage_limit=plan.resume_after_usage_limit,
         )
 
     def follower(
@@ -232,6 +265,7 @@ class _Follow:
     goal: HostGoalState | None = None
     blocked_on: list[str] = field(default_factory=list)  # gates we set `blocked` for
     blocked_at: str | None = None
+    goal_blocked: bool = False  # whether this run set the host goal `blocked` for them
     base: int = 0  # the host goal's tokensUsed when this run set it active
     ending_by: str | None = None  # who paused it, while the last turn finishes
     ending_reason: str | None = None
@@ -247,6 +281,12 @@ class _Follow:
     nowait: bool = False  # while answering a call the app-server's reader makes
     deferred_interrupts: list[str] = field(default_factory=list)
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
+    loop_started: bool = False  # the goal was set active (or found so) by this run
+    budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
+    usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
+    guard_tripped: bool = False  # the runaway guard paused the run at a turn's end
+    repeats: int = 0  # turns in a row with no tool call and the same answer
+    last_answer: str | None = None
 
     @property
     def goal_id(self) -> str:
@@ -260,15 +300,36 @@ class _Follow:
         controller = self.runner.controller
         self.started = time.monotonic()
         self.follower_thread = threading.current_thread()
-        controller.following_goal_loops.add(self.session_id)
         try:
             with controller.running_goals.following(self.goal_id, self):
                 return self._run_held()
         finally:
-            controller.following_goal_loops.discard(self.session_id)
             self._answer_asks()  # calls still waiting: the run is over
 
     def _run_held(self) -> RunResult:
+        """Follow the run; when codex's app-server dies, start it again and resume the
+        thread (bounded, with backoff), the same run with its budget and id; one turn is
+        recorded interrupted. When it cannot, the run ends failed with the reason."""
+        for attempt, backoff in enumerate((*RESPAWN_BACKOFF_SEC, None), start=1):
+            try:
+                return self._held_once()
+            except _Respawn as died:
+                code = died.error.error_code
+                if self.ending_by is not None or self.stop_requested.is_set():
+                    self._end(None, by="host", reason=code)  # it was ending anyway
+                    raise died.error from None
+                if backoff is None:
+                    why = f"{STOP_WORDS[code]} and could not be started again"
+                    self._end(None, by="host", reason=why, failed=True)
+                    raise died.error from None
+                self._note(
+                    "recovering", attempt=attempt, tries=len(RESPAWN_BACKOFF_SEC), reason=code
+                )
+                self.stop_requested.wait(backoff)
+                self.recovering = self.recovering or self.loop_started
+        raise AssertionError("unreachable")
+
+    def _held_once(self) -> RunResult:
         controller = self.runner.controller
         try:
             with controller.held_thread(self.session_id, self.plan.approval_policy) as warm:
@@ -283,8 +344,9 @@ class _Follow:
                     raise
                 except CodexError as exc:
                     self._settle_open(exc.error_code)
-                    if exc.error_code in ("app_server_exited", "app_server_protocol"):
+                    if exc.error_code in RESPAWN_CODES:
                         controller.drop_thread(self.session_id)
+                        raise _Respawn(exc) from exc
                     self._end(None, by="host", reason=exc.error_code)
                     raise
                 finally:
@@ -292,6 +354,9 @@ class _Follow:
         except LoopxChatError as exc:
             if self.recovering and exc.error_code == "thread_busy":
                 raise  # another process took it up first: the run is theirs to follow
+            if isinstance(exc, CodexError) and exc.error_code in RESPAWN_CODES:
+                controller.drop_thread(self.session_id)  # it died while the thread loaded
+                raise _Respawn(exc) from exc
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="host", reason=exc.error_code)
             raise
@@ -300,6 +365,15 @@ class _Follow:
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
+
+    def _note(self, event: str, **fields: Any) -> GoalRun:
+        """Record one event of the run, and say what it says (`run_line`: the same words
+        `goal follow` prints from the record in any other shell)."""
+        run = self.runner.runs.note(self.goal_id, self.record.run_id, event, **fields)
+        line = run_line(run, run.history[-1])
+        if line is not None:
+            self.say(line)
+        return run
 
     # -- calls of this process (a gate recorded here) ------------------------------------
     def look_now(self, gate_id: str | None) -> RunBlock:
@@ -358,21 +432,27 @@ class _Follow:
         """Pick up a run whose process died: its unfinished turn is recorded interrupted
         (once: the session says which turn was running), and codex's loop, which the resume
         restarted, is followed from here."""
-        self.runner.controller.turns.settle_orphan(self.session_id)
-        started = [e for e in self.record.history if e.get("event") == "started"]
+        controller = self.runner.controller
+        controller.turns.settle_orphan(self.session_id)
+        # The run's turns so far count toward its budget, whichever process recorded them.
+        self.finished = sorted(
+            (t for t in controller.store.list_turns(self.session_id)
+             if t.run_id == self.record.run_id and t.turn_id not in self._open_ids()),
+            key=lambda t: t.created_at,
+        )  # fmt: skip
+        history = self.runner.runs.run(self.goal_id, self.record.run_id).history
+        started = [e for e in history if e.get("event") == "started"]
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
         self.goal = self.watch.get()
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
-            "recovered",
-            pid=os.getpid(),
-            host_status=self.goal.status if self.goal else None,
+        self.loop_started = True
+        self._note(
+            "recovered", pid=os.getpid(), host_status=self.goal.status if self.goal else None
         )
-        self.say(f"run {self.record.run_id} recovered: Codex goes on with goal {self.goal_id}")
+
+    def _open_ids(self) -> set[str]:
+        return {t.turn_id for t in self.open_turns.values()}
 
     def _start(self) -> None:
-        runs = self.runner.runs
         plan = self.plan
         # codex counts a goal's tokens for its whole life (a new objective does not reset
         # them), so the run's budget is what it may spend from here on.
@@ -382,18 +462,13 @@ class _Follow:
             "active", objective=plan.objective.text, token_budget=self.base + plan.token_budget
         )
         self.goal = goal
-        runs.note(
-            self.goal_id,
-            self.record.run_id,
+        self.loop_started = True
+        self._note(
             "started",
             host_status=goal.status,
             tokens_used=goal.tokens_used,
             host_tokens_before=self.base,
             prior_host_status=prior.status if prior is not None else None,
-        )
-        self.say(
-            f"Codex is working on goal {self.goal_id} (run {self.record.run_id}, budget "
-            f"{plan.token_budget:,} tokens)"
         )
 
     def _loop(self) -> RunResult:
@@ -443,8 +518,36 @@ class _Follow:
                 # Codex stopped continuing without saying so (an interrupted loop stays
                 # `active` but starts nothing): pause it, so the state says what is true.
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
-            if self._done():
+            if self._waits_for_usage_reset():
+                last_event = time.monotonic()
+            elif event is None and self._done():  # quiet: a turn codex started is seen first
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
+
+    def _waits_for_usage_reset(self) -> bool:
+        """With `--resume-after-usage-limit`: the usage limit stopped codex's loop; wait for
+        the reset time codex reported (USAGE_WAIT_SEC when it said none), then set the goal
+        active again, recorded both times."""
+        goal = self.goal
+        if (
+            not self.plan.resume_after_usage_limit
+            or self.ending_by is not None
+            or goal is None
+            or goal.status != "usageLimited"
+            or self.open_turns
+        ):
+            return False
+        now = time.time()
+        if self.usage_wait_until is None:
+            resets = self.watch.usage_resets_at
+            self.usage_wait_until = float(resets) if resets is not None else now + USAGE_WAIT_SEC
+            self._note("usage_wait", usage_resets_at=int(self.usage_wait_until))
+        if now < self.usage_wait_until:
+            return True
+        self.usage_wait_until = None
+        if self._set("active") is None:
+            return False  # codex refused: the run ends at the limit, as without the flag
+        self._note("usage_resumed", host_status="active")
+        return True
 
     def _waits_on_owner(self) -> bool:
         """A gate blocks the goal, or codex holds a turn open on a request to the owner."""
@@ -469,6 +572,9 @@ class _Follow:
         if event.kind == "goal_updated":
             self.goal = event.goal
             return
+        if event.kind == "usage":
+            self._check_budget(event)
+            return
         if event.kind == "delta":
             if self.on_delta is not None and event.text is not None:
                 self.on_delta(event.text)
@@ -488,8 +594,10 @@ class _Follow:
             ledger.begin(turn)
             self.open_turns[event.turn_id] = turn
             self.warm.running_turn_id = turn.turn_id
-            if self.blocked_on:
-                # A turn codex started although the goal is blocked for a gate: stop it now.
+            if self.goal_blocked or self.budget_spent_in is not None or self.guard_tripped:
+                # A turn codex started although the goal is blocked for a gate, after the
+                # run's budget was spent (codex counted less than the ledger), or after the
+                # runaway guard paused it at the end of the turn before: stop it now.
                 self.watch.interrupt(event.turn_id)
             return
         if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
@@ -501,6 +609,9 @@ class _Follow:
             self.warm.running_turn_id = None
             # Codex forgets a request to the owner when its turn ends.
             self.runner.controller.host_requests.turn_ended(self.warm.thread.thread_id)
+            if self.budget_spent_in == event.turn_id:
+                self._spent()
+            self._check_progress(event)
             if self.on_turn is not None:
                 self.on_turn(
                     TurnProgress(
@@ -508,11 +619,70 @@ class _Follow:
                         turn_id=result.turn.turn_id,
                         status=result.turn.status,
                         tokens=result.turn.tokens.total_tokens,
-                        tokens_used=self._host_run_tokens(),
+                        tokens_used=self.spent(),
                         token_budget=self.plan.token_budget,
                         elapsed_sec=time.monotonic() - self.started,
                     )
                 )
+
+    def spent(self, running: int = 0) -> int:
+        """The run's tokens: its finished turns plus the running turn's so far (one figure,
+        what codex reports for the goal's turns, for the budget, progress and the ledger)."""
+        return sum(t.tokens.total_tokens for t in self.finished) + running
+
+    def _check_budget(self, event: LoopEvent) -> None:
+        """A hard budget: once the tokens codex reports during a turn reach it, that turn is
+        interrupted, so a run overspends by at most the one model response in flight."""
+        if self.budget_spent_in is not None or event.turn_id not in self.open_turns:
+            return
+        if self.spent(event.tokens or 0) < self.plan.token_budget:
+            return
+        self.budget_spent_in = event.turn_id
+        # A turn whose last response was its answer ends now, and codex, counting as the
+        # ledger does, marks the goal budget-limited itself. Otherwise (more responses to
+        # come, or codex counted less: a status set mid-turn stops its count) it is
+        # interrupted, after which codex starts no further turn.
+        agree = self._host_run_tokens() == self.spent()
+        if not self.watch.answered(event.turn_id) or not agree:
+            self.watch.stop_turn(event.turn_id)
+
+    def _spent(self) -> None:
+        """The turn that reached the budget ended: the goal is budget-limited, as codex sets
+        it at the end of a turn past its budget (paused when codex refuses that status)."""
+        if self.goal is not None and self.goal.status != "active":
+            return  # codex said it first (its own budget, or the model's update_goal)
+        if self._set("budgetLimited") is None:
+            self.ending_by = self.ending_by or "the budget"
+            self._set("paused")
+
+    def _check_progress(self, event: LoopEvent) -> None:
+        """A runaway loop stops: after NO_PROGRESS_TURNS turns in a row with no tool call and
+        the same final answer, or the owner's `--max-turns`, the run is paused with an owner
+        gate that says why, in words."""
+        same = event.tool_calls == 0 and event.answer is not None
+        same = same and event.answer == self.last_answer
+        self.repeats = self.repeats + 1 if same else int(event.tool_calls == 0)
+        self.last_answer = event.answer
+        if self.ending_by is not None or self.goal is None or self.goal.status != "active":
+            return
+        limit = self.plan.max_turns
+        if self.repeats >= NO_PROGRESS_TURNS:
+            why = (
+                f"Codex made no progress in {self.repeats} turns in a row (no command or tool, "
+                "the same answer each time)"
+            )
+        elif limit is not None and len(self.finished) >= limit:
+            why = f"the run reached its limit of {limit} turns (--max-turns)"
+        else:
+            return
+        question = (
+            f"Goal {self.goal_id} is paused: {why}. Approve to let it go on (then run it "
+            "again), or reject to leave it stopped."
+        )
+        self.guard_tripped = True
+        gate = self.runner.goals.request_gate(self.goal_id, question, actor="controller")
+        self._note("paused", by="loopx-chat (runaway guard)", reason=why, gate_id=gate.gate_id)
+        self._wind_down("loopx-chat (runaway guard)", why)
 
     # -- what the owner did meanwhile ------------------------------------------------------
     def _look_at_records(self) -> RunResult | None:
@@ -535,6 +705,10 @@ class _Follow:
             self._block(new)
         elif self.blocked_on and not gates:
             return self._unblock()
+        elif not self.goal_blocked and any(not _codex_waits(g) for g in gates):
+            # Codex stopped waiting on a host gate the owner has not decided (the window
+            # passed, its turn ended): now the goal is held blocked.
+            self._hold_blocked(gates)
         return None
 
     def _block(self, gates: list[OwnerGate]) -> None:
@@ -544,33 +718,39 @@ class _Follow:
         first = gates[0]
         newly = not self.blocked_on
         self.blocked_on += [g.gate_id for g in gates]
+        self.blocked_at = self.blocked_at if not newly else first.created_at
         goal = self.goal
-        # A host gate this process holds was recorded on an app-server's reader, which may
-        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
-        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
-        nowait = self.nowait or bool(held)
-        if newly:
-            self.blocked_at = first.created_at
-            goal = self._set("blocked", nowait=nowait)
-            asking = {str((g.host or {}).get("turn_id")) for g in gates if g.host is not None}
-            for upstream, turn in list(self.open_turns.items()):
-                if turn.created_at >= first.created_at and upstream not in asking:
-                    if nowait:
-                        self.deferred_interrupts.append(upstream)
-                    else:
-                        self.watch.interrupt(upstream)
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
+        # Codex's own wait on a request holds its loop (no turn starts while it waits), and
+        # a status set mid-turn stops codex counting that turn's tokens for the goal: the host
+        # goal is set `blocked` only for a gate codex is not itself waiting on.
+        if not self.goal_blocked and any(not _codex_waits(g) for g in gates):
+            goal = self._hold_blocked(gates)
+        self._note(
             "blocked",
             gate_id=first.gate_id,
             gate_ids=[g.gate_id for g in gates],
             host_status=goal.status if goal else None,
+            newly=newly,
         )
-        if newly:
-            self.say(
-                f"owner gate {first.gate_id} is open: Codex's goal is blocked until it is decided"
-            )
+
+    def _hold_blocked(self, gates: list[OwnerGate]) -> HostGoalState | None:
+        """Set the host goal `blocked` (once) and interrupt any turn started at or after the
+        first gate, except a turn that is itself waiting on a host gate (codex asked in it)."""
+        first = gates[0]
+        # A host gate this process holds was recorded on an app-server's reader, which may
+        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
+        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
+        nowait = self.nowait or bool(held)
+        goal = self._set("blocked", nowait=nowait)
+        self.goal_blocked = True
+        asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
+        for upstream, turn in list(self.open_turns.items()):
+            if turn.created_at >= first.created_at and upstream not in asking:
+                if nowait:
+                    self.deferred_interrupts.append(upstream)
+                else:
+                    self.watch.interrupt(upstream)
+        return goal
 
     def _unblock(self) -> RunResult | None:
         decided = [self.runner.goals.gate(self.goal_id, gid) for gid in self.blocked_on]
@@ -581,23 +761,25 @@ class _Follow:
             self._wind_down("owner (gate rejected)", reason)
             return None
         desk = self.runner.controller.host_requests
+        # A decision on a request codex still waits on is its answer, sent now: never carried.
+        desk.deliver_decided(self.goal_id)
         try:
             carried = desk.carries(self.goal_id, self.session_id)
         except LoopxChatError:
             carried = []
-        goal = self._set("active", objective=self._carried_objective(carried))
-        if goal is not None:  # codex took the objective that says them
-            desk.mark_carried(self.goal_id, carried)
+        goal = None
+        if self.goal_blocked or carried:
+            goal = self._set("active", objective=self._carried_objective(carried))
+            if goal is not None and carried:  # codex took the objective that says them
+                desk.mark_carried(self.goal_id, carried)
+        self.goal_blocked = False
         self.goal = goal or self.goal
-        self.runner.runs.note(
-            self.goal_id,
-            self.record.run_id,
+        self._note(
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
-            host_status=goal.status if goal else None,
+            host_status=self.goal.status if self.goal else None,
             **({"carried": True} if carried and goal is not None else {}),
         )
-        self.say("the gate was approved: Codex continues")
         return None
 
     def _wind_down(self, by: str, reason: str | None = None) -> None:
@@ -605,6 +787,7 @@ class _Follow:
         (codex's own rule for a client's pause), then the run ends."""
         self.ending_by, self.ending_reason = by, reason
         self.blocked_on = []
+        self.goal_blocked = False
         self._set("paused")
 
     def _carried_objective(self, carried: list[tuple[str, str]]) -> str | None:
@@ -666,12 +849,11 @@ class _Follow:
             by = "Codex" if status in ("complete", "blocked", "paused") else "the budget"
             if status == "usageLimited":
                 by = "the account's usage limit"
-        run = self._end(self.goal, by=by, reason=reason)
-        ledger_tokens = sum(t.tokens.total_tokens for t in self.finished)
+        ledger_tokens = self.spent()
         facts, differences = self._compare(ledger_tokens)
         code = exit_code if exit_code is not None else exit_code_for(status)
-        return RunResult(
-            run=run,
+        result = RunResult(
+            run=self.record,
             host=self.goal,
             turns=len(self.finished),
             ledger_tokens=ledger_tokens,
@@ -680,6 +862,11 @@ class _Follow:
             differences=differences,
             exit_code=code,
         )
+        # The result rides on the run's `ended` record (numbers and our own words only), so
+        # `goal follow` in any shell ends with the document the run's own terminal printed.
+        summary = {k: v for k, v in result.to_dict().items() if k not in ("ok", "run")}
+        run = self._end(self.goal, by=by, reason=reason, result=summary)
+        return replace(result, run=run)
 
     def _host_run_tokens(self) -> int | None:
         """What the host goal counted since this run set it active."""
@@ -687,7 +874,15 @@ class _Follow:
             return None
         return max(0, self.goal.tokens_used - self.base)
 
-    def _end(self, goal: HostGoalState | None, *, by: str, reason: str | None) -> GoalRun:
+    def _end(
+        self,
+        goal: HostGoalState | None,
+        *,
+        by: str,
+        reason: str | None,
+        failed: bool = False,
+        result: dict[str, Any] | None = None,
+    ) -> GoalRun:
         resets = self.watch.usage_resets_at if self.watch is not None else None
         return self.runner.runs.note(
             self.goal_id,
@@ -696,10 +891,12 @@ class _Follow:
             usage_resets_at=resets if goal is not None and goal.status == "usageLimited" else None,
             host_status=goal.status if goal else None,
             tokens_used=goal.tokens_used if goal else None,
-            run_tokens=self._host_run_tokens(),
+            run_tokens=self.spent(),
             turns=len(self.finished),
             by=by,
             reason=reason,
+            **({"failed": True} if failed else {}),
+            **({"result": result} if result is not None else {}),
         )
 
     def _compare(self, ledger_tokens: int) -> tuple[dict[str, Any] | None, tuple[str, ...]]:

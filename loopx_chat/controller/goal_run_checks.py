@@ -36,6 +36,10 @@ class RunPlan:
     # What codex may ask the owner during the run (`thread/resume` carries it, and every
     # continuation turn runs with it); None: whatever the thread is loaded with.
     approval_policy: str | None = None
+    # The owner's `--max-turns`: continuation turns before the run pauses with a gate.
+    max_turns: int | None = None
+    # Wait for the account's usage limit to reset and go on (the flag, else the goal_state).
+    resume_after_usage_limit: bool = False
 
 
 def _refuse(message: str, code: str, summary: str, next_action: str) -> UsageError:
@@ -68,6 +72,8 @@ class RunChecks:
         objective: RunObjective | None = None,
         approval_policy: str | None = None,
         plan_mode: bool = False,
+        max_turns: int | None = None,
+        resume_after_usage_limit: bool | None = None,
     ) -> RunPlan:
         """Every check before a run, in the order the owner fixes them; `objective` replaces
         the one the records give (Reopen: the owner's note). `approval_policy` is the run's
@@ -145,7 +151,18 @@ class RunChecks:
             objective = run_objective(records, goal_id, pending)
         self._check_not_busy(goal_id, session)
         self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
-        return RunPlan(goal_id, session, budget, objective, options.approval_policy)
+        if resume_after_usage_limit is None:
+            state = records.goal_state(goal_id)
+            resume_after_usage_limit = bool(state and state.resume_after_usage_limit)
+        return RunPlan(
+            goal_id,
+            session,
+            budget,
+            objective,
+            options.approval_policy,
+            max_turns=max_turns,
+            resume_after_usage_limit=resume_after_usage_limit,
+        )
 
     def _session(self, goal_id: str, session_id: str | None) -> SessionRecord:
         store = self.controller.store

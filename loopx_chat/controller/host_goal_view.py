@@ -31,11 +31,8 @@ def host_goal_view(
     seen = runs.host_loop_seen(goal_id)
     if run is None and seen is None:
         return None
-    session_id = (
-        str(seen["session_id"])
-        if seen and (run is None or str(seen.get("at")) > run.authorized_at)
-        else (run.session_id if run else "")
-    )
+    foreign = seen is not None and (run is None or str(seen.get("at")) > run.authorized_at)
+    session_id = str(seen["session_id"]) if seen and foreign else (run.session_id if run else "")
     view: dict[str, Any] = {
         "session_id": session_id,
         "run_id": run.run_id if run else None,
@@ -72,5 +69,5 @@ def host_goal_view(
     return {
         **view,
         "goal": shown,
-        "words": host_goal_words(shown, run, acceptance, paused_by=paused_by),
+        "words": host_goal_words(shown, run, acceptance, paused_by=paused_by, foreign=foreign),
     }

@@ -575,6 +575,17 @@ class HostRequestDesk:
                     if gate.status != "pending":
                         self._deliver_recorded(live, gate)
 
+    def deliver_decided(self, goal_id: str) -> None:
+        """Send now the decisions recorded elsewhere (another shell's `gate resolve`) on the
+        goal's requests this process holds, rather than at the next poll."""
+        for live in self.live_gates():
+            if live.goal_id != goal_id:
+                continue
+            with contextlib.suppress(LoopxChatError):
+                gate = self.goals.gate(live.goal_id, live.gate_id)
+                if gate.status != "pending":
+                    self._deliver_recorded(live, gate)
+
     def _deliver_recorded(self, live: Live, gate: Gate) -> None:
         host = gate.host or {}
         kept = host.get("answers") if isinstance(host.get("answers"), Mapping) else {}
@@ -627,10 +638,22 @@ class HostRequestDesk:
                 or host.get("session_id") != session_id
                 or host.get("state") == "answered"
                 or host.get("carried")
+                or self._still_waiting(gate)
             ):
                 continue
             found.append((gate.gate_id, carry_line(gate)))
         return found
+
+    def _still_waiting(self, gate: Gate) -> bool:
+        """Codex still waits on the gate's request in a process that is alive (this one, or
+        another that holds it): the decision is that request's answer, never carried."""
+        host = gate.host or {}
+        if host.get("state") != "live":
+            return False
+        if gate.gate_id in self._live:
+            return True
+        pid = host.get("holder_pid")
+        return isinstance(pid, int) and pid != os.getpid() and self._alive(pid)
 
     def mark_carried(self, goal_id: str, carried: Iterable[tuple[str, str]]) -> None:
         for gate_id, _ in carried:

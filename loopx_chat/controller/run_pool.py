@@ -72,6 +72,8 @@ class RunPool:
         reopen_note: str | None = None,
         approval_policy: str | None = None,
         plan_mode: bool = False,
+        max_turns: int | None = None,
+        resume_after_usage_limit: bool | None = None,
     ) -> GoalRun:
         """Run: every check `goal run` makes (nothing written when one refuses), then the
         run record, then the follow on a thread of this process; returns the record.
@@ -109,6 +111,8 @@ class RunPool:
                 objective=objective,
                 approval_policy=approval_policy,
                 plan_mode=plan_mode,
+                max_turns=max_turns,
+                resume_after_usage_limit=resume_after_usage_limit,
             )
             if previous is not None:
                 self.runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
@@ -169,6 +173,8 @@ class RunPool:
                 run.token_budget,
                 RunObjective("", run.objective_source, ""),
                 run.approval_policy,  # the resume that recovers it carries the run's policy
+                max_turns=run.max_turns,
+                resume_after_usage_limit=run.resume_after_usage_limit,
             )
             follow = self.runner.follower(run, plan, recovering=True)
             with self._lock:

@@ -27,6 +27,11 @@ if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes
 class GateFollower(Protocol):
     """A run as the registry sees it (`goal_run._Follow`)."""
 
+    @property
+    def session_id(self) -> str:
+        """The session whose thread the run follows."""
+        ...
+
     def look_now(self, gate_id: str | None) -> RunBlock:
         """Look at the goal's gates now, on the run's own thread; what became of `gate_id`."""
         ...
@@ -53,6 +58,12 @@ class RunningGoals:
     def follower(self, goal_id: str) -> GateFollower | None:
         with self._lock:
             return self._runs.get(goal_id)
+
+    def follows_session(self, session_id: str) -> bool:
+        """Whether a run of this process follows the loop on this session's thread (the one
+        registry of runs: a loaded thread whose goal is active is then ours, not foreign)."""
+        with self._lock:
+            return any(run.session_id == session_id for run in self._runs.values())
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.

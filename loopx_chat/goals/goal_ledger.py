@@ -49,6 +49,7 @@ GOAL_STATE_FIELDS = frozenset(
         "stop_condition",
         "approval_policy",
         "plan",
+        "resume_after_usage_limit",
     }
 )
 
@@ -114,6 +115,8 @@ class GoalState:
     # set here (a command's flag, else the service's default, else `never` / no Plan).
     approval_policy: str | None = None
     plan: bool | None = None
+    # Whether a run waits for the account's usage limit to reset and goes on by itself.
+    resume_after_usage_limit: bool | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -127,6 +130,7 @@ class GoalState:
             "token_budget": self.token_budget,
             "approval_policy": self.approval_policy,
             "plan": self.plan,
+            "resume_after_usage_limit": self.resume_after_usage_limit,
             "record_id": self.record_id,
             "created_at": self.created_at,
             "actor": self.actor,
@@ -152,6 +156,7 @@ def goal_state_from(goal_id: str, history: Sequence[Mapping[str, Any]]) -> GoalS
         stop_condition=last.get("stop_condition"),
         approval_policy=last.get("approval_policy"),
         plan=last.get("plan"),
+        resume_after_usage_limit=last.get("resume_after_usage_limit"),
     )
 
 
@@ -264,6 +269,11 @@ class GoalLedger:
         plan = fields.get("plan", base.get("plan"))
         if plan is not None and not isinstance(plan, bool):
             raise UsageError("plan must be true or false", error_code="input_invalid")
+        resume = fields.get("resume_after_usage_limit", base.get("resume_after_usage_limit"))
+        if resume is not None and not isinstance(resume, bool):
+            raise UsageError(
+                "resume_after_usage_limit must be true or false", error_code="input_invalid"
+            )
         record = {
             "schema_version": GOAL_STATE_SCHEMA,
             "record_id": "goalstate-" + uuid.uuid4().hex[:12],
@@ -284,6 +294,7 @@ class GoalLedger:
             "token_budget": budget,
             "approval_policy": policy,
             "plan": plan,
+            "resume_after_usage_limit": resume,
             "previous": {k: base[k] for k in GOAL_STATE_FIELDS if k in base} or None,
         }
         with self.goals.locked(goal_id):

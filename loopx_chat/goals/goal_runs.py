@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -37,6 +37,9 @@ RUN_EVENTS = (
     "accepted",
     "reopened",
     "recovered",
+    "recovering",  # codex's app-server died mid-run: it is started again and the thread resumed
+    "usage_wait",  # the usage limit stopped codex; the owner asked to go on after its reset
+    "usage_resumed",
 )
 # Not a run: codex ran a goal loop on a thread loopx-chat loaded without a run of its own.
 HOST_LOOP_EVENT = "host_loop_seen"
@@ -103,6 +106,51 @@ def run_objective(records: GoalLedger, goal_id: str, pending: Handoff | None) ->
     return RunObjective(public_text(text, "objective"), "goal_state", state.record_id)
 
 
+# The supervisor's states of a run, as its record says them: the state each event moves it
+# to. `ended` moves it by how the host goal ended (ENDED_PHASES), or to `failed`.
+PHASES = (
+    "authorized",
+    "running",
+    "blocked on owner",
+    "paused",
+    "budget spent",
+    "usage-limited",
+    "complete",
+    "failed",
+    "recovering",
+)
+PHASE_AFTER: dict[str, str] = {
+    "run_authorized": "authorized",
+    "started": "running",
+    "unblocked": "running",
+    "recovered": "running",
+    "reopened": "running",
+    "usage_resumed": "running",
+    "blocked": "blocked on owner",
+    "paused": "paused",  # the runaway guard: the last turn finishes, then it ends paused
+    "recovering": "recovering",
+    "usage_wait": "usage-limited",
+    "accepted": "complete",
+}
+ENDED_PHASES: dict[str, str] = {
+    "complete": "complete",
+    "budgetLimited": "budget spent",
+    "usageLimited": "usage-limited",
+    "blocked": "blocked on owner",
+    "paused": "paused",
+}
+
+
+def phase_after(event: Mapping[str, Any], current: str) -> str:
+    """The run's state after one of its events (PHASE_AFTER, ENDED_PHASES)."""
+    kind = str(event.get("event"))
+    if kind == "ended":
+        if event.get("failed") is True:
+            return "failed"
+        return ENDED_PHASES.get(str(event.get("host_status")), "paused")
+    return PHASE_AFTER.get(kind, current)
+
+
 @dataclass(frozen=True)
 class GoalRun:
     run_id: str
@@ -127,6 +175,13 @@ class GoalRun:
     # and whether it ran in Plan mode (never: `plan_not_in_run`).
     approval_policy: str | None = None
     plan: bool = False
+    # Ended because codex could not be kept running (its app-server died and every restart
+    # failed): the goal shows failed, with `reason`.
+    failed: bool = False
+    # The owner's limits on the run: `--max-turns`, `--resume-after-usage-limit`.
+    max_turns: int | None = None
+    resume_after_usage_limit: bool = False
+    phase: str = "authorized"  # one of PHASES
     history: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,11 +215,16 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
             if isinstance(event.get("approval_policy"), str)
             else None,
             plan=event.get("plan") is True,
+            max_turns=event.get("max_turns") if isinstance(event.get("max_turns"), int) else None,
+            resume_after_usage_limit=event.get("resume_after_usage_limit") is True,
             history=(event,),
         )
     if run is None:
         return None
-    changes: dict[str, Any] = {"history": (*run.history, event)}
+    changes: dict[str, Any] = {
+        "history": (*run.history, event),
+        "phase": phase_after(event, run.phase),
+    }
     if isinstance(event.get("host_status"), str):
         changes["host_status"] = event["host_status"]
     if isinstance(event.get("tokens_used"), int):
@@ -185,6 +245,7 @@ def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
             ended_at=event.get("at"),
             ended_by=event.get("by"),
             reason=event.get("reason"),
+            failed=event.get("failed") is True,
         )
     elif kind == "accepted":
         changes.update(state="closed")
@@ -245,6 +306,8 @@ class GoalRuns:
         token_budget: int,
         objective: RunObjective,
         approval_policy: str | None = None,
+        max_turns: int | None = None,
+        resume_after_usage_limit: bool = False,
     ) -> GoalRun:
         """Record the owner's authority for one run (before anything is sent to the host),
         with what codex may ask the owner meanwhile (its approval policy; Plan mode never)."""
@@ -265,6 +328,8 @@ class GoalRuns:
             "objective_source_id": objective.source_id,
             "approval_policy": approval_policy,
             "plan": False,
+            "max_turns": max_turns,
+            "resume_after_usage_limit": resume_after_usage_limit,
             "pid": os.getpid(),
             "at": self.goals.now(),
         }
@@ -326,16 +391,66 @@ class GoalRuns:
         return self.run(goal_id, run_id)
 
 
+# Why a run failed or Codex stopped under it, in words (the codes stay in the logs).
+STOP_WORDS = {
+    "app_server_exited": "Codex's app-server exited",
+    "app_server_protocol": "Codex's app-server broke the protocol",
+}
+
+
+def _utc(epoch: int) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(epoch))
+
+
+def run_line(run: GoalRun, event: Mapping[str, Any]) -> str | None:
+    """What the run's terminal says for one of its recorded events (None: nothing). The
+    run's own process and `goal follow` in any other shell say it from the same record."""
+    kind = event.get("event")
+    if kind == "started":
+        return (
+            f"Codex is working on goal {run.goal_id} (run {run.run_id}, budget "
+            f"{run.token_budget:,} tokens)"
+        )
+    if kind == "blocked" and event.get("newly", True):
+        held = event.get("host_status") == "blocked"
+        waits = "Codex's goal is blocked until it is decided" if held else "Codex waits for you"
+        return f"owner gate {event.get('gate_id')} is open: {waits}"
+    if kind == "unblocked":
+        return "the gate was approved: Codex continues"
+    if kind == "recovering":
+        why = STOP_WORDS.get(str(event.get("reason")), "Codex stopped")
+        attempt = f"{event.get('attempt')} of {event.get('tries')}"
+        return f"Codex stopped ({why}): starting it again ({attempt})"
+    if kind == "recovered":
+        return f"run {run.run_id} recovered: Codex goes on with goal {run.goal_id}"
+    if kind == "usage_wait":
+        resets = event.get("usage_resets_at")
+        when = _utc(resets) if isinstance(resets, int) else "its reset"
+        return f"the account's usage limit stopped Codex: it goes on at {when}"
+    if kind == "usage_resumed":
+        return "the usage limit has reset: Codex goes on"
+    if kind == "paused":
+        gate = event.get("gate_id")
+        return f"paused: {event.get('reason')}; owner gate {gate} asks whether it should go on"
+    return None
+
+
 def host_goal_words(
     goal: dict[str, Any] | None,
     run: GoalRun | None,
     acceptance: list[str],
     *,
     paused_by: str | None = None,
+    foreign: bool = False,
 ) -> str:
     """The host goal on the first screen, in plain words (one line); `paused_by`: who paused
-    a loop loopx-chat did not start (its Pause is newer than any run)."""
+    a loop loopx-chat did not start (its Pause is newer than any run); `foreign`: the loop
+    on the thread now is one loopx-chat saw after its own last run, not that run."""
     if goal is None:
+        if run is not None and run.failed:
+            return f"run {run.run_id} failed: {run.reason or 'Codex stopped'}"
         return "no Codex goal on this thread"
     status = goal.get("status")
     used, budget = goal.get("tokens_used", 0), goal.get("token_budget")
@@ -344,8 +459,19 @@ def host_goal_words(
     spent = f"{used:,} of {budget:,} tokens" if budget else f"{used:,} tokens, no budget set"
     turns = f"turn {goal['turns']}, " if goal.get("turns") else ""
     if status == "active":
-        if run is None or not run.live:
+        if run is None or foreign:
             return "Codex is running a goal loopx-chat did not start (no budget set here)"
+        if run.failed:
+            return (
+                f"run {run.run_id} failed: {run.reason or 'Codex stopped'}; Codex's goal is "
+                f"still active ({spent}): `loopx-chat goal run {run.goal_id}` starts it again"
+            )
+        if not run.live:
+            return (
+                f"run {run.run_id} ended ({run.ended_by or 'no longer followed'}) while "
+                f"Codex's goal is still active ({spent}): `loopx-chat goal run {run.goal_id}` "
+                "follows it again"
+            )
         return f"Codex is working on it ({turns}{spent})"
     if status == "complete":
         check = "; ".join(acceptance) if acceptance else "the goal's acceptance criteria"

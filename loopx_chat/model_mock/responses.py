@@ -13,7 +13,9 @@ What this module owns:
     is how a test makes codex's own loop call `update_goal`. `script_goal` keeps such a queue
     per goal, chosen by words of the objective codex sends with each continuation turn, and
     `load_script` takes a whole `script.MockScript` (what `loopx-chat mock serve --script`
-    and `demo --tour` read from JSON).
+    and `demo --tour` read from JSON). A text reply taken from a default (the global one or
+    a goal's) carries the request's number (`(#N)`), so a loop it drives is not a loop that
+    repeats itself; pushing the same text again scripts one that does.
   (The codex configuration that points a home at this mock is `offline_config`.)
   * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground
     (`loopx-chat mock serve` is the same with a script).
@@ -362,7 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
         real_texts = [t for t in user_texts if not _is_injected(t)]
         owner = self.server.owner
         follow_up = _answers_call(body, owner._issued_calls)
-        scripted = owner._next_scripted(follow_up is not None, _goal_objective(body))
+        scripted, by_default = owner._next_scripted(follow_up is not None, _goal_objective(body))
         prompt = scripted if scripted is not None else (real_texts[-1] if real_texts else "")
 
         limit = _DIRECTIVE_USAGE_LIMIT.search(prompt)
@@ -408,6 +410,10 @@ class _Handler(BaseHTTPRequestHandler):
             _, marker, command_output = tool_output.partition("Output:\n")
             shown = command_output if marker else tool_output
             reply = f"mock saw tool output: {shown.strip()[:80]}"
+        elif text and by_default:
+            # A loop driven by the default gets somewhere: each reply carries its number.
+            # A loop that repeats itself word for word is scripted by pushing one text again.
+            reply = f"{text.group(1).strip()} (#{number})"
         elif text:
             reply = text.group(1).strip()
         else:
@@ -474,6 +480,7 @@ class _SseStream:
         self._event({"type": "response.created", "response": dict(self._response)})
 
     def _finish(self, output: list[dict[str, Any]], output_tokens: int, failed: bool) -> None:
+        self._handler.server.owner._served_usage(self._input_tokens + output_tokens)
         final = dict(
             self._response,
             status="failed" if failed else "completed",
@@ -575,6 +582,8 @@ class MockResponsesServer:
         self._default: str | None = None
         self._issued_calls: set[str] = set()
         self._lanes: list[_Lane] = []
+        # The total tokens each streamed response reported, in order (numbers only).
+        self.response_tokens: list[int] = []
 
     # ------------------------------------------------------------------ scripting
 
@@ -605,7 +614,10 @@ class MockResponsesServer:
             self._default = None
             self._lanes.clear()
 
-    def _next_scripted(self, follow_up: bool, objective: str | None = None) -> str | None:
+    def _next_scripted(
+        self, follow_up: bool, objective: str | None = None
+    ) -> tuple[str | None, bool]:
+        """The next directive, and whether it is a default (not a pushed one)."""
         with self._lock:
             lane = next(
                 (x for x in self._lanes if objective is not None and x.objective in objective),
@@ -613,8 +625,8 @@ class MockResponsesServer:
             )
             queue, default = (lane.queue, lane.default) if lane else (self._queue, self._default)
             if queue:
-                return queue.pop(0)
-            return None if follow_up else default
+                return queue.pop(0), False
+            return (None, False) if follow_up else (default, default is not None)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -668,6 +680,10 @@ class MockResponsesServer:
         return f"http://{host}:{self.port}/v1"
 
     # ------------------------------------------------------------------ internal
+
+    def _served_usage(self, total: int) -> None:
+        with self._lock:
+            self.response_tokens.append(total)
 
     def _record(self, body: dict[str, Any], headers: dict[str, str]) -> int:
         """Store one request summary; returns its 1-based number (the reply counter)."""

@@ -634,6 +634,16 @@ class ServiceApp:
         plan_mode = doc.get("plan", False)
         if not isinstance(plan_mode, bool):
             raise UsageError("plan must be true or false", error_code="input_invalid")
+        max_turns = doc.get("max_turns")
+        if max_turns is not None and (
+            not isinstance(max_turns, int) or isinstance(max_turns, bool) or max_turns <= 0
+        ):
+            raise UsageError("max_turns must be a positive integer", error_code="usage_error")
+        resume = doc.get("resume_after_usage_limit")
+        if resume is not None and not isinstance(resume, bool):
+            raise UsageError(
+                "resume_after_usage_limit must be true or false", error_code="input_invalid"
+            )
         gid = validate_goal_id(goal_id)
         if not goal_exists(self.controller.store, self.goals, gid):
             raise StateError(f"no goal {gid}", error_code="goal_not_found")
@@ -648,6 +658,8 @@ class ServiceApp:
                 surface="page" if decision.surface == "page" else "api",
                 approval_policy=approval,
                 plan_mode=plan_mode,
+                max_turns=max_turns,
+                resume_after_usage_limit=resume,
             )
         except BaseException:  # refused or failed: the adopted loop is followed again
             if adopted is not None:

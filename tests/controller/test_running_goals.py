@@ -12,6 +12,8 @@ from loopx_chat.goals.run_block import RunBlock
 class Follower:
     """A run as the registry sees it: it records what it was asked to look at."""
 
+    session_id = "s-1"
+
     def __init__(self) -> None:
         self.asked: list[str | None] = []
 
@@ -26,7 +28,9 @@ def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -
     gate = goals.request_gate("g", "Ship?")
     other = goals.request_gate("h", "Other?")
     assert registry.gate_opened(gate) is None  # no run here
+    assert not registry.follows_session("s-1")
     with registry.following("g", run):
+        assert registry.follows_session("s-1") and not registry.follows_session("s-2")
         assert registry.gate_opened(gate) == RunBlock(True, "blocked", "run-1")
         assert registry.gate_opened(other) is None
         registry.gate_decided("g")
@@ -35,7 +39,7 @@ def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -
         assert registry.gate_opened(advisory) == RunBlock(None, "advisory gate")
         assert registry.after_gate(goals, gate).run_blocked is True
     assert run.asked == [gate.gate_id, None, gate.gate_id]
-    assert registry.follower("g") is None
+    assert registry.follower("g") is None and not registry.follows_session("s-1")
     # No run here and none in another process: the answer says so without waiting.
     assert registry.after_gate(goals, gate) == RunBlock(None, "no running goal")
 

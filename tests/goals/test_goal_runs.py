@@ -14,6 +14,7 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import (
     EXIT_CODES,
+    PHASES,
     GoalRun,
     GoalRuns,
     exit_code_for,
@@ -129,6 +130,33 @@ def test_a_finished_run_leaves_an_owner_gate_until_it_is_answered(tmp_path: Path
     paused = _run(tmp_path / "p", ("ended", {"host_status": "paused"}))
     assert run_answer_gate(paused, []) is None
     assert run_answer_gate(None, []) is None
+
+
+@pytest.mark.parametrize(
+    ("events", "phase"),
+    [
+        ((), "authorized"),
+        ((("started", {}),), "running"),
+        ((("started", {}), ("blocked", {"gate_id": "gate-1"})), "blocked on owner"),
+        ((("started", {}), ("blocked", {}), ("unblocked", {})), "running"),
+        ((("started", {}), ("recovering", {"attempt": 1})), "recovering"),
+        ((("started", {}), ("recovering", {}), ("recovered", {})), "running"),
+        ((("started", {}), ("usage_wait", {"usage_resets_at": 1})), "usage-limited"),
+        ((("started", {}), ("usage_wait", {}), ("usage_resumed", {})), "running"),
+        ((("started", {}), ("paused", {"reason": "no progress"})), "paused"),
+        ((("started", {}), ("ended", {"host_status": "budgetLimited"})), "budget spent"),
+        ((("started", {}), ("ended", {"host_status": "usageLimited"})), "usage-limited"),
+        ((("started", {}), ("ended", {"host_status": "complete"})), "complete"),
+        ((("started", {}), ("ended", {"host_status": "paused"})), "paused"),
+        ((("started", {}), ("ended", {"failed": True, "reason": "gone"})), "failed"),
+        ((("ended", {"host_status": "complete"}), ("accepted", {})), "complete"),
+    ],
+)
+def test_a_runs_state_follows_the_transition_table(
+    tmp_path: Path, events: tuple[tuple[str, dict[str, Any]], ...], phase: str
+) -> None:
+    run = _run(tmp_path, *events)
+    assert run.phase == phase and phase in PHASES
 
 
 def test_the_usage_limit_reset_comes_from_the_rate_limit_notice() -> None:

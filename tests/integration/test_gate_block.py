@@ -298,8 +298,10 @@ def test_a_host_request_mid_run_blocks_the_goal_and_its_approval_lets_codex_go_o
     owner: Owner, mock: MockResponsesServer
 ) -> None:
     """Codex asks to run a command in a continuation turn: the host gate is recorded on the
-    app-server's reader, which the run must not deadlock; the goal is blocked for it, the
-    asking turn waits (not interrupted), and the owner's approval lets codex go on."""
+    app-server's reader, which the run must not deadlock; the run is blocked for it while
+    codex's own wait holds its loop (the host goal is not set `blocked` under a waiting turn,
+    which would stop codex counting the turn's tokens), the asking turn waits (not
+    interrupted), and the owner's approval lets codex go on."""
     owner.goal()
     work = owner.tmp / "work"
     work.mkdir()
@@ -327,7 +329,7 @@ def test_a_host_request_mid_run_blocks_the_goal_and_its_approval_lets_codex_go_o
         wait_until(lambda: host_gate() is not None)
         gate = host_gate()
         wait_until(lambda: _acked(owner.runs(), gate.gate_id), 10)
-        assert owner.host_goal(sid)["status"] == "blocked"
+        assert owner.host_goal(sid)["status"] == "active"
         asking = owner.turns(sid)[-1]
         assert asking.status == "running"  # it waits on the owner, it is not interrupted
         code, doc = owner.call(

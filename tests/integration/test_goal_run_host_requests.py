@@ -5,6 +5,7 @@ never taken for idleness. Real pinned codex against the loopback mock."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -115,7 +116,8 @@ def test_an_approval_inside_a_run_blocks_it_until_the_owner_decides(
         holding = goal_loop_turns(tmp_path / "state", sid)
         assert [t.status for t in holding] == ["running"]  # the turn asking stays open
         blocked = run_events(tmp_path / "state", "g")[-1]
-        assert (blocked["gate_id"], blocked["host_status"]) == (live.gate_id, "blocked")
+        # Codex's own wait holds its loop: the host goal is not set `blocked` under it.
+        assert (blocked["gate_id"], blocked["host_status"]) == (live.gate_id, "active")
         # Longer than the idle timeout: waiting on the owner is not idleness, and no new
         # continuation turn starts while the gate is open.
         time.sleep(IDLE_SEC * 2)
@@ -343,3 +345,56 @@ def test_goal_run_in_a_terminal_records_the_policy_it_was_given(
     authorized = run_events(tmp_path / "state", "g")[0]
     assert (authorized["approval_policy"], authorized["plan"]) == ("on-request", False)
     assert '"approval_policy": "on-request"' in done.stdout
+
+
+@pytest.mark.parametrize("delay", [0.0, 2.0])
+def test_an_approval_from_another_shell_is_codexs_answer_once(
+    tmp_path: Path,
+    controller: ChatController,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    delay: float,
+) -> None:
+    """Issue 34 case 1: a foreground `goal run --approval untrusted`, approved from another
+    shell (at once, and seconds after Codex asked). The approval is the answer to the request
+    Codex waits on: the command runs once, no second gate opens, the objective is never
+    rewritten to carry the decision, the host goal is never set `blocked` while Codex waits,
+    and the ledger and codex's count of the goal agree."""
+    sid = _goal(tmp_path, controller)
+    controller.close()
+    target = tmp_path / "work" / "f"
+    mock.script(f"mock:shell=touch {target}", default="mock:text=working on it")
+    cli = (sys.executable, "-m", "loopx_chat", "--state-dir", str(tmp_path / "state"))
+    proc = subprocess.Popen(
+        [*cli, "--codex-bin", codex_bin, "goal", "run", "g", "--token-budget", "12000",
+         "--approval", "untrusted", "--sandbox", "workspace-write", "--json"],
+        env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    store = GateStore(tmp_path / "state")
+    wait_for(lambda: any(g.host for g in store.gates("g")))
+    [gate] = store.gates("g")
+    time.sleep(delay)
+    done = _cli(
+        tmp_path, base_env, bound_home, "gate", "resolve", gate.gate_id, "--goal", "g",
+        "--decision", "approve",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err
+    doc = json.loads(out)
+    assert target.exists()
+    gates = store.gates("g")
+    assert [g.gate_id for g in gates] == [gate.gate_id]  # asked once
+    assert (gates[0].host or {}).get("state") == "answered"
+    assert not (gates[0].host or {}).get("carried")
+    events = run_events(tmp_path / "state", "g")
+    assert not any(e.get("carried") for e in events)
+    assert all(e.get("host_status") != "blocked" for e in events)
+    assert doc["differences"] == [] and doc["ledger_tokens"] == doc["host_tokens_used"]
+    with controller.thread_metadata(sid) as call:
+        goal = call("thread/goal/get", {}).get("goal")
+    assert goal["objective"] == "make the file. Done when: it exists"
+    assert all(t.status == "completed" for t in goal_loop_turns(tmp_path / "state", sid))

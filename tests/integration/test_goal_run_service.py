@@ -103,6 +103,11 @@ class Setup:
     def goal_turns(self, sid: str) -> list[Any]:
         return goal_loop_turns(self.state, sid)
 
+    def wait_mid_turn(self, sid: str) -> None:
+        """Until the run has recorded two turns and a third is running."""
+        store = SessionStore(self.state)
+        wait_until(lambda: len(self.goal_turns(sid)) >= 2 and bool(store.load(sid).active_turn_id))
+
 
 @pytest.fixture
 def setup(tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str) -> Setup:
@@ -199,12 +204,7 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     try:
         code, doc = setup.call("POST", "/api/goals/g/run", {})
         assert code == 202, doc
-        wait_until(
-            lambda: (
-                len(setup.goal_turns(sid)) >= 2
-                and bool(SessionStore(setup.state).load(sid).active_turn_id)
-            )
-        )
+        setup.wait_mid_turn(sid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -492,3 +492,70 @@ def test_goal_stop_pauses_a_loop_loopx_chat_did_not_start_that_the_service_follo
     assert len(paused) == 1 and paused[0]["actor"] == "owner (goal stop)"
     goal = _in_codex(setup, codex_bin, sid, "thread/goal/get", {})
     assert goal["status"] == "paused" and goal["objective"] == "set in Codex"
+
+
+def test_goal_run_through_the_service_and_goal_follow_reattach_after_a_restart(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """Issue 34 case 3: `goal run` through the service follows the run as `goal follow`
+    does; when the service is killed mid-run and started again, both go on following the
+    recovered run to its end (no `service_lost`, no `thread_busy`), with the same document."""
+    sid = setup.goal("g", 45000)
+    mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
+    proc = setup.serve()
+    started = [*setup.base, "goal", "run", "g", "--json"]
+    try:
+        run = subprocess.Popen(started, env=setup.env, cwd=setup.tmp, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1)
+        watcher = subprocess.Popen([*setup.base, "goal", "follow", "g"], env=setup.env,
+                                   cwd=setup.tmp, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        setup.wait_mid_turn(sid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        proc = setup.serve()
+        out, err = run.communicate(timeout=120)
+        _, lines = watcher.communicate(timeout=60)
+    finally:
+        _stop(proc)
+    assert run.returncode == 3, err  # budget spent, by the recovered run
+    doc = json.loads(out)
+    assert doc["run"]["events"].count("recovered") == 1
+    assert doc["run"]["state"] == "ended" and doc["run"]["host_status"] == "budgetLimited"
+    assert watcher.returncode == 3, lines
+    assert "service_lost" not in err + lines and "thread_busy" not in err + lines
+    assert "is gone: waiting for the service to take it up again" in lines
+    assert f"run {doc['run']['run_id']} recovered: Codex goes on with goal g" in lines
+    assert f"run {doc['run']['run_id']} ended: Codex goal budgetLimited" in lines
+
+
+def test_codex_killed_under_a_service_run_is_started_again_and_the_run_goes_on(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """Issue 34 case 2: `kill -9` of the app-server during a service run. The service starts
+    it again and resumes the thread: the same run goes on to its budget, one turn recorded
+    interrupted, and status never calls it a loop loopx-chat did not start."""
+    import psutil
+
+    sid = setup.goal("g", 45000)
+    mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", "/api/goals/g/run", {})
+        assert code == 202, doc
+        setup.wait_mid_turn(sid)
+        children = psutil.Process(proc.pid).children(recursive=True)
+        codex = [c for c in children if "codex" in c.name()]
+        assert codex
+        for child in codex:
+            child.kill()
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+        status = setup.cli("status", "--goal", "g")
+    finally:
+        _stop(proc)
+    events = [e["event"] for e in setup.runs("g")]
+    assert events.count("recovering") == 1 and events.count("recovered") == 1
+    assert len({e["run_id"] for e in setup.runs("g")}) == 1
+    assert setup.runs("g")[-1]["host_status"] == "budgetLimited"
+    assert [t.status for t in setup.goal_turns(sid)].count("interrupted") == 1
+    assert "did not start" not in json.dumps(status)

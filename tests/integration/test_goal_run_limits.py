@@ -1,0 +1,218 @@
+"""A goal run kept within its limits, on the real codex against the mock (issue 34).
+
+Budgets are hard and counted once: a run stops within the one model response in flight when
+the tokens codex reports reach its budget, even inside one turn that would otherwise go on
+calling tools, and the ledger, the progress lines and codex's count of the goal agree.
+Runaway loops stop: turns that repeat themselves (no tool call, the same answer) or pass the
+owner's `--max-turns` pause the run with an owner gate that says why. Codex dying is
+recovered: a killed app-server is started again and the thread resumed, the same run with
+its budget and id, one turn recorded interrupted; when every restart dies too, the run ends
+failed with the reason, and the first screen never calls it a loop loopx-chat did not start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.model_mock.responses import MockResponsesServer
+from tests.helpers.goal_runs import goal_loop_turns, run_events
+from tests.helpers.owner_cli import OwnerCli
+from tests.helpers.waiting import wait_for
+
+# Far more tool calls than any budget here allows: a turn that never ends by itself.
+RUNAWAY_CALLS = 400
+
+
+@pytest.fixture
+def cli(tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str) -> OwnerCli:
+    return OwnerCli(tmp_path, bound_home, base_env, codex_bin)
+
+
+def _goal_with_session(cli: OwnerCli) -> str:
+    done = cli("goal", "set", "g", "--objective", "count to three", "--acceptance", "3 said")
+    assert done.returncode == 0, done.stderr
+    code, doc = cli.json("chat", "new", "--goal", "g", "mock:text=ready")
+    assert code == 0, doc
+    return str(doc["session_id"])
+
+
+# -- budgets -------------------------------------------------------------------------------
+@pytest.mark.parametrize("budget", [5000, 50000])
+def test_a_turn_that_reaches_the_budget_is_interrupted_within_one_response(
+    cli: OwnerCli, mock: MockResponsesServer, budget: int
+) -> None:
+    sid = _goal_with_session(cli)
+    first = len(mock.response_tokens)
+    mock.script(*["mock:call=no_such_tool {}"] * RUNAWAY_CALLS, default="mock:text=done")
+    code, doc = cli.json("goal", "run", "g", "--token-budget", str(budget))
+    served = mock.response_tokens[first:]  # each model response's tokens, in order
+    assert code == 3, doc  # budget spent
+    assert doc["run"]["ended_by"] == "the budget"
+    assert doc["host_goal"]["status"] == "budgetLimited"
+    spent = doc["ledger_tokens"]
+    # Over the budget by less than the one response that reached it; codex's loop did not
+    # run the remaining scripted calls.
+    assert budget <= spent < budget + max(served)
+    assert len(served) < RUNAWAY_CALLS
+    # One figure: the ledger, codex's count of the goal and the run's record agree.
+    assert doc["host_tokens_used"] == spent and doc["differences"] == []
+    turns = goal_loop_turns(cli.state, sid)
+    assert sum(t.tokens.total_tokens for t in turns) == spent
+    assert turns[-1].status == "interrupted"
+    assert run_events(cli.state, "g")[-1]["run_tokens"] == spent
+
+
+@pytest.mark.parametrize("budget", [5000, 50000])
+def test_turns_of_one_response_stop_at_the_first_turn_past_the_budget(
+    cli: OwnerCli, mock: MockResponsesServer, budget: int
+) -> None:
+    sid = _goal_with_session(cli)
+    before = len(mock.response_tokens)
+    mock.script(default="mock:text=working on it")
+    done = cli("goal", "run", "g", "--token-budget", str(budget))
+    assert done.returncode == 3, done.stderr
+    served = mock.response_tokens[before:]  # one response per turn
+    spent = sum(t.tokens.total_tokens for t in goal_loop_turns(cli.state, sid))
+    assert spent == sum(served)
+    assert budget <= spent < budget + served[-1]
+    # The progress lines count the same figure as the ledger.
+    progress = [line for line in done.stderr.splitlines() if f" of {budget:,} tokens" in line]
+    assert progress and f"{spent:,} of {budget:,} tokens" in progress[-1]
+
+
+# -- runaway loops ------------------------------------------------------------------------
+def _open_gates(cli: OwnerCli) -> list[str]:
+    return [g.question for g in GateStore(cli.state).gates("g") if g.status == "pending"]
+
+
+def test_a_loop_that_repeats_itself_is_paused_with_a_gate_after_three_turns(
+    cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    sid = _goal_with_session(cli)
+    # The same answer, no tool call, turn after turn; far more of them than the guard allows.
+    mock.script(*["mock:text=still thinking about it"] * 20, default="mock:text=unused")
+    done = cli("goal", "run", "g", "--token-budget", "400000")
+    assert done.returncode == 6, done.stderr  # paused
+    turns = goal_loop_turns(cli.state, sid)
+    assert len(turns) == 3 and all(t.status == "completed" for t in turns)
+    ended = run_events(cli.state, "g")[-1]
+    assert ended["by"] == "loopx-chat (runaway guard)"
+    assert ended["host_status"] == "paused"
+    assert "no progress in 3 turns in a row" in done.stderr
+    [question] = _open_gates(cli)
+    assert question.startswith("Goal g is paused: Codex made no progress in 3 turns in a row")
+    # The gate holds the goal: a new run is refused until the owner decides it.
+    again = cli("goal", "run", "g", "--token-budget", "1000")
+    assert again.returncode != 0 and "gate_open" in again.stderr
+
+
+def test_max_turns_pauses_a_loop_that_gets_somewhere(
+    cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:text=one more step")  # numbered: a different answer each turn
+    code, doc = cli.json("goal", "run", "g", "--token-budget", "400000", "--max-turns", "2")
+    assert code == 6, doc
+    assert doc["turns"] == 2 and len(goal_loop_turns(cli.state, sid)) == 2
+    assert doc["run"]["ended_by"] == "loopx-chat (runaway guard)"
+    [question] = _open_gates(cli)
+    assert "reached its limit of 2 turns (--max-turns)" in question
+
+
+# -- codex dying ---------------------------------------------------------------------------
+def _app_servers(pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    return [c for c in children if "codex" in c.name()]
+
+
+def _kill_app_server(pid: int, seen: set[int]) -> bool:
+    """SIGKILL one app-server of the run not killed before; whether there was one."""
+    for child in _app_servers(pid):
+        if child.pid not in seen:
+            seen.add(child.pid)
+            os.kill(child.pid, signal.SIGKILL)
+            return True
+    return False
+
+
+def test_a_killed_app_server_is_started_again_and_the_run_goes_on(
+    cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:slow=0.1 mock:text=one two three four five six")
+    proc = cli.start("goal", "run", "g", "--token-budget", "30000", "--json")
+    wait_for(lambda: any(t.status == "running" for t in goal_loop_turns(cli.state, sid)))
+    killed: set[int] = set()
+    assert _kill_app_server(proc.pid, killed)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 3, err  # the budget, spent by the same run after the restart
+    doc = json.loads(out)
+    events = [e["event"] for e in run_events(cli.state, "g")]
+    assert events == ["run_authorized", "started", "recovering", "recovered", "ended"]
+    assert len({e["run_id"] for e in run_events(cli.state, "g")}) == 1
+    turns = goal_loop_turns(cli.state, sid)
+    assert [t.status for t in turns].count("interrupted") == 1
+    assert turns[-1].status == "completed" and len(turns) >= 3
+    assert doc["run"]["token_budget"] == 30000 and doc["ledger_tokens"] >= 30000
+
+
+def test_when_codex_cannot_be_kept_running_the_run_fails_with_the_reason(
+    cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:slow=0.2 mock:text=one two three four five six")
+    proc = cli.start("goal", "run", "g", "--token-budget", "400000")
+    wait_for(lambda: any(t.status == "running" for t in goal_loop_turns(cli.state, sid)))
+    killed: set[int] = set()
+    while proc.poll() is None:  # every app-server it starts is killed as soon as it is seen
+        _kill_app_server(proc.pid, killed)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    ended = run_events(cli.state, "g")[-1]
+    assert ended["event"] == "ended" and ended["failed"] is True
+    assert ended["reason"] == "Codex's app-server exited and could not be started again"
+    assert [e["event"] for e in run_events(cli.state, "g")].count("recovering") == 3
+    assert "starting it again (3 of 3)" in err
+    code, doc = cli.json("status", "--goal", "g")
+    assert code == 0, doc
+    host_goal = doc["attention_queue"][0]["host_goal"]
+    assert host_goal["goal"]["status"] == "active"  # codex's goal outlives its app-server
+    assert host_goal["words"].startswith(f"run {ended['run_id']} failed: Codex's app-server")
+
+
+# -- the usage limit -------------------------------------------------------------------------
+@pytest.mark.parametrize("asked_by", ["goal run", "goal set"])
+def test_resume_after_usage_limit_waits_for_the_reset_and_goes_on(
+    cli: OwnerCli, mock: MockResponsesServer, asked_by: str
+) -> None:
+    sid = _goal_with_session(cli)
+    flag = "--resume-after-usage-limit"
+    if asked_by == "goal set":
+        done = cli("goal", "set", "g", flag)
+        assert done.returncode == 0, done.stderr
+    resets_at = int(time.time()) + 2
+    mock.script(
+        "mock:text=one step done",
+        f"mock:usage_limit={resets_at}",
+        default="mock:text=after the reset",
+    )
+    run = ["goal", "run", "g", "--token-budget", "12000"]
+    code, doc = cli.json(*run, *([flag] if asked_by == "goal run" else []))
+    assert code == 3, doc  # it went on after the reset, to its budget
+    events = run_events(cli.state, "g")
+    kinds = [e["event"] for e in events]
+    assert kinds.index("usage_wait") < kinds.index("usage_resumed") < kinds.index("ended")
+    assert next(e for e in events if e["event"] == "usage_wait")["usage_resets_at"] == resets_at
+    resumed_at = next(e["at"] for e in events if e["event"] == "usage_resumed")
+    assert any(t.created_at > resumed_at for t in goal_loop_turns(cli.state, sid))
