@@ -29,6 +29,7 @@ from loopx_chat.notify.ntfy import checked_topic_url
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
 from loopx_chat.service.inherited_socket import inherited_listener, server_class
+from loopx_chat.service.launchd_socket import launchd_listener
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
@@ -196,8 +197,12 @@ def serve(
     # written, once clients may come.
     readiness.join()
     try:
-        # systemd's socket (`loopx-chat.socket`) when it passed one, else our own bind.
-        listener = inherited_listener(os.environ, cast(MutableMapping[str, str], cli.environ))
+        # systemd's socket (`loopx-chat.socket`) or launchd's (the plist's `Sockets`) when the
+        # service manager holds the port, else our own bind.
+        listener = (
+            inherited_listener(os.environ, cast(MutableMapping[str, str], cli.environ))
+            or launchd_listener()
+        )
         server = server_class(listener)(
             host,
             port,

@@ -165,8 +165,25 @@ def label_for(prefix: str | None) -> str:
     return f"{prefix or DEFAULT_LABEL_PREFIX}.{LABEL_SUFFIX}"
 
 
-def build_plist(spec: AgentSpec) -> dict[str, Any]:
+def listeners(port: int) -> dict[str, Any]:
+    """launchd's `Sockets` entry: launchd binds the service's loopback port and keeps it while
+    the service restarts, so no other user can take it between two runs; `serve` receives it
+    through `launch_activate_socket("Listeners")` (service/launchd_socket.py)."""
     return {
+        "Listeners": {
+            "SockNodeName": "127.0.0.1",
+            "SockServiceName": str(port),
+            "SockType": "stream",
+            "SockFamily": "IPv4",
+        }
+    }
+
+
+def build_plist(spec: AgentSpec) -> dict[str, Any]:
+    port = ParsedPlist(data={}, program_arguments=spec.program_arguments).port()
+    sockets = {"Sockets": listeners(port)} if port is not None else {}
+    return {
+        **sockets,
         "Label": spec.label,
         "ProgramArguments": list(spec.program_arguments),
         "EnvironmentVariables": dict(spec.environment),

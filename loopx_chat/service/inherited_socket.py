@@ -54,6 +54,12 @@ def inherited_listener(*environs: MutableMapping[str, str]) -> socket.socket | N
         sock = socket.socket(fileno=fds[0])
     except OSError as exc:
         raise _refused(f"descriptor {fds[0]} is not a socket ({exc.strerror})") from None
+    return checked_listener(sock)
+
+
+def checked_listener(sock: socket.socket, manager: str = "systemd") -> socket.socket:
+    """`sock`, close-on-exec, when it is a listening stream socket on loopback; else it is
+    closed and refused (launchd's socket is checked the same way)."""
     sock.set_inheritable(False)
     listening = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
     if sock.type != socket.SOCK_STREAM or not listening:
@@ -64,9 +70,9 @@ def inherited_listener(*environs: MutableMapping[str, str]) -> socket.socket | N
         or not ipaddress.ip_address(sock.getsockname()[0]).is_loopback
     ):
         sock.close()
+        where = "ListenStream=127.0.0.1:PORT" if manager == "systemd" else "SockNodeName 127.0.0.1"
         raise UsageError(
-            "refusing the socket systemd passed: loopx-chat serves loopback only "
-            "(ListenStream=127.0.0.1:PORT)",
+            f"refusing the socket {manager} passed: loopx-chat serves loopback only ({where})",
             error_code="non_loopback_host",
         )
     return sock

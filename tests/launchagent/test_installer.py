@@ -587,3 +587,25 @@ def test_status_exit_codes_are_in_the_help_and_the_readme() -> None:
     for code, words in ((0, "running and answering"), (3, "not loaded"), (4, "not installed")):
         assert f"{code}  " in shown and words in shown
         assert f"`{code}` {words}" in docs, (code, words)
+
+
+def test_launchd_holds_the_services_port_between_two_runs() -> None:
+    """The plist's `Sockets` entry: launchd binds 127.0.0.1 on the port `serve` is given and
+    keeps it while the service restarts, so no other user can take it in between; off
+    macOS `serve` never asks launchd for it."""
+    from loopx_chat.launchagent.plist import build_plist, render_plist
+    from loopx_chat.service.launchd_socket import launchd_listener
+
+    data = plistlib.loads(render_plist(build_plist(spec("/h", port=9876))))
+    assert data["Sockets"] == {
+        "Listeners": {
+            "SockNodeName": "127.0.0.1",
+            "SockServiceName": "9876",
+            "SockType": "stream",
+            "SockFamily": "IPv4",
+        }
+    }
+    assert "--port" in data["ProgramArguments"]
+    assert data["ProgramArguments"][data["ProgramArguments"].index("--port") + 1] == "9876"
+    if sys.platform != "darwin":
+        assert launchd_listener() is None
