@@ -26,9 +26,11 @@ from typing import Any
 from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
+from loopx_chat.codex.turn_defaults import TURN_BODY_LIMIT
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.controller.host_loops import HostLoops
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
+from loopx_chat.controller.turn_settings import from_wire
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
 from loopx_chat.goals.gate_store import (
     DECISIONS,
@@ -68,6 +70,9 @@ from loopx_chat.state.service_runtime import home_identity
 from loopx_chat.state.session_records import TurnRecord, validate_session_id
 
 MAX_BODY = 1 << 20
+# A turn of the owner's (its bearer, or the page's cookie) may carry any message the CLI
+# takes; every other request, and anyone else's, is read up to MAX_BODY.
+TURN_BODY_MAX = TURN_BODY_LIMIT
 ACCEPT_WAIT_SEC = 60.0
 CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
 RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
@@ -112,6 +117,7 @@ class Route:
 
 
 _ID = r"([^/]+)"
+_TURN_PATH = re.compile(rf"/api/chat/sessions/{_ID}/turns")
 ROUTES: tuple[Route, ...] = tuple(
     Route(method, re.compile(pattern), handler)
     for method, pattern, handler in (
@@ -145,6 +151,10 @@ UNAUTHORIZED_PAGE = b"""<!doctype html>
 use the login URL that <code>loopx-chat serve</code> and <code>loopx-chat launchagent
 status</code> print.</p></body></html>
 """
+
+
+def body_limit_words(limit: int) -> str:
+    return f"request bodies are limited to {limit >> 20} MiB"
 
 
 def http_status(code: str) -> int:
@@ -354,8 +364,9 @@ class ServiceApp:
             )
             if refusal:
                 return error_response(403, "forbidden_request", refusal)
-        if len(body) > MAX_BODY:
-            return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
+        limit = self.body_limit(method, path, headers)
+        if len(body) > limit:
+            return error_response(413, "body_too_large", body_limit_words(limit))
         try:
             if writes and decision.surface == "page":
                 # A cookie rides along with any request the browser makes to us; the token
@@ -376,6 +387,16 @@ class ServiceApp:
                 # A client reads its own writes: the next status read looks at the disk again,
                 # and the open pages look now.
                 self.state_changed()
+
+    def body_limit(self, method: str, target: str, headers: Mapping[str, str]) -> int:
+        """The largest body this request may have: a turn of the owner's may carry any
+        message the CLI takes (`TURN_BODY_MAX`); anything else `MAX_BODY`. Decided from
+        the request line and headers, before a byte of the body is read."""
+        path, _, query = target.partition("?")
+        if method != "POST" or _TURN_PATH.fullmatch(path) is None:
+            return MAX_BODY
+        decision = access.decide(method, path, query, headers, self.secret)
+        return TURN_BODY_MAX if decision.access is Access.OWNER else MAX_BODY
 
     def _route(self, request: Request, decision: AccessDecision) -> Response:
         allowed: list[str] = []
@@ -920,6 +941,7 @@ class ServiceApp:
         client_turn_id = doc.get("client_turn_id")
         if client_turn_id is not None and not isinstance(client_turn_id, str):
             raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
+        settings = from_wire(doc.get("options"))
         worker = _Worker()
 
         def on_started(turn: TurnRecord) -> None:
@@ -942,6 +964,7 @@ class ServiceApp:
                     on_delta=on_delta,
                     on_started=on_started,
                     may_start=worker.may_start,
+                    settings=settings,
                 )
                 turn = worker.result.turn
                 if worker.result.created:

@@ -23,9 +23,9 @@ from typing import Any
 
 from loopx_chat.errors import UsageError
 from loopx_chat.service.app import (
-    MAX_BODY,
     Response,
     ServiceApp,
+    body_limit_words,
     error_response,
     log,
 )
@@ -200,8 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
         elif length < 0:
             response = error_response(400, "bad_request", "invalid Content-Length")
             self.close_connection = True
-        elif length > MAX_BODY:
-            response = error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
+        elif length > (limit := self.server.app.body_limit(self.command, self.path, headers)):
+            response = error_response(413, "body_too_large", body_limit_words(limit))
             self.close_connection = True  # the unread body must not be parsed as a request
         else:
             body = self.rfile.read(length) if length else b""
