@@ -53,9 +53,15 @@ from loopx_chat.controller.home_ownership import (
     RegisteredServer,
     process_create_time,
 )
+from loopx_chat.controller.parked_outcomes import ParkedOutcomes
 from loopx_chat.controller.running_goals import RunningGoals
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
-from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
+from loopx_chat.controller.turn_ledger import (
+    TurnLedger,
+    TurnNotRecorded,
+    TurnResult,
+    message_digest,
+)
 from loopx_chat.controller.turn_settings import (
     TurnSettings,
     policy_given,
@@ -196,6 +202,8 @@ class ChatController:
         )
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
+        # Turns Codex finished while the disk was full: recorded once space returns.
+        self.parked = ParkedOutcomes(self.turns)
         self._start_recorded = False
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
@@ -939,7 +947,12 @@ class ChatController:
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.
-            result = self.turns.finish(turn, outcome)
+            try:
+                result = self.turns.finish(turn, outcome)
+            except TurnNotRecorded as exc:
+                if exc.kept:
+                    self.parked.add(session_id)
+                raise
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
@@ -1096,6 +1109,7 @@ class ChatController:
     def close(self, grace: float = 5.0) -> None:
         """Interrupt running turns, close every app-server and release thread locks."""
         self._warm.close(grace)
+        self.parked.close()
         if self._host_desk is not None:
             self._host_desk.close()
 
