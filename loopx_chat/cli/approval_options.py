@@ -63,7 +63,8 @@ def chat_policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
         ctx = click.get_current_context()
         # The turn's own policy: sent with the turn to the service, or on this command's
         # controller config when it runs here.
-        given = given_turn_options(ctx, ("approval", "plan", "decision_timeout"))
+        values = {"approval": approval, "plan": plan, "decision_timeout": decision_timeout}
+        given = given_turn_options(ctx, values)
         if given:
             from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
 

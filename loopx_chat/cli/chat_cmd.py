@@ -203,7 +203,8 @@ def _say_host_loop(pause: str) -> None:
 @click.pass_context
 def chat(ctx: click.Context, sandbox: str, idle_timeout: float, turn_timeout: float) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
-    given = given_turn_options(ctx, CHAT_OPTIONS)  # the turn's own, here or in the service
+    values = dict(zip(CHAT_OPTIONS, (sandbox, idle_timeout, turn_timeout), strict=True))
+    given = given_turn_options(ctx, values)  # the turn's own, here or in the service
     if not given:
         return  # the controller's defaults (the same values): no need to load it to say so
     from loopx_chat.controller.chat_controller import DEFAULT_CONFIG

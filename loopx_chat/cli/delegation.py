@@ -37,11 +37,11 @@ CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout")
 TURN_OPTIONS = "turn_options"  # the ctx.meta key of the options given, by name
 
 
-def given_turn_options(ctx: click.Context, names: tuple[str, ...]) -> dict[str, Any]:
-    """Record which of `names` this command was given (their values), for the turn."""
+def given_turn_options(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """Record which of the options `values` names this command was given, for the turn."""
     given = {
-        name: ctx.params[name]
-        for name in names
+        name: value
+        for name, value in values.items()
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
     }
     options = ctx.meta.setdefault(TURN_OPTIONS, {})

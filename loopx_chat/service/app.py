@@ -702,7 +702,7 @@ class ServiceApp:
                     for t in self.controller.store.list_turns(run.session_id)
                     if t.run_id == run.run_id
                 ]
-                if run is not None and goal_id in running
+                if run is not None
                 else []
             )
             actions[goal_id] = GoalActions(
