@@ -88,6 +88,40 @@ def test_cross_site_writes_are_refused(
     assert SessionStore(service.state).list().sessions == ()
 
 
+def _announced(service: Service, path: str, length: int, bearer: bool, body: bytes = b"") -> bytes:
+    """The answer to a POST that announces `length` bytes and sends `body`."""
+    auth = f"Authorization: Bearer {service.secret}\r\n" if bearer else ""
+    with socket.create_connection(("127.0.0.1", service.port), timeout=60) as sock:
+        sock.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n{auth}"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + body
+        )
+        head = b""
+        while chunk := sock.recv(65536):  # the server closes after its answer
+            head += chunk
+    return head
+
+
+def test_only_the_owners_turn_request_may_be_larger_than_one_mib(service: Service) -> None:
+    """A turn of the owner's may carry any message the CLI takes; anyone else's request,
+    and the owner's other requests, are refused over 1 MiB before a byte is read."""
+    from loopx_chat.service.app import MAX_BODY, TURN_BODY_MAX
+
+    turns = "/api/chat/sessions/" + "a" * 32 + "/turns"
+    for path, length, bearer in (
+        (turns, MAX_BODY + 1, False),
+        ("/api/chat/sessions", MAX_BODY + 1, True),
+        (turns, TURN_BODY_MAX + 1, True),
+    ):
+        head = _announced(service, path, length, bearer)
+        assert head.startswith(b"HTTP/1.1 413") and b"body_too_large" in head, (path, head)
+    # The owner's turn over 1 MiB is read whole (and then judged on what it says).
+    read = _announced(service, turns, MAX_BODY + 1, True, b" " * (MAX_BODY + 1))
+    assert read.startswith(b"HTTP/1.1 400") and b"bad_json" in read, read[:200]
+
+
 def test_error_statuses(service: Service) -> None:
     bad = service.request(
         "POST", "/api/chat/sessions", raw=b"{nope", headers={"Content-Type": "application/json"}
