@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 
 from loopx_chat.codex.thread import TurnOutcome
-from loopx_chat.errors import LoopxChatError, StateError
+from loopx_chat.errors import LoopxChatError, Remedy, StateError
 from loopx_chat.state import outcome_slot
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_records import (
@@ -53,7 +53,13 @@ class TurnNotRecorded(StateError):
         )
         super().__init__(
             f"Codex finished turn {turn.turn_id} ({turn.status}), but the state dir could not "
-            f"take its outcome (the disk is full?); {later}"
+            f"take its outcome (the disk is full?); {later}",
+            remedy=Remedy(
+                summary="The disk that holds loopx-chat's state dir is full.",
+                next_action="Free some space there: the turn is then recorded as Codex "
+                "finished it, by the service on its own or by the next command on the session "
+                f"(`loopx-chat chat send {turn.session_id} …`).",
+            ),
         )
         self.turn = turn
         self.kept = kept
