@@ -297,7 +297,7 @@ def test_page_escapes_every_value_and_shows_goal_records() -> None:
     # codes become words on the page (the JSON keeps the codes)
     assert "paused by its budget (its token budget is spent)" in html
     assert "token_budget_spent" not in html and "throttled:" not in html
-    assert "2 host turn(s) behind, missing_validation" in html
+    assert "Codex is 2 turn(s) ahead, Codex finished, but nothing on record checks it" in html
     assert 'data-goal="g&lt;1&gt;"' in html and 'content="t&lt;k&gt;"' in html
 
 
