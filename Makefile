@@ -1,6 +1,6 @@
-# Two commands for a newcomer: `make demo` and `make test`. Both install what they need
-# (a .venv with the package and its dev tools, and the pinned codex from npm) and are safe
-# to run again.
+# Two commands for a newcomer: `make demo` and `make test` (and `make tour`, to try it by
+# hand). Each installs what it needs (a .venv with the package and its dev tools, and the
+# pinned codex from npm) and is safe to run again.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -8,10 +8,14 @@ CODEX_DIR := tools/codex
 CODEX_STAMP := $(CODEX_DIR)/.installed
 VENV_STAMP := $(VENV)/.installed
 
-.PHONY: demo test venv codex lint format bench clean
+.PHONY: demo tour test venv codex lint format bench clean
 
 demo: $(VENV_STAMP) $(CODEX_STAMP)
 	$(VENV)/bin/loopx-chat --codex-bin $(CODEX_DIR)/node_modules/.bin/codex demo
+
+# The hands-on variant: the mock and a throwaway home stay up while you type the steps it prints.
+tour: $(VENV_STAMP) $(CODEX_STAMP)
+	$(VENV)/bin/loopx-chat --codex-bin $(CODEX_DIR)/node_modules/.bin/codex demo --tour
 
 # pytest exits 5 when it collected nothing: that must fail, never pass quietly.
 test: $(VENV_STAMP) $(CODEX_STAMP)

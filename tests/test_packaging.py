@@ -22,7 +22,7 @@ def _modules() -> set[str]:
     return {
         str(p.relative_to(ROOT))
         for p in (ROOT / "loopx_chat").rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".typed")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix in (".py", ".typed", ".json")
     }
 
 
@@ -57,6 +57,8 @@ def test_the_wheel_holds_the_package_and_the_license_only(built: tuple[Path, Pat
         entry_points = wheel.read(f"{dist_info}/entry_points.txt").decode()
     assert _modules() <= names, sorted(_modules() - names)
     assert "loopx_chat/py.typed" in names
+    # The public contract's JSON Schema ships as package data (tests/projection/test_contract.py).
+    assert "loopx_chat/session_runtime/session_runtime_readonly_projection_v0.schema.json" in names
     assert license_text == (ROOT / "LICENSE").read_bytes()
     assert "License-Expression: MIT" in metadata.splitlines()
     assert "loopx-chat = loopx_chat.cli:run" in entry_points
@@ -106,3 +108,20 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(
     )
     expected = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     assert version.returncode == 0 and version.stdout.strip().endswith(expected), version
+    # The installed copy finds the public contract's schema where the tests read it.
+    schema = subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-c",
+            "import json; from importlib import resources; "
+            "from loopx_chat.session_runtime.contract import CONTRACT_SCHEMA_FILE as F; "
+            "print(json.loads(resources.files('loopx_chat.session_runtime')"
+            ".joinpath(F).read_text())['$id'])",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert schema.stdout.strip() == "urn:loopx-chat:session_runtime_readonly_projection_v0", schema

@@ -21,7 +21,7 @@ from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend, given_turn_options
 from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import LoopxChatError, Remedy, UsageError
 from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
@@ -94,20 +94,21 @@ def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:
+def _finish(
+    result: dict[str, Any], as_json: bool, streamed: bool, hint: Remedy | None = None
+) -> None:
     turn = result["turn"]
     ok = turn["status"] in ("completed", "queued", "running")
     if as_json:
-        emit_json(
-            {
-                "ok": ok,
-                "session_id": result["session_id"],
-                "thread_id": result["thread_id"],
-                "created": result["created"],
-                "turn": turn,
-                "error_code": None if ok else turn["error_code"],
-            }
-        )
+        doc = {
+            "ok": ok,
+            "session_id": result["session_id"],
+            "thread_id": result["thread_id"],
+            "created": result["created"],
+            "turn": turn,
+            "error_code": None if ok else turn["error_code"],
+        }
+        emit_json(doc | ({"hint": hint.to_dict()} if hint and ok else {}))
     else:
         if streamed:
             click.echo()
@@ -119,8 +120,23 @@ def _finish(result: dict[str, Any], as_json: bool, streamed: bool) -> None:
             f"tokens={turn['total_tokens']}{note}",
             err=True,
         )
+        if hint and ok:
+            click.echo(f"[loopx-chat] {hint.summary}", err=True)
+            click.echo(f"[loopx-chat] next: {hint.next_action}", err=True)
     if not ok:
         sys.exit(1)
+
+
+def objective_hint(cli: CliContext, goal_id: str) -> Remedy | None:
+    """What `chat new` adds for a goal with nothing for a run to work on: how to set it."""
+    from loopx_chat.goals.goal_runs import has_objective, objective_remedy
+
+    try:
+        if has_objective(cli.goal_ledger(), cli.gate_store(), goal_id):
+            return None
+    except LoopxChatError:
+        return None  # a bad goal id or an unreadable record: the command's own checks say it
+    return objective_remedy(goal_id)
 
 
 def _submit(
@@ -129,6 +145,7 @@ def _submit(
     message: str,
     client_turn_id: str | None,
     as_json: bool,
+    hint: Remedy | None = None,
 ) -> None:
     streamed = False
 
@@ -152,7 +169,7 @@ def _submit(
     result = backend.submit_turn(
         session_id, message, client_turn_id=client_turn_id, on_delta=on_delta, on_started=on_started
     )
-    _finish(result, as_json, streamed)
+    _finish(result, as_json, streamed, hint)
 
 
 HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget set here)"
@@ -257,7 +274,8 @@ def chat_new(
                 f"{record['upstream_thread_id']}",
                 err=True,
             )
-        _submit(backend, record["session_id"], text, client_turn_id, as_json)
+        hint = objective_hint(cli, goal_id)
+        _submit(backend, record["session_id"], text, client_turn_id, as_json, hint)
 
 
 @chat.command("send")

@@ -2,7 +2,8 @@
 
 Everything happens in a temporary folder: a Codex home pointed at the loopback mock of the
 Responses API shipped in this package, an owner-local state dir, the real codex app-server.
-Each step says in plain words what it proved.
+Each step says in plain words what it proved. `--tour` is the hands-on variant
+(`tour_run`): the same offline setup, left running for a person to type into.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import click
 from loopx_chat.cli.context import CliContext
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.controller.chat_controller import ChatController
+from loopx_chat.errors import UsageError
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 
@@ -49,9 +51,23 @@ def _digest(folder: Path) -> str:
 
 
 @click.command()
+@click.option(
+    "--tour",
+    is_flag=True,
+    help="Instead: start the mock model in a throwaway folder and print the steps to try "
+    "goals, runs, a gate, an approval and the page yourself (until Ctrl-C).",
+)
+@click.option("--keep", is_flag=True, help="With --tour: leave the throwaway folder.")
 @click.pass_obj
-def demo(cli: CliContext) -> None:
+def demo(cli: CliContext, tour: bool, keep: bool) -> None:
     """Open a session, stream a reply, resume from a new process, refuse another home."""
+    if tour:
+        from loopx_chat.cli.tour_run import run_tour
+
+        run_tour(cli, keep)
+        return
+    if keep:
+        raise UsageError("--keep goes with --tour", error_code="usage_error")
     with (
         tempfile.TemporaryDirectory(prefix="loopx-chat-demo-") as tmp,
         MockResponsesServer() as mock,

@@ -65,6 +65,11 @@ COMMANDS: Mapping[str, tuple[str, str, str]] = {
         "metrics",
         "The six goal-control metrics, each with its numerator and denominator.",
     ),
+    "mock": (
+        "mock_cmd",
+        "mock",
+        "The loopback mock of the model API, scriptable from a file: try codex offline.",
+    ),
     "open": (
         "open_cmd",
         "open_page",

@@ -20,6 +20,17 @@ F = TypeVar("F", bound=Callable[..., Any])
 POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
 
 
+def port_option(default: int, where: str) -> Callable[[F], F]:
+    """`--port` of a loopback listener (`serve`, `mock serve`); 0 takes any free port."""
+    return click.option(
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=default,
+        show_default=True,
+        help=f"Port to listen on{where} (0: any free port).",
+    )
+
+
 def actor_option(default: str, role: str) -> Callable[[F], F]:
     """`--actor`: the same values on every command; `role` says what it means here."""
     # The goal modules load with the commands that use them, not with every command that

@@ -6,6 +6,7 @@ terminal: under launchd stderr is a log file, and the secret never goes into a l
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
@@ -15,6 +16,7 @@ import click
 from loopx_chat import __version__
 from loopx_chat.cli.approval_options import policy_options
 from loopx_chat.cli.context import CliContext
+from loopx_chat.cli.options import port_option
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
 from loopx_chat.errors import UsageError
@@ -23,6 +25,7 @@ from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp, log
 from loopx_chat.service.notices import NoticeWatcher, senders_for
+from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     LoopbackServer,
@@ -40,13 +43,7 @@ from loopx_chat.state.service_runtime import (
 
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Loopback only.")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=8767,
-    show_default=True,
-    help="Port to listen on (0: any free port).",
-)
+@port_option(8767, "")
 @click.option(
     "--max-warm",
     type=click.IntRange(1, 256),
@@ -152,9 +149,8 @@ def serve(
         )
     except OSError as exc:
         controller.close()
-        raise UsageError(
-            f"cannot listen on {host}:{port}: {exc.strerror}", error_code="listen_failed"
-        ) from None
+        holder = find_holder(port, cli.state_dir) if exc.errno == errno.EADDRINUSE else None
+        raise listen_refusal(host, port, exc, holder) from None
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise

@@ -16,7 +16,6 @@ from loopx_chat.cli.context import (
     json_option,
     nothing_found,
 )
-from loopx_chat.cli.options import known_goal
 from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
 
@@ -33,12 +32,30 @@ if TYPE_CHECKING:
     help="Who reads this. Default: owner on a terminal without --json, else script. Only "
     "an owner's read counts as the owner having seen a blocker (a metric).",
 )
+@click.option(
+    "--contract",
+    is_flag=True,
+    help="Print each goal's public read-only contract (session_runtime_readonly_projection_v0)"
+    " as JSON instead: what another product surface reads.",
+)
 @json_option
 @click.pass_obj
-def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bool) -> None:
+def status(
+    cli: CliContext, goal_id: str | None, viewer: str | None, contract: bool, as_json: bool
+) -> None:
     """For each goal: who it waits on, can the agent continue, what gate, what last ran."""
+    if contract:
+        from loopx_chat.goals.contract_view import collect_contracts, contracts_document
+
+        binding = cli.binding()
+        found = collect_contracts(cli.store(), cli.gate_store(), str(binding.path), goal_id)
+        emit_json(contracts_document(found))
+        return
     if goal_id:
-        known_goal(cli, goal_id)
+        from loopx_chat.goals.unreadable import require_listed_goal
+
+        # A goal known only through a session that cannot be read is still listed.
+        require_listed_goal(cli.store(), cli.gate_store(), goal_id)
     binding = cli.binding()
     scan = scan_bound_home(cli.state_dir, binding.path)
     doc = collect_status(
@@ -54,8 +71,10 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
     from loopx_chat.goals.badges import goal_badge, row_actor, run_is_live, run_says
 
     for row in doc["attention_queue"]:
-        deciding = row.get("status") == "problem" or (
-            (row.get("quota") or {}).get("reason_code") == "open_blocking_gate"
+        deciding = (
+            row.get("status") == "problem"
+            or bool(row.get("problems"))
+            or (row.get("quota") or {}).get("reason_code") == "open_blocking_gate"
         )
         facts = runs.get(row["goal_id"])
         row["badge"] = goal_badge(row_actor(row, deciding), deciding, facts).code
@@ -67,7 +86,10 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
     from loopx_chat.goals.badges import BADGES
     from loopx_chat.goals.words import humanize, quota_words
 
-    if not doc["attention_queue"]:
+    for record in doc.get("unreadable_records") or ():
+        click.echo(f"UNREADABLE {record['problem']} (no goal names it)")
+        click.echo(f"  what to do:              {record['what_to_do']}")
+    if not doc["attention_queue"] and not doc.get("unreadable_records"):
         click.echo(nothing_found("goals"))
     for goal in doc["attention_queue"]:
         answers = goal["answers"]
@@ -80,6 +102,9 @@ def status(cli: CliContext, goal_id: str | None, viewer: str | None, as_json: bo
             click.echo(f"  acceptance:              {criterion}")
         if state.get("stop_condition"):
             click.echo(f"  stop when:               {state['stop_condition']}")
+        for problem in goal.get("problems") or ():
+            click.echo(f"  PROBLEM:                 {problem['problem']}")
+            click.echo(f"  what to do:              {problem['what_to_do']}")
         if goal.get("stopped"):
             click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
         if state.get("boundary"):

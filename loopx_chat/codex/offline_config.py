@@ -23,6 +23,11 @@ _FIRST_PRINTABLE = 0x20
 _DELETE = 0x7F
 
 MOCK_MODEL = "mock-model"
+# The first line of every config.toml written here: how a home made for the mock is told
+# from a person's own (`loopx-chat mock serve --codex-home` rewrites only such a file).
+OFFLINE_HEADER = (
+    "# Written by loopx_chat.codex.offline_config: offline codex against a loopback mock."
+)
 
 # The smallest catalog entry codex 0.171.0 accepts: each field below was reported as a
 # `missing field` when left out (see codex-app-server.md §7).  A `model_catalog_json` file REPLACES
@@ -70,7 +75,7 @@ def _toml_string(value: str) -> str:
 def offline_config_toml(base_url: str, catalog_path: Path) -> str:
     """config.toml text that points codex at the mock only (see codex-app-server.md §3, §7)."""
     lines = [
-        "# Written by loopx_chat.codex.offline_config: offline codex against a loopback mock.",
+        OFFLINE_HEADER,
         f"model_catalog_json = {_toml_string(str(catalog_path))}",
         f"model = {_toml_string(MOCK_MODEL)}",
         'model_provider = "mock"',

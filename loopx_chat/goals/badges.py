@@ -162,9 +162,10 @@ def run_says(facts: RunFacts) -> tuple[Badge, str]:
 
 def row_actor(goal: Mapping[str, Any], owner_acts: bool) -> str:
     """Who must act on a goal's status row: `owner` (`owner_acts`: an open decision, a
-    finished run to answer; or unreadable records), `agent` (it can go on now), `blocked`
-    (its last turn was blocked, or it waits for evidence), else `watching`."""
-    if owner_acts or goal.get("status") == "problem":
+    finished run to answer; or unreadable records, its own or a session's: `problems`),
+    `agent` (it can go on now), `blocked` (its last turn was blocked, or it waits for
+    evidence), else `watching`."""
+    if owner_acts or goal.get("status") == "problem" or goal.get("problems"):
         return "owner"
     answers = goal.get("answers") or {}
     if str(answers.get("agent_can_continue", "")).startswith("yes"):

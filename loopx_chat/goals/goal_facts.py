@@ -50,6 +50,8 @@ class GoalFacts:
     raw_material: tuple[str, ...] = ()
     # Gates this module adds (stop, throttle): on the first screen, never in `gate list`.
     control_gate_ids: frozenset[str] = frozenset()
+    # Sessions of the goal whose records cannot be read (goals/unreadable.py): they hold it.
+    unreadable_records: tuple[str, ...] = ()
     # What our records cover of the host, for staleness: threads, turns per thread, last time.
     thread_ids: tuple[str, ...] = ()
     recorded_turns: dict[str, int] = field(default_factory=dict)

@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loopx_chat.errors import StateError
+from loopx_chat.errors import Remedy, StateError
 from loopx_chat.goals.gate_store import GateStore, Handoff, public_text
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.state.jsonl import append_record, read_records
@@ -67,6 +67,22 @@ class RunObjective:
     source_id: str
 
 
+def objective_remedy(goal_id: str) -> Remedy:
+    """How to give goal `goal_id` something to work on: the exact command. `goal run`'s
+    `objective_required` carries it, and `chat new --goal` says it for a goal that has none."""
+    return Remedy(
+        summary=f"Goal {goal_id} has no objective yet: chat turns run, but `goal run` has "
+        "nothing to ask Codex to work on.",
+        next_action=f'Set one: `loopx-chat goal set {goal_id} --objective "what to do" '
+        '--acceptance "how you will know it is done"`.',
+    )
+
+
+def has_objective(records: GoalLedger, goals: GateStore, goal_id: str) -> bool:
+    """Whether a run of the goal would have an objective: a goal_state, or a handoff."""
+    return records.goal_state(goal_id) is not None or bool(goals.handoffs(goal_id))
+
+
 def run_objective(records: GoalLedger, goal_id: str, pending: Handoff | None) -> RunObjective:
     """What the host is asked to do: the pending handoff, else the goal_state; compact."""
     if pending is not None:
@@ -78,6 +94,7 @@ def run_objective(records: GoalLedger, goal_id: str, pending: Handoff | None) ->
             f"goal {goal_id} has neither a pending handoff nor a goal_state: nothing says what "
             "Codex should work on",
             error_code="objective_required",
+            remedy=objective_remedy(goal_id),
         )
     text = state.objective
     if state.acceptance:

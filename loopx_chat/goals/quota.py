@@ -6,6 +6,7 @@ match wins:
 1. the goal was stopped (`goal stop`) → `paused` (`goal_stopped`);
 2. a person's open blocking gate → `operator_gate` (`open_blocking_gate`);
 3. the session belongs to another Codex home → `blocked` (`codex_home_mismatch`);
+   a record of the goal cannot be read → `blocked` (`record_unreadable`);
 4. a failure streak or a spent token budget → `throttled`, with the window and what clears
    it (goal_facts puts the same throttle on the first screen as an owner gate, and the
    clearing action really clears it there too);
@@ -51,6 +52,7 @@ class QuotaFacts:
     agent_can_continue: bool
     pending_handoffs: tuple[str, ...]
     transition_key: str
+    record_unreadable: bool = False
 
 
 def transition_key(material: Any) -> str:
@@ -65,6 +67,7 @@ _CLEARS = {
     "goal_stopped": "you resume the goal (`loopx-chat goal resume GOAL`)",
     "open_blocking_gate": "you decide the open question (the card, or `loopx-chat gate resolve`)",
     "codex_home_mismatch": "loopx-chat runs with the session's own Codex home",
+    "record_unreadable": "the unreadable record is repaired or moved out of the state dir",
     "raw_material_detected": "the goal's records carry compact summaries only",
     "turn_running": "the running turn finishes",
     "no_agent_todo": "you Run it, or give it a next step (`loopx-chat handoff record`)",
@@ -79,6 +82,8 @@ def decide_quota(facts: QuotaFacts) -> dict[str, Any]:
         decision, reason = "operator_gate", "open_blocking_gate"
     elif facts.home_mismatch:
         decision, reason = "blocked", "codex_home_mismatch"
+    elif facts.record_unreadable:
+        decision, reason = "blocked", "record_unreadable"
     elif facts.throttle is not None:
         decision = "throttled"
         reason = (
@@ -140,6 +145,7 @@ def quota_facts(facts: GoalFacts, projection: dict[str, Any]) -> QuotaFacts:
         agent_can_continue=bool(first.get("agent_can_continue")),
         pending_handoffs=facts.pending_handoffs,
         transition_key=transition_key(material),
+        record_unreadable=bool(facts.unreadable_records),
     )
 
 

@@ -18,6 +18,7 @@ from loopx_chat.goals.goal_facts import GoalFacts, facts_from_state, known_goal_
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.quota import current_quota
 from loopx_chat.goals.reconcile import reconcile_reason, staleness
+from loopx_chat.goals.unreadable import attribute, unreadable_fields, with_unreadable
 from loopx_chat.state.session_store import SessionStore
 
 if TYPE_CHECKING:
@@ -253,8 +254,11 @@ def collect_status(
     answers, records nothing new (it could not tell what is new), and names the error in
     `control_log_error`; `loopx-chat metrics` reports the same error.
     """
-    sessions = store.list().sessions
-    ids = [goal_id] if goal_id else known_goal_ids(sessions, goals)
+    listing = store.list()
+    sessions = listing.sessions
+    # A session that cannot be read stays on its goal as a problem: no goal vanishes.
+    unreadable = attribute(listing.problems, goals)
+    ids = [goal_id] if goal_id else sorted({*known_goal_ids(sessions, goals), *unreadable.by_goal})
     results = []
     reported: dict[str, set[str]] | None = None
     log_error: str | None = None
@@ -274,8 +278,10 @@ def collect_status(
             facts = facts_from_state(
                 g, store=store, goals=goals, codex_home=codex_home, all_sessions=sessions
             )
+            facts = with_unreadable(facts, unreadable.by_goal.get(g, ()))
             result = goal_status(facts)
             result.update(goal_record_summary(facts, GoalLedger(goals)))
+            result.update(unreadable_fields(unreadable.by_goal.get(g, ())))
         except StateError as exc:
             # One goal's unreadable record never hides the others.
             results.append(goal_problem(g, exc))
@@ -306,6 +312,7 @@ def collect_status(
                 seen["stale"].add(stale_key)
     doc = status_document(results)
     doc["control_log_error"] = log_error
+    doc["unreadable_records"] = [r.to_dict() for r in unreadable.unattributed]
     return doc
 
 

@@ -28,6 +28,7 @@ WORDS: dict[str, str] = {
     "paused": "paused",
     "goal_stopped": "its owner stopped it",
     "codex_home_mismatch": "its session belongs to another Codex home",
+    "record_unreadable": "a record of it cannot be read",
     # recommended actions and waiting-on codes
     "human_decision_pending": "a person's decision is pending",
     "user_or_controller": "a person",

@@ -10,9 +10,13 @@ What this module owns:
     so a test or the offline demo can provoke each provider behaviour on demand. A
     goal-continuation turn has no user message of its own, so `script` queues directives
     that requests take in order instead (and a default for when the queue is empty): that
-    is how a test makes codex's own loop call `update_goal`.
+    is how a test makes codex's own loop call `update_goal`. `script_goal` keeps such a queue
+    per goal, chosen by words of the objective codex sends with each continuation turn, and
+    `load_script` takes a whole `script.MockScript` (what `loopx-chat mock serve --script`
+    and `demo --tour` read from JSON).
   (The codex configuration that points a home at this mock is `offline_config`.)
-  * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground.
+  * ``python -m loopx_chat.model_mock.responses --port N``: the same server in the foreground
+    (`loopx-chat mock serve` is the same with a script).
 
 What it must never do:
   * listen on anything but a loopback address (it is a test double, not a service);
@@ -39,8 +43,9 @@ from types import FrameType, TracebackType
 from typing import Any
 
 from loopx_chat.codex.offline_config import MOCK_MODEL
+from loopx_chat.model_mock.script import MockScript
 
-__all__ = ["MockResponsesServer"]
+__all__ = ["MockResponsesServer", "block_until_signalled"]
 
 # Only these request headers are kept: enough to assert who called and for which thread, while
 # the authorization header (and anything else that might carry a secret) is never stored.
@@ -125,12 +130,7 @@ def _tool_output_after_last_user(body: dict[str, Any]) -> str | None:
                 found = None
             continue
         if item.get("type") == "function_call_output":
-            output = item.get("output")
-            if isinstance(output, list):
-                output = "".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
-            elif isinstance(output, dict):
-                output = output.get("content") or json.dumps(output)
-            found = "" if output is None else str(output)
+            found = _output_text(item)
     return found
 
 
@@ -145,6 +145,33 @@ def _tool_outputs(body: dict[str, Any]) -> list[str]:
     return out
 
 
+def _output_text(item: dict[str, Any]) -> str:
+    output = item.get("output")
+    if isinstance(output, list):
+        return "".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
+    if isinstance(output, dict):
+        return str(output.get("content") or json.dumps(output))
+    return "" if output is None else str(output)
+
+
+def _goal_objective(body: dict[str, Any]) -> str | None:
+    """The objective of a goal-continuation turn: the text of codex's latest `goal_objective`
+    output, when the last user message is codex's own (a chat turn ends with the person's
+    message, and is not a continuation turn even on a thread with a goal)."""
+    items = body.get("input")
+    objective: str | None = None
+    last_user_is_codex = False
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call_output" and item.get("name") == "goal_objective":
+            objective = _output_text(item)
+        elif item.get("role") == "user" and item.get("type", "message") == "message":
+            texts = _message_texts({"input": [item]}, "user", "input_text")
+            last_user_is_codex = all(_is_injected(t) for t in texts)
+    return objective if last_user_is_codex else None
+
+
 def _answers_call(body: dict[str, Any], issued: set[str]) -> str | None:
     """The output text when the request's last input item answers a call this mock made.
 
@@ -156,12 +183,7 @@ def _answers_call(body: dict[str, Any], issued: set[str]) -> str | None:
     last = items[-1]
     if last.get("type") != "function_call_output" or last.get("call_id") not in issued:
         return None
-    output = last.get("output")
-    if isinstance(output, list):
-        output = "".join(str(p.get("text", "")) for p in output if isinstance(p, dict))
-    elif isinstance(output, dict):
-        output = output.get("content") or json.dumps(output)
-    return "" if output is None else str(output)
+    return _output_text(last)
 
 
 def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
@@ -340,7 +362,7 @@ class _Handler(BaseHTTPRequestHandler):
         real_texts = [t for t in user_texts if not _is_injected(t)]
         owner = self.server.owner
         follow_up = _answers_call(body, owner._issued_calls)
-        scripted = owner._next_scripted(follow_up is not None)
+        scripted = owner._next_scripted(follow_up is not None, _goal_objective(body))
         prompt = scripted if scripted is not None else (real_texts[-1] if real_texts else "")
 
         limit = _DIRECTIVE_USAGE_LIMIT.search(prompt)
@@ -519,6 +541,14 @@ class _SseStream:
         self._finish([done], output_tokens=len(words), failed=failed)
 
 
+class _Lane:
+    """The queued directives of the continuation turns of goals whose objective contains
+    `objective` (mutated only under the server's lock)."""
+
+    def __init__(self, objective: str, queue: list[str], default: str | None) -> None:
+        self.objective, self.queue, self.default = objective, queue, default
+
+
 class MockResponsesServer:
     """A loopback HTTP server that plays the OpenAI Responses API for codex.
 
@@ -544,6 +574,7 @@ class MockResponsesServer:
         self._queue: list[str] = []
         self._default: str | None = None
         self._issued_calls: set[str] = set()
+        self._lanes: list[_Lane] = []
 
     # ------------------------------------------------------------------ scripting
 
@@ -556,16 +587,34 @@ class MockResponsesServer:
             if not keep_default:
                 self._default = default
 
+    def script_goal(self, objective: str, *push: str, default: str | None = None) -> None:
+        """Like `script`, for the continuation turns of a goal whose objective contains
+        `objective` only (the first such lane wins); other requests never take from it."""
+        with self._lock:
+            self._lanes.append(_Lane(objective, list(push), default))
+
+    def load_script(self, script: MockScript) -> None:
+        """Everything a `MockScript` says, on top of what is scripted already."""
+        self.script(*script.requests, default=script.default)
+        for lane in script.goals:
+            self.script_goal(lane.objective, *lane.requests, default=lane.default)
+
     def clear_script(self) -> None:
         with self._lock:
             self._queue.clear()
             self._default = None
+            self._lanes.clear()
 
-    def _next_scripted(self, follow_up: bool) -> str | None:
+    def _next_scripted(self, follow_up: bool, objective: str | None = None) -> str | None:
         with self._lock:
-            if self._queue:
-                return self._queue.pop(0)
-            return None if follow_up else self._default
+            lane = next(
+                (x for x in self._lanes if objective is not None and x.objective in objective),
+                None,
+            )
+            queue, default = (lane.queue, lane.default) if lane else (self._queue, self._default)
+            if queue:
+                return queue.pop(0)
+            return None if follow_up else default
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -639,7 +688,7 @@ class MockResponsesServer:
 # -------------------------------------------------------------------------- cli
 
 
-def _block_until_signalled() -> None:
+def block_until_signalled() -> None:
     """Block until SIGINT or SIGTERM, then restore the previous handlers."""
     done = threading.Event()
 
@@ -671,7 +720,7 @@ def main(argv: list[str] | None = None) -> int:
     with server:
         # The one line a caller needs to configure codex; flushed so a pipe reader sees it at once.
         print(server.base_url, flush=True)
-        _block_until_signalled()
+        block_until_signalled()
     return 0
 
 

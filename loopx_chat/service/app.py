@@ -131,6 +131,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", rf"/api/goals/{_ID}/run", "_run_route"),
         ("POST", rf"/api/goals/{_ID}/pause", "_pause_route"),
         ("GET", rf"/api/goals/{_ID}/run", "_run_state_route"),
+        ("GET", rf"/api/goals/{_ID}/contract", "_contract_route"),
         ("POST", rf"/api/goals/{_ID}/accept", "_accept_route"),
         ("POST", rf"/api/goals/{_ID}/reopen", "_reopen_route"),
         ("GET", r"/api/chat/capabilities", "_capabilities"),
@@ -647,6 +648,15 @@ class ServiceApp:
             raise StateError(f"goal {goal_id} has no run", error_code="run_not_found")
         running = self.runs.running().get(goal_id) == run.run_id
         return json_response(200, {"ok": True, "run": run.to_dict(), "running_here": running})
+
+    def _contract_route(self, request: Request, decision: AccessDecision, goal_id: str) -> Response:
+        """The goal's public read-only contract (session_runtime_readonly_projection_v0)."""
+        from loopx_chat.goals.contract_view import collect_contracts
+
+        (contract,) = collect_contracts(
+            self.controller.store, self.goals, str(self.controller.codex_home), goal_id
+        )
+        return json_response(200, contract)
 
     def _status_events_route(self, request: Request, decision: AccessDecision) -> Response:
         return self._status_events()

@@ -153,8 +153,10 @@ def _oldest_blocking(actions: GoalActions) -> str:
 def badge_of(goal: Mapping[str, Any], actions: GoalActions) -> Badge:
     """The card's badge (`goals/badges.py`): an open decision or unreadable records first,
     then the goal's run, else who must act on it."""
-    deciding = goal.get("status") == "problem" or any(
-        g.blocking and g.status == "pending" for g in actions.gates
+    deciding = (
+        goal.get("status") == "problem"
+        or bool(goal.get("problems"))
+        or any(g.blocking and g.status == "pending" for g in actions.gates)
     )
     run = actions.run.facts if actions.run is not None else None
     return goal_badge(actor_of(goal, actions), deciding, run)
@@ -231,6 +233,12 @@ def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
     )
     if goal.get("status") == "problem":
         return "Its records could not be read: repair or move the file named in the CLI."
+    if goal.get("problems"):
+        return (
+            "A record of this goal cannot be read, so the agent waits: "
+            + _text(goal["problems"][0].get("what_to_do", ""), words=False)
+            + "; this card then shows the goal as it is."
+        )
     if pending:
         return "Your decision above lets the agent go on (or keeps it stopped)."
     if _run_waits_on_owner(actions.run):
@@ -297,7 +305,8 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
             f'<dd data-q="reconcile">{_text(", ".join(x for x in (behind, reason) if x))}</dd>'
         )
     open_gates = [g for g in actions.gates if g.status == "pending"]
-    gates = "".join(_gate(goal_id, g) for g in open_gates if g.blocking)
+    gates = _problems(goal.get("problems") or ())
+    gates += "".join(_gate(goal_id, g) for g in open_gates if g.blocking)
     extra = [f"<li>advisory gate: {_text(g.question)}</li>" for g in open_gates if not g.blocking]
     if actions.next_action:
         extra.append(f"<li>handoff: {_text(actions.next_action)}</li>")
@@ -313,6 +322,16 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
         f'<h2><span>{escape(goal_id)}</span><span class="badge badge-{badge.code}">'
         f"{escape(badge.words)}</span></h2>{gates}<dl>{rows}</dl>{aside}"
         f'<p class="next" data-q="next">{next_step(goal, actions, actor)}</p></section>'
+    )
+
+
+def _problems(problems: Sequence[Mapping[str, Any]]) -> str:
+    """Records that cannot be read, each with what the owner can do about it."""
+    return "".join(
+        f'<div class="gate problem" data-problem="{escape(str(p.get("error_code", "")))}">'
+        f'<p class="question">{_text(p.get("problem", ""), words=False)}</p>'
+        f'<p class="meta">What to do: {_text(p.get("what_to_do", ""), words=False)}</p></div>'
+        for p in problems
     )
 
 
@@ -360,12 +379,23 @@ def _budget_bar(run: RunView | None) -> str:
 
 def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) -> str:
     goals = ordered(status.get("attention_queue", []), actions)
+    unreadable = status.get("unreadable_records") or ()
+    # A record no goal can claim still shows: nothing the owner must act on vanishes.
+    orphans = (
+        '<section class="card actor-owner" data-goal="" data-actor="owner"><h2><span>'
+        'Records of no known goal</span><span class="badge badge-owner">You decide</span>'
+        f"</h2>{_problems(unreadable)}</section>"
+        if unreadable
+        else ""
+    )
     if not goals:
-        return (
+        return orphans + (
             '<p class="empty">No goals yet. Open a session with <code>loopx-chat chat new'
             "</code> or ask a question with <code>loopx-chat gate request</code>.</p>"
         )
-    return "".join(_card(g, actions.get(str(g.get("goal_id")), GoalActions())) for g in goals)
+    return orphans + "".join(
+        _card(g, actions.get(str(g.get("goal_id")), GoalActions())) for g in goals
+    )
 
 
 _STYLE = """

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         session_runtime_projection_attention,
         session_runtime_status_waiting_on,
     )
+    from loopx_chat.session_runtime.contract import build_session_runtime_readonly_contract
     from loopx_chat.session_runtime.keys import (
         KeyClassification,
         KeyState,
@@ -58,6 +59,7 @@ _EXPORTS: dict[str, str] = {
     "compact_session_runtime_readonly_projection": "loopx_chat.session_runtime.compact",
     "session_runtime_projection_attention": "loopx_chat.session_runtime.compact",
     "session_runtime_status_waiting_on": "loopx_chat.session_runtime.compact",
+    "build_session_runtime_readonly_contract": "loopx_chat.session_runtime.contract",
     "KeyClassification": "loopx_chat.session_runtime.keys",
     "KeyState": "loopx_chat.session_runtime.keys",
     "RawMaterialCategory": "loopx_chat.session_runtime.keys",
@@ -105,6 +107,7 @@ __all__ = [
     "WritebackPlan",
     "assert_valid_openviking_session_memory_adapter",
     "build_openviking_session_memory_adapter",
+    "build_session_runtime_readonly_contract",
     "build_session_runtime_readonly_projection",
     "build_writeback",
     "check_entry_criteria",

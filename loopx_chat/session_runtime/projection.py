@@ -15,6 +15,10 @@ Open points resolved here (the reference is silent):
 - A group that is a single mapping is read as a one-item list: dropping it would hide a
   blocking gate passed without its list. Strings, bytes and non-iterables read as empty.
 - Items are read, never copied or kept, so no copy is needed for purity.
+- A gate whose rule fields hold an unexpected type (``GATE_FIELD_TYPES``: a number for
+  ``status``, a string for ``blocking``) fails closed as a blocking gate. The peer reads
+  ``status: 0, state: "pending"`` as pending because ``0`` is falsy; we block on any such
+  record, whatever its other fields say, and never skip it.
 - ``status``, ``actor`` and ``kind`` take the first of their keys with non-blank text,
   trimmed and lowercased.
 - Timestamps compare as the plain string of the first non-empty timestamp key.
@@ -67,6 +71,18 @@ STATUS_KEYS = ("status", "state")
 ACTOR_KEYS = ("actor", "required_actor", "decision_actor", "channel")
 KIND_KEYS = ("kind", "type")
 HUMAN_DECISION_FLAGS = ("requires_human_decision", "action_required")
+# The types each gate field the rules read may have (None counts as absent). A gate with any
+# other type under one of these keys (a number for `status`, a string for `blocking`) is a
+# record we do not understand, so it fails closed: it is a blocking gate, never ignored.
+GATE_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys((*STATUS_KEYS, *ACTOR_KEYS), (str,)),
+    **dict.fromkeys((*HUMAN_DECISION_FLAGS, "advisory", "blocking"), (bool,)),
+    **dict.fromkeys(("question", "requested_decision", "title", "summary", "next_action"), (str,)),
+}
+MALFORMED_GATE_STATE = "blocked"  # the gate state of a malformed gate with no open status
+MALFORMED_GATE_TODO = (
+    "a gate record has fields of unexpected types: check it before the agent goes on"
+)
 # `message` is deliberately absent from every text list: it is raw transcript material.
 USER_TODO_KEYS = ("question", "requested_decision", "title", "summary", "next_action")
 AGENT_TODO_KEYS = ("recommended_action", "agent_next_action", "next_action", "handoff", "summary")
@@ -157,13 +173,38 @@ def _timestamp(item: Item) -> str:
 # ---- First-screen predicates --------------------------------------------------------------
 
 
+def _is_malformed_gate(gate: Item) -> bool:
+    """A field the gate rules read holds a type they do not expect (bool is not an int)."""
+    get = gate.get
+    for key, types in GATE_FIELD_TYPES.items():
+        value = get(key)
+        if value is not None and type(value) not in types:
+            return True
+    return False
+
+
 def _is_blocking_gate(gate: Item) -> bool:
+    if _is_malformed_gate(gate):
+        return True
     if _word(gate, STATUS_KEYS) not in OPEN_GATE_STATUSES:
         return False
     human = _word(gate, ACTOR_KEYS) in HUMAN_GATE_ACTORS or any(
         bool(gate.get(flag)) for flag in HUMAN_DECISION_FLAGS
     )
     return human and gate.get("advisory") is not True and gate.get("blocking", True) is not False
+
+
+def _gate_state(gate: Item) -> str:
+    """The blocking gate's open status; a malformed gate's first open status among its
+    status keys (the peer reads `status: 0, state: pending` as pending), else "blocked"."""
+    word = _word(gate, STATUS_KEYS)
+    if word in OPEN_GATE_STATUSES:
+        return word
+    for key in STATUS_KEYS:
+        value = gate.get(key)
+        if type(value) is str and value.strip().lower() in OPEN_GATE_STATUSES:
+            return value.strip().lower()
+    return MALFORMED_GATE_STATE
 
 
 def _has_text(item: Item, keys: tuple[str, ...]) -> bool:
@@ -404,7 +445,9 @@ def build_session_runtime_readonly_projection(
         waiting_on = gate_actor if gate_actor in HUMAN_GATE_ACTORS else "operator"
         lane = LANE_USER_GATE
         user_todo = _first_text(blocking_gate, USER_TODO_KEYS)
-        gate_state = _word(blocking_gate, STATUS_KEYS)
+        gate_state = _gate_state(blocking_gate)
+        if user_todo is None and _is_malformed_gate(blocking_gate):
+            user_todo = MALFORMED_GATE_TODO
     else:
         if latest_blocker is not None and agent_todo is None:
             waiting_on, lane = "runtime", LANE_BLOCKER

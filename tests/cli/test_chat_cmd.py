@@ -247,3 +247,34 @@ def test_a_message_over_the_stated_limit_is_refused(tmp_path: Path, fake_codex: 
     assert fake_codex.app_servers() == []
     help_text = CliRunner().invoke(main, ["chat", "send", "--help"]).output
     assert f"at most {MESSAGE_LIMIT_BYTES >> 20} MiB" in " ".join(help_text.split())
+
+
+def test_chat_new_on_a_goal_with_no_objective_says_how_to_set_one(
+    tmp_path: Path, fake_codex: FakeCodex, invoke: Invoke
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    result = invoke(home, ["chat", "new", "--goal", "first-try", "hi"])
+    assert result.exit_code == 0, result.output
+    command = (
+        'loopx-chat goal set first-try --objective "what to do" '
+        '--acceptance "how you will know it is done"'
+    )
+    assert "[loopx-chat] Goal first-try has no objective yet" in result.stderr
+    assert f"[loopx-chat] next: Set one: `{command}`." in result.stderr
+    doc = json.loads(invoke(home, ["chat", "new", "--goal", "first-try", "--json", "hi"]).stdout)
+    assert doc["ok"] and doc["hint"]["next_action"] == f"Set one: `{command}`."
+    # `goal run` without one is refused with the same command to type.
+    refused = invoke(home, ["goal", "run", "first-try", "--token-budget", "1000", "--json"])
+    assert refused.exit_code == 1
+    error = json.loads(refused.stdout)
+    assert error["error_code"] == "objective_required"
+    assert error["gate"]["next_action"] == f"Set one: `{command}`."
+    # The command as printed works, and then `chat new` has nothing to add.
+    args = ["goal", "set", "first-try", "--objective", "what to do"]
+    assert invoke(home, [*args, "--acceptance", "how you will know it is done"]).exit_code == 0
+    again = invoke(home, ["chat", "new", "--goal", "first-try", "hi"])
+    assert again.exit_code == 0 and "next:" not in again.stderr
+    assert "hint" not in json.loads(
+        invoke(home, ["chat", "new", "--goal", "first-try", "--json", "hi"]).stdout
+    )

@@ -366,6 +366,9 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
             assert (status, json.loads(raw)["error_code"]) == (403, "forbidden_request")
         elif path.endswith("/interrupt"):
             assert status in (200, 409), raw  # the turn may already be over
+        elif path.endswith("/contract"):
+            # The public contract is read, never refused, for the owner.
+            assert status == 200 and json.loads(raw)["goal_id"] == "g-own", raw
         elif path.startswith("/api/goals/") and "/gates/" not in path:
             # This goal has no budget to run with and no run: the owner gets the refusal's
             # code, never a 401 (Reopen without a note is a usage error).

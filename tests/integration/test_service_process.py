@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -180,3 +181,6 @@ def test_serve_on_a_busy_port_is_one_clean_error(
     assert done.returncode == 1
     assert done.stderr.startswith("error [listen_failed]: cannot listen on 127.0.0.1:")
     assert "Traceback" not in done.stderr
+    # What holds the port (this test's process) and the flag that picks another.
+    assert f"(pid {os.getpid()})." in done.stderr.splitlines()[1]
+    assert f"next: Pick another port: `loopx-chat serve --port {port + 1}`" in done.stderr

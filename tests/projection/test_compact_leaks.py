@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from loopx_chat.session_runtime import (
+    build_session_runtime_readonly_contract,
     build_session_runtime_readonly_projection,
     compact_session_runtime_readonly_projection,
 )
@@ -64,6 +65,25 @@ def test_a_leak_never_reaches_the_compact_projection() -> None:
     rendered = repr(compact)
     for text in LEAKS.values():
         assert text not in rendered
+
+
+@pytest.mark.parametrize("pattern", sorted(LEAKS))
+def test_a_leak_never_reaches_the_public_contract(pattern: str) -> None:
+    # The same text under every key the contract's texts come from: the gate's question
+    # (first_user_todo, next_action), an agent todo, a validation, a blocker.
+    text = LEAKS[pattern]
+    for gates in ([], [{"gate_id": "g1", "status": "pending", "actor": "owner", "question": text}]):
+        contract = build_session_runtime_readonly_contract(
+            goal_id="g",
+            gates=gates,
+            decision_results=[{"ref_id": "h1", "recommended_action": text}],
+            outcomes=[
+                {"outcome_id": "o1", "status": "ok", "validation_summary": text, "created_at": "1"},
+                {"outcome_id": "o2", "status": "failed", "blocker": text, "created_at": "2"},
+            ],
+        )
+        assert text not in repr(contract)
+        assert contract["goal_projection"]["next_action"]  # never left without a next action
 
 
 @pytest.mark.parametrize("stamp", [False, True, 0, 99999999999, 1.5])

@@ -833,11 +833,30 @@ def naive_first_screen(groups: dict[str, Any]) -> dict[str, Any]:
             or bool(x.get("action_required"))
         )
 
-    gates = [x for x in g["gates"] if human_gate(x)]
+    def malformed(x: dict[Any, Any]) -> bool:
+        """A rule field of a type the rules do not read: fails closed as a blocking gate."""
+        strings = (*m.STATUS_KEYS, *m.ACTOR_KEYS, *m.USER_TODO_KEYS)
+        flags = (*m.HUMAN_DECISION_FLAGS, "advisory", "blocking")
+        return any(x.get(k) is not None and not isinstance(x.get(k), str) for k in strings) or any(
+            x.get(k) is not None and not isinstance(x.get(k), bool) for k in flags
+        )
+
     gates = [
-        x for x in gates if x.get("advisory") is not True and x.get("blocking", True) is not False
+        x
+        for x in g["gates"]
+        if malformed(x)
+        or (
+            human_gate(x) and x.get("advisory") is not True and x.get("blocking", True) is not False
+        )
     ]
     gate_item = gates[0] if gates else None
+    if gate_item is not None and malformed(gate_item):
+        opened = [naive_word({k: gate_item.get(k)}, (k,)) for k in m.STATUS_KEYS]
+        state = next((w for w in opened if w in m.OPEN_GATE_STATUSES), "blocked")
+        todo = naive_first(gate_item, m.USER_TODO_KEYS) or m.MALFORMED_GATE_TODO
+    elif gate_item is not None:
+        state = naive_word(gate_item, m.STATUS_KEYS)
+        todo = naive_first(gate_item, m.USER_TODO_KEYS)
     todos = [naive_first(x, m.AGENT_TODO_KEYS) for n in m.AGENT_TODO_GROUPS for x in g[n]]
     agent_todo = next((t for t in todos if t is not None), None)
 
@@ -860,11 +879,11 @@ def naive_first_screen(groups: dict[str, Any]) -> dict[str, Any]:
     latest = naive_latest(g["sessions"] + g["events"] + g["outcomes"])
     latest_at = None if latest is None else naive_stamp(latest)
     return {
-        "first_user_todo": None if gate_item is None else naive_first(gate_item, m.USER_TODO_KEYS),
+        "first_user_todo": None if gate_item is None else todo,
         "first_agent_todo": agent_todo if gate_item is None else None,
         "latest_validation": None if val is None else naive_first(val, m.VALIDATION_TEXT_KEYS),
         "latest_blocker": None if blk is None else naive_first(blk, m.BLOCKER_TEXT_KEYS),
-        "gate_state": "none" if gate_item is None else naive_word(gate_item, m.STATUS_KEYS),
+        "gate_state": "none" if gate_item is None else state,
         "latest_fact_at": None if latest_at is None else naive_text(latest_at, 80),
     }
 

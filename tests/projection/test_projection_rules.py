@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.session_runtime import build_session_runtime_readonly_projection
+from loopx_chat.session_runtime.projection import OPEN_GATE_STATUSES
 from tests.helpers.spec_keys import SPEC_ID_KEYS as ID_KEYS
 
 GROUPS = ("sessions", "events", "outcomes", "gates", "artifacts", "decision_results")
@@ -574,10 +575,46 @@ def test_gate_status_is_status_then_state_trimmed_and_lowercased(
     assert screen(gates=[item])["gate_state"] == state
 
 
-def test_a_gate_status_that_is_a_non_blank_scalar_is_not_skipped() -> None:
-    # status 7 is text ("7"), not open, so the gate does not block even though state is.
-    assert screen(gates=[gate(status=7, state="pending")])["user_action_required"] is False
-    assert screen(gates=[gate(status=True, state="pending")])["user_action_required"] is False
+def test_the_peers_numeric_status_with_a_pending_state_is_a_blocking_user_gate() -> None:
+    # The peer reads `status or state`: 0 is falsy, so it sees a pending gate for the user.
+    first = screen(gates=[{"gate_id": "g1", "status": 0, "state": "pending", "actor": "user"}])
+    assert first["user_action_required"] is True
+    assert (first["waiting_on"], first["gate_state"]) == ("user", "pending")
+    assert first["agent_can_continue"] is False and first["first_agent_todo"] is None
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"status": 7, "state": "pending"},
+        {"status": True, "state": "pending"},
+        {"status": 0},
+        {"status": 1.5, "actor": "agent"},
+        {"status": ["pending"]},
+        {"status": "approved", "blocking": "no"},
+        {"status": "approved", "advisory": 1},
+        {"status": "approved", "actor": 5},
+        {"status": "closed", "requires_human_decision": "false"},
+        {"status": "done", "question": {"text": "q"}},
+        {"state": {"pending": True}},
+    ],
+)
+def test_a_gate_field_of_an_unexpected_type_fails_closed_as_a_blocking_gate(
+    fields: dict[str, Any],
+) -> None:
+    item = {"gate_id": "g1", **fields}
+    first = screen(gates=[item], sessions=[{"session_id": "s", "next_action": "go on"}])
+    assert first["user_action_required"] is True
+    assert first["agent_can_continue"] is False and first["first_agent_todo"] is None
+    assert first["gate_state"] in OPEN_GATE_STATUSES
+    assert first["first_user_todo"]  # the owner is told what to check, never a blank
+    lane = build(gates=[item])["work_lane_contract"]
+    assert lane["lane"] == "user_gate" and lane["user_gate_blocks_delivery"] is True
+
+
+def test_a_well_typed_closed_gate_still_does_not_block() -> None:
+    item = {"gate_id": "g1", "status": "approved", "actor": "user", "blocking": True}
+    assert screen(gates=[item])["user_action_required"] is False
 
 
 @pytest.mark.parametrize("actor", HUMAN_ACTORS)
@@ -623,10 +660,16 @@ def test_a_truthy_human_decision_flag_blocks_and_waits_on_the_operator(
 
 
 @pytest.mark.parametrize("flag", ["requires_human_decision", "action_required"])
-@pytest.mark.parametrize("value", [False, 0, "", None, []])
-def test_a_falsy_human_decision_flag_does_not_block(flag: str, value: object) -> None:
+@pytest.mark.parametrize(
+    ("value", "blocks"), [(False, False), (None, False), (0, True), ("", True), ([], True)]
+)
+def test_a_false_human_decision_flag_does_not_block_but_a_flag_of_another_type_does(
+    flag: str, value: object, blocks: bool
+) -> None:
+    # A flag that is not a boolean (0, "", []) is a record we do not understand: it fails
+    # closed as a blocking gate, where the peer would read it as falsy and skip the gate.
     item = {"gate_id": "g1", "status": "requested", flag: value}
-    assert screen(gates=[item])["user_action_required"] is False
+    assert screen(gates=[item])["user_action_required"] is blocks
 
 
 @pytest.mark.parametrize(
