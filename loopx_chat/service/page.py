@@ -22,6 +22,7 @@ from html import escape
 from typing import Any
 
 from loopx_chat.goals.badges import (
+    BADGES,
     SAID,
     Badge,
     RunFacts,
@@ -381,8 +382,9 @@ def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) 
     unreadable = status.get("unreadable_records") or ()
     # A record no goal can claim still shows: nothing the owner must act on vanishes.
     orphans = (
-        '<section class="card actor-owner" data-goal="" data-actor="owner"><h2><span>'
-        'Records of no known goal</span><span class="badge badge-owner">You decide</span>'
+        '<section class="card actor-owner card-waiting" data-goal="" data-actor="owner" '
+        'data-badge="waiting"><h2><span>Records of no known goal</span>'
+        f'<span class="badge badge-waiting">{escape(BADGES["waiting"].words)}</span>'
         f"</h2>{_problems(unreadable)}</section>"
         if unreadable
         else ""
