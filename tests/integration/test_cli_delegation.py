@@ -446,7 +446,8 @@ def test_a_message_over_one_mib_goes_through_the_service(
     assert BODY_LIMIT == TURN_BODY_MAX > MAX_BODY
     # The worst message the CLI takes (every byte escaped in JSON), with every option, fits.
     options = {"sandbox": "workspace-write", "approval": "on-request", "plan": False,
-               "decision_timeout": 1e9, "idle_timeout": 1e9, "turn_timeout": 1e9}  # fmt: skip
+               "decision_timeout": 1e9, "idle_timeout": 1e9, "turn_timeout": 1e9,
+               "first_output_timeout": 1e9}  # fmt: skip
     assert len(turn_body("\x01" * MESSAGE_LIMIT_BYTES, "x" * 64, options)) <= BODY_LIMIT
     cli = cli_for("state")
     service = start_service(cli.state, cli.home, cli.env, cli.codex_bin)
@@ -509,8 +510,14 @@ def test_a_turn_with_its_own_sandbox_and_timeouts_goes_through_the_service(
     assert SKIP_NOTE not in stopped.stderr
     doc = json.loads(stopped.stdout)
     assert doc["turn"]["status"] == "interrupted" and doc["error_code"] == "hard_timeout"
+    # So does a first-output timeout given (issue 36a's), with the turn's other options.
+    silent = cli("chat", "--first-output-timeout", "2", "--idle-timeout", "300", "send", sid,
+                 "--json", "mock:hang")  # fmt: skip
+    assert silent.exit_code == 1, silent.output
+    assert SKIP_NOTE not in silent.stderr
+    assert json.loads(silent.stdout)["error_code"] == "first_output_timeout"
     # Every turn, the first one's included, ran in the service.
-    wait_value(lambda: len(_turn_posts(service)) == 5, what="five turns in the service's log")
+    wait_value(lambda: len(_turn_posts(service)) == 6, what="six turns in the service's log")
 
 
 def test_an_approval_asked_in_a_delegated_turn_is_answered_through_the_service(
