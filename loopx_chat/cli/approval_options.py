@@ -51,25 +51,23 @@ def policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def chat_policy_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """`policy_options` for a chat subcommand: a value given goes into the command's
-    controller config (and keeps the command from delegating to the service)."""
+    """`policy_options` for a chat subcommand: a value given goes with the turn (into the
+    command's controller config, and into the request when the service runs it)."""
 
     @functools.wraps(func)
     def wrapper(
         *args: Any, approval: str, plan: bool, decision_timeout: float, **kwargs: Any
     ) -> Any:
+        from loopx_chat.cli.delegation import given_turn_options
+
         ctx = click.get_current_context()
-        given = tuple(
-            name
-            for name in ("approval", "plan", "decision_timeout")
-            if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
-        )
+        # The turn's own policy: sent with the turn to the service, or on this command's
+        # controller config when it runs here.
+        values = {"approval": approval, "plan": plan, "decision_timeout": decision_timeout}
+        given = given_turn_options(ctx, values)
         if given:
-            # A policy of this command's own: it runs here, not in the service (whose turns
-            # run with the service's settings), on a config that says so.
             from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
 
-            ctx.meta["chat_options_given"] = (*ctx.meta.get("chat_options_given", ()), *given)
             config = ctx.obj.controller_config or DEFAULT_CONFIG
             # A flag given wins over the goal's goal_state; one left out is only the default
             # (`controller.turn_policy`).

@@ -18,7 +18,7 @@ import click
 
 from loopx_chat.cli.approval_options import chat_policy_options
 from loopx_chat.cli.context import CliContext, emit_json, json_option
-from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend
+from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend, given_turn_options
 from loopx_chat.cli.options import FIRST_OUTPUT_HINT, POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
 from loopx_chat.errors import LoopxChatError, Remedy, UsageError
@@ -27,9 +27,7 @@ from loopx_chat.visible_text import ControlMode, visible_text
 if TYPE_CHECKING:
     from loopx_chat.controller.chat_controller import ChatController
 
-# A message is read whole into memory and sent as one JSON-RPC line: bounded, and stated in
-# --help. 8 MiB is far above any prompt a person types and far below the app-server's line cap.
-MESSAGE_LIMIT_BYTES = 8 << 20
+MESSAGE_LIMIT_BYTES = turn_defaults.MESSAGE_LIMIT_BYTES
 
 
 def _read_limited(read: Callable[[int], bytes], source: str) -> str:
@@ -248,15 +246,14 @@ def chat(
     first_output_timeout: float,
 ) -> None:
     """Open, resume and drive Codex threads through `codex app-server`."""
-    given = tuple(
-        name
-        for name in CHAT_OPTIONS
-        # From the environment (LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT) is not given here: the
-        # service reads its own environment, and `command_controller` applies it here.
-        if ctx.get_parameter_source(name)
-        not in (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.ENVIRONMENT)
+    values = dict(
+        zip(
+            CHAT_OPTIONS,
+            (sandbox, idle_timeout, turn_timeout, first_output_timeout),
+            strict=True,
+        )
     )
-    ctx.meta["chat_options_given"] = given
+    given = given_turn_options(ctx, values)  # the turn's own, here or in the service
     if not given:
         return  # the controller's defaults (the same values): no need to load it to say so
     from loopx_chat.controller.chat_controller import DEFAULT_CONFIG
@@ -306,7 +303,7 @@ def chat_new(
     """
     cli: CliContext = ctx.obj
     text = message_text(*message)  # before anything is opened or spawned
-    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
+    with chat_backend(ctx, notice=host_loop_notice) as backend:
         record = backend.open_session(goal_id, str(cli.cwd / work_dir if work_dir else cli.cwd))
         if not as_json:
             click.echo(
@@ -338,7 +335,7 @@ def chat_send(
     UTF-8 file instead (at most 8 MiB either way, and not empty).
     """
     text = message_text(*message)  # before anything is resumed or spawned
-    with chat_backend(ctx, text, client_turn_id, notice=host_loop_notice) as backend:
+    with chat_backend(ctx, notice=host_loop_notice) as backend:
         _submit(backend, session_id, text, client_turn_id, as_json)
 
 

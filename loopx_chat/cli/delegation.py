@@ -30,8 +30,27 @@ if TYPE_CHECKING:
     from loopx_chat.controller.chat_controller import ChatController
     from loopx_chat.service.client import ServiceClient
 
-# `chat` options the service does not take per turn (its turns run with its own settings).
+# The `chat` group's options a turn carries as its own (with `--approval`, `--plan` and
+# `--decision-timeout` of `chat new|send`): given ones go with the turn, here or to the
+# service, by these names (`controller.turn_settings.WIRE`).
 CHAT_OPTIONS = ("sandbox", "idle_timeout", "turn_timeout", "first_output_timeout")
+TURN_OPTIONS = "turn_options"  # the ctx.meta key of the options given, by name
+# Not given by the command: a default, or the terminal's environment
+# (LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT): the service reads its own environment, and
+# `command_controller` applies the terminal's here.
+_NOT_GIVEN = (click.core.ParameterSource.DEFAULT, click.core.ParameterSource.ENVIRONMENT)
+
+
+def given_turn_options(ctx: click.Context, values: dict[str, Any]) -> dict[str, Any]:
+    """Record which of the options `values` names this command was given, for the turn."""
+    given = {
+        name: value
+        for name, value in values.items()
+        if ctx.get_parameter_source(name) not in _NOT_GIVEN
+    }
+    options = ctx.meta.setdefault(TURN_OPTIONS, {})
+    options.update(given)
+    return given
 
 
 def _note(text: str) -> None:
@@ -122,16 +141,23 @@ class ServedChat:
         service: ServiceClient,
         direct: Callable[[], DirectChat],
         notice: Callable[[ChatController | None], None] | None = None,
+        turn_options: dict[str, Any] | None = None,
     ) -> None:
         self.service = service
         self._direct = direct
         self._here: DirectChat | None = None
         self._notice = notice  # called with None when the service says `host_loop`
+        # The turn's own options, sent with it; a command run here has them in its config.
+        self._turn_options = turn_options or {}
 
-    def _call(self, name: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def _call(
+        self, name: str, *args: Any, served: dict[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """`served`: what only the service's call takes."""
         if self._here is None:
             try:
-                result: dict[str, Any] = getattr(self.service, name)(*args, **kwargs)
+                call = getattr(self.service, name)
+                result: dict[str, Any] = call(*args, **kwargs, **(served or {}))
                 if result.get("host_loop") and self._notice is not None:
                     self._notice(None)
                 return result
@@ -157,7 +183,8 @@ class ServedChat:
         self, session_id: str, text: str, client_turn_id: str | None, **stream: Any
     ) -> dict[str, Any]:
         """`stream`: `on_delta`, `on_started` and `on_notice`, as both paths take them."""
-        return self._call("submit_turn", session_id, text, client_turn_id, **stream)
+        served = {"options": self._turn_options} if self._turn_options else None
+        return self._call("submit_turn", session_id, text, client_turn_id, served=served, **stream)
 
 
 # What the chat commands call: the same methods, each answering with a plain document.
@@ -171,31 +198,15 @@ def _on_sigterm(signum: int, frame: object) -> None:
 @contextmanager
 def chat_backend(
     ctx: click.Context,
-    message: str | None = None,
-    client_turn_id: str | None = None,
     notice: Callable[[ChatController | None], None] | None = None,
 ) -> Iterator[ChatBackend]:
-    """The service when one of ours is up (and neither a per-turn `chat` option nor a
-    message larger than the service reads asks otherwise), else a controller here; SIGTERM
-    unwinds through either (a delegated turn is then interrupted in the service, as a
-    direct one is stopped here)."""
+    """The service when one of ours is up, else a controller here. The turn's own options
+    go with it either way (to the service in its request; here in the controller's config);
+    SIGTERM unwinds through either (a delegated turn is then interrupted in the service, as
+    a direct one is stopped here). Every message the CLI takes fits in a turn request
+    (`turn_defaults.TURN_BODY_LIMIT`)."""
     cli: CliContext = ctx.obj
-    given = ctx.meta.get("chat_options_given", ())
-    service = None
-    if given and not cli.direct and _runtime_file_exists(cli):
-        flags = ", ".join("--" + name.replace("_", "-") for name in given)
-        _note(f"not using the service: it runs turns with its own settings, not {flags}")
-    else:
-        service = service_for(cli)
-    if service is not None and message is not None:
-        from loopx_chat.service.client import BODY_LIMIT, turn_body
-
-        if len(turn_body(message, client_turn_id)) > BODY_LIMIT:
-            _note(
-                f"not using the service: the message is larger than the "
-                f"{BODY_LIMIT >> 20} MiB it reads; running here"
-            )
-            service = None
+    service = service_for(cli)
     if service is None:
         from loopx_chat.cli.controller_scope import command_controller
 
@@ -211,4 +222,4 @@ def chat_backend(
 
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         stack.callback(signal.signal, signal.SIGTERM, previous)
-        yield ServedChat(service, here, notice)
+        yield ServedChat(service, here, notice, ctx.meta.get(TURN_OPTIONS))

@@ -114,7 +114,9 @@ def gate_resolve(
         asked = cli.gate_store().gate(goal, gate_id).host or {}
         given = _host_answers(asked, decision, answers, answer_stdin, answer_file)
         choice = host_choice(decision, for_session, given, asked)
-        _emit_gate(resolve_host_gate(cli, goal, gate_id, choice, reason), as_json)
+        _emit_gate(
+            resolve_host_gate(cli, goal, gate_id, choice, reason), as_json, said=choice.decision
+        )
         return
     if for_session or answers or answer_stdin or answer_file or decision == "cancel":
         raise UsageError(
@@ -125,10 +127,10 @@ def gate_resolve(
     decision = "reject" if decision == "decline" else decision
     service = service_for(cli)
     if service is not None:
-        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json)
+        _emit_gate(service.resolve_gate(goal_id, gate_id, decision, reason), as_json, said=decision)
         return
     resolved = cli.gate_store().resolve_gate(known_goal(cli, goal_id), gate_id, decision, reason)
-    _emit_gate(resolved.to_dict(), as_json)
+    _emit_gate(resolved.to_dict(), as_json, said=decision)
 
 
 @gate.command("list")
@@ -193,9 +195,16 @@ def _ask(label: str, hidden: bool) -> str:
     )
 
 
-def _emit_gate(data: dict[str, Any], as_json: bool, block: RunBlock | None = None) -> None:
-    """A gate, and with `block` what opening it did to the goal's run (`run_blocked`)."""
+def _emit_gate(
+    data: dict[str, Any], as_json: bool, block: RunBlock | None = None, said: str | None = None
+) -> None:
+    """A gate, and with `block` what opening it did to the goal's run (`run_blocked`);
+    `said`: what the owner did, confirmed in the page's words (`goals/badges.SAID`)."""
+    from loopx_chat.goals.badges import SAID
+
     lines = [f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"]
+    if said in SAID:
+        lines.insert(0, SAID[said])
     words = block.words() if block is not None else None
     if words is not None:
         lines.append(words)

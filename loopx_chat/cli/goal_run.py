@@ -299,7 +299,9 @@ def goal_accept(
         store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
     )
     run = GoalRunner(controller, GateStore(cli.state_dir)).accept(gid, reason, actor)
-    emit_ok({"run": run.to_dict()}, as_json, [f"{gid}: run {run.run_id} accepted and closed"])
+    from loopx_chat.goals.badges import SAID  # the page's own confirmation
+
+    emit_ok({"run": run.to_dict()}, as_json, [f"{gid}: {SAID['accept']}"])
 
 
 @click.command("reopen")

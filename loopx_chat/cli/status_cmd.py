@@ -7,7 +7,7 @@ goals/status_index.py)."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +21,9 @@ from loopx_chat.codex.rollouts.host_facts import scan_bound_home
 from loopx_chat.goals.status import collect_status, record_owner_view
 from loopx_chat.goals.status_index import StatusIndex, index_path
 from loopx_chat.goals.status_render import status_text
+
+if TYPE_CHECKING:
+    from loopx_chat.goals.badges import RunFacts
 
 
 @click.command("status")
@@ -89,7 +92,20 @@ def status(
     elif viewer is None and not as_json and sys.stdout.isatty():
         record_owner_view(cli.gate_store(), doc, "cli_tty")
     doc["host_scan"] = scan.summary()
-    _host_goals(cli, doc, index)
+    runs = _host_goals(cli, doc, index)
+    # The badge and the run's sentence: the page's own words (`goals/badges.py`).
+    from loopx_chat.goals.badges import goal_badge, row_actor, run_is_live, run_says
+
+    for row in doc["attention_queue"]:
+        deciding = (
+            row.get("status") == "problem"
+            or bool(row.get("problems"))
+            or (row.get("quota") or {}).get("reason_code") == "open_blocking_gate"
+        )
+        facts = runs.get(row["goal_id"])
+        row["badge"] = goal_badge(row_actor(row, deciding), deciding, facts).code
+        if facts is not None:
+            row["host_goal"]["says"] = run_says(facts)[1]
     if as_json:
         # Each row's text is kept with the index and laid out again only when it changed.
         text, kept = status_text(doc, index.bare_rows(), index.texts)
@@ -99,7 +115,8 @@ def status(
         click.echo(text)
         return
     index.save()
-    from loopx_chat.goals.words import humanize, quota_words  # the words only a person reads
+    from loopx_chat.goals.badges import BADGES
+    from loopx_chat.goals.words import humanize, quota_words
 
     for record in doc.get("unreadable_records") or ():
         click.echo(f"UNREADABLE {record['problem']} (no goal names it)")
@@ -109,7 +126,8 @@ def status(
         click.echo(nothing_found("goals"))
     for goal in [*doc["attention_queue"], *archived.get("goals", ())]:
         answers = goal["answers"]
-        click.echo(f"goal {goal['goal_id']}  [{goal['severity']}] {goal['status']}")
+        facts = runs.get(goal["goal_id"])
+        click.echo(f"goal {goal['goal_id']}  [{BADGES[goal['badge']].words}]")
         state = goal.get("goal_state") or {}
         if state.get("objective"):
             click.echo(f"  objective:               {state['objective']}")
@@ -124,20 +142,24 @@ def status(
             click.echo("  STOPPED:                 by the owner (`loopx-chat goal resume`)")
         if state.get("boundary"):
             click.echo(f"  boundary:                {state['boundary']}")
-        if goal.get("host_goal"):
+        if facts is not None:
+            click.echo(f"  run:                     {goal['host_goal']['says']}")
+        elif goal.get("host_goal"):
             click.echo(f"  Codex goal:              {goal['host_goal']['words']}")
         click.echo(f"  waiting on:              {humanize(answers['waiting_on'])}")
         click.echo(f"  agent can continue now:  {humanize(answers['agent_can_continue'])}")
         click.echo(f"  gate or evidence needed: {humanize(answers['gate_or_evidence_required'])}")
         click.echo(f"  latest run:              {humanize(answers['latest_run'])}")
         host = goal.get("host") or {}
-        if host.get("stale"):
+        live = run_is_live(facts)  # Codex's turn in progress is expected then
+        if host.get("stale") and not live:
             lag = f", {host['behind_seconds']}s" if host.get("behind_seconds") is not None else ""
             click.echo(
-                f"  STALE:                   host is {host['behind_turns']} turn(s) ahead{lag}"
+                f"  STALE:                   Codex is {host['behind_turns']} turn(s) ahead{lag}"
             )
-        if goal.get("reconcile_reason"):
-            click.echo(f"  reconcile:               {goal['reconcile_reason']}")
+        if goal.get("reconcile_reason") and not live:
+            reason = humanize(goal["reconcile_reason"])
+            click.echo(f"  Codex and records differ: {reason}")
         quota = goal.get("quota") or {}
         if quota:
             words = quota_words(str(quota["decision"]), str(quota["reason_code"]))
@@ -150,23 +172,29 @@ def status(
         )
 
 
-def _host_goals(cli: CliContext, doc: dict[str, Any], index: StatusIndex) -> None:
+def _host_goals(cli: CliContext, doc: dict[str, Any], index: StatusIndex) -> dict[str, RunFacts]:
     """Each goal loopx-chat ran on Codex's loop (or saw a loop on) gets its host goal, read
     now through an app-server that loads no thread; other goals spawn nothing (which ran is
-    folded with the row: no goal's run log is read again)."""
+    folded with the row: no goal's run log is read again). The facts each run's badge is
+    decided on, by goal."""
     rows = [
         row
         for row in doc["attention_queue"]
         if row.get("status") != "problem" and index.entries[row["goal_id"]].ran
     ]
     if not rows:
-        return
+        return {}
     from loopx_chat.controller.chat_controller import ChatController
     from loopx_chat.controller.host_goal_view import host_goal_view
 
     controller = ChatController(
         store=cli.store(), environ=cli.environ, cwd=cli.cwd, codex_bin=cli.codex_bin
     )
+    facts: dict[str, RunFacts] = {}
     with controller:
         for row in rows:
-            row["host_goal"] = host_goal_view(controller, cli.gate_store(), row["goal_id"])
+            view = host_goal_view(controller, cli.gate_store(), row["goal_id"])
+            if view is not None and "facts" in view:
+                facts[row["goal_id"]] = view.pop("facts")
+            row["host_goal"] = view
+    return facts

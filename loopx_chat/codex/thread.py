@@ -84,6 +84,14 @@ class ThreadOptions:
     plan: bool = False
 
 
+# A sandbox mode as `turn/start`'s `sandboxPolicy` (thread/start and thread/resume take the
+# mode's name; a turn takes the policy object, for itself and the thread's later turns).
+SANDBOX_POLICIES: dict[str, dict[str, str]] = {
+    "read-only": {"type": "readOnly"},
+    "workspace-write": {"type": "workspaceWrite"},
+}
+
+
 @dataclass(frozen=True)
 class TurnOutcome:
     upstream_turn_id: str
@@ -178,6 +186,9 @@ class CodexThread:
         self.timeouts = timeouts
         self.log_path = log_path
         self.options = options or ThreadOptions()
+        # The sandbox codex applies to the thread's next turn: the one it was opened with,
+        # until a turn names another (`start_turn` sends it when `options.sandbox` differs).
+        self._sandbox_in_effect = self.options.sandbox
         self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
         self._ended_turns: dict[str, None] = {}  # ordered: the last ENDED_TURNS_KEPT
@@ -361,12 +372,16 @@ class CodexThread:
         the options ask for it, else Default, named. Codex keeps a turn's mode for the
         thread's later turns, and on a thread left in Plan mode its goal loop starts no
         continuation turn at all (verified on 0.171.0, after a resume too), so a turn
-        without Plan mode must say so."""
+        without Plan mode must say so. The sandbox goes only when it differs from the one
+        codex applies now (a turn's own `--sandbox`, or back to the thread's after one)."""
         params: dict[str, Any] = {
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": text, "text_elements": []}],
             "approvalPolicy": self.options.approval_policy,
         }
+        sandbox = self.options.sandbox
+        if sandbox != self._sandbox_in_effect and sandbox in SANDBOX_POLICIES:
+            params["sandboxPolicy"] = SANDBOX_POLICIES[sandbox]
         if self.options.plan or self.model:
             params["collaborationMode"] = {
                 "mode": "plan" if self.options.plan else "default",
@@ -387,6 +402,7 @@ class CodexThread:
             )
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
+        self._sandbox_in_effect = sandbox
         return turn_id, steered
 
     def wait_turn(
@@ -396,8 +412,10 @@ class CodexThread:
         on_delta: Callable[[str], None] | None = None,
         should_interrupt: Callable[[], bool] = lambda: False,
         on_notice: Callable[[str], None] | None = None,
+        timeouts: Timeouts | None = None,
     ) -> TurnOutcome:
-        """Consume notifications until `turn_id` completes, a timeout fires or the process dies.
+        """Consume notifications until `turn_id` completes, a timeout fires or the process dies
+        (`timeouts`: this turn's own idle and turn limits, else the thread's).
 
         What codex says while it retries (an unreachable model) goes to `on_notice` as our own
         line (`turn_notices`); a turn that has produced nothing within `first_output` is
@@ -407,6 +425,7 @@ class CodexThread:
         repeats the previous total (and the previous turn's `last`) for a turn that is
         interrupted or fails before the model answers, and that must cost nothing.
         """
+        limits = timeouts or self.timeouts
         usage = _TurnUsage(self.usage_total)
         started = last_event = began = time.monotonic()
         produced = False  # a reply, reasoning, a tool call, a token count or an owner wait
@@ -425,11 +444,11 @@ class CodexThread:
                     reason = "interrupted"
                 elif waiting_since is not None:
                     pass
-                elif now - last_event > self.timeouts.idle:
+                elif now - last_event > limits.idle:
                     reason = "idle_timeout"
-                elif now - started > self.timeouts.hard:
+                elif now - started > limits.hard:
                     reason = "hard_timeout"
-                elif not produced and now - began > self.timeouts.first_output:
+                elif not produced and now - began > limits.first_output:
                     reason = "first_output_timeout"
                 if reason is not None:
                     interrupt_sent_for = reason

@@ -53,9 +53,21 @@ from loopx_chat.controller.home_ownership import (
     RegisteredServer,
     process_create_time,
 )
+from loopx_chat.controller.parked_outcomes import ParkedOutcomes
 from loopx_chat.controller.running_goals import RunningGoals
 from loopx_chat.controller.thread_lock import DEFAULT_HOLD_AFTER_TURN_SEC, ThreadWriterLock
-from loopx_chat.controller.turn_ledger import TurnLedger, TurnResult, message_digest
+from loopx_chat.controller.turn_ledger import (
+    TurnLedger,
+    TurnNotRecorded,
+    TurnResult,
+    message_digest,
+)
+from loopx_chat.controller.turn_settings import (
+    TurnSettings,
+    policy_given,
+    turn_timeouts,
+    with_policy,
+)
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
@@ -190,6 +202,8 @@ class ChatController:
         )
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
+        # Turns Codex finished while the disk was full: recorded once space returns.
+        self.parked = ParkedOutcomes(self.turns)
         self._start_recorded = False
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
@@ -228,27 +242,39 @@ class ChatController:
             return False
         return self.host_requests.take(proc, request)
 
-    def thread_options(self, goal_id: str, approval_policy: str | None = None) -> ThreadOptions:
+    def thread_options(
+        self,
+        goal_id: str,
+        approval_policy: str | None = None,
+        settings: TurnSettings | None = None,
+    ) -> ThreadOptions:
         """The options a thread of `goal_id` runs with: `approval_policy` (a run's own), else
-        the command's flag, else the goal's goal_state, else this controller's default
-        (`turn_policy`)."""
+        the turn's or the command's flag, else the goal's goal_state, else this controller's
+        default (`turn_policy`)."""
         from loopx_chat.controller.turn_policy import goal_options
 
         options = goal_options(
-            self.store.root, goal_id, self.config.options, self.config.policy_given
+            self.store.root,
+            goal_id,
+            with_policy(self.config.options, settings),
+            self.config.policy_given | policy_given(settings),
         )
         if approval_policy is not None:
             options = replace(options, approval_policy=approval_policy)
         return options
 
     def apply_policy(
-        self, thread: CodexThread, goal_id: str, approval_policy: str | None = None
+        self,
+        thread: CodexThread,
+        goal_id: str,
+        approval_policy: str | None = None,
+        settings: TurnSettings | None = None,
     ) -> ThreadOptions:
         """Bring a loaded thread's approval policy and Plan mode up to date for its next turn
         (`turn/start` carries both; the policy then holds for the thread's later turns)."""
         from loopx_chat.controller.turn_policy import asks
 
-        options = self.thread_options(goal_id, approval_policy)
+        options = self.thread_options(goal_id, approval_policy, settings)
         if (options.approval_policy, options.plan) != (
             thread.options.approval_policy,
             thread.options.plan,
@@ -778,13 +804,16 @@ class ChatController:
         on_started: Callable[[TurnRecord], None] | None = None,
         may_start: Callable[[], bool] | None = None,
         on_notice: Callable[[str], None] | None = None,
+        settings: TurnSettings | None = None,
     ) -> TurnResult:
         """Run one turn (or steer the running one, or replay a recorded `client_turn_id`).
 
         `may_start` is asked once, right before anything is sent upstream: a caller that has
         already given up (an HTTP request that timed out) answers False and the turn never
         runs (`turn_not_accepted`). `on_notice` gets what codex says while it retries (one
-        line of ours each, `codex.turn_notices`).
+        line of ours each, `codex.turn_notices`). `settings`: the turn's own sandbox, policy
+        and limits (a `chat` command's flags sent to the service); a steer keeps the running
+        turn's.
         """
         record = self._load_checked(session_id)  # before any write, spawn or acceptance
         if client_turn_id is not None:
@@ -814,15 +843,31 @@ class ChatController:
             warm = self._ensure_warm(record, client_turn_id, text)
             digest = message_digest(text)
             _check_may_start(may_start)
-            self.apply_policy(warm.thread, record.goal_id)
+            self.apply_policy(warm.thread, record.goal_id, settings=settings)
+            sandbox = (settings and settings.sandbox) or self.config.options.sandbox
+            if warm.thread.options.sandbox != sandbox:
+                warm.thread.options = replace(warm.thread.options, sandbox=sandbox)
             desk = self.host_requests
-            desk.bind(warm.thread.thread_id, record.session_id, record.goal_id)
+            desk.bind(
+                warm.thread.thread_id,
+                record.session_id,
+                record.goal_id,
+                settings.decision_timeout if settings else None,
+            )
             carried = desk.carries(record.goal_id, record.session_id)
             if carried:
                 lines = (f"[loopx-chat] {line}" for _, line in carried)
                 text = "\n".join(lines) + "\n\n" + text
             result = self._run_turn(
-                session_id, warm, text, client_turn_id, on_delta, on_started, digest, on_notice
+                session_id,
+                warm,
+                text,
+                client_turn_id,
+                on_delta,
+                on_started,
+                digest,
+                on_notice,
+                turn_timeouts(self.config.timeouts, settings),
             )
             desk.mark_carried(record.goal_id, carried)  # codex took the turn that says them
             return result
@@ -870,6 +915,7 @@ class ChatController:
         on_started: Callable[[TurnRecord], None] | None,
         text_digest: str | None = None,
         on_notice: Callable[[str], None] | None = None,
+        timeouts: Timeouts | None = None,
     ) -> TurnResult:
         # A stale marker goes before the turn is recorded: once `begin` names this turn as
         # active, another process may write a marker for it, and that one must stay.
@@ -902,10 +948,16 @@ class ChatController:
                 on_delta=on_delta,
                 should_interrupt=lambda: warm.interrupt.is_set() or marker.present(),
                 on_notice=on_notice,
+                timeouts=timeouts,
             )
             # Recorded while the turn still counts as running, so a shutdown that waits for
             # running turns never exits before their outcome is on disk.
-            result = self.turns.finish(turn, outcome)
+            try:
+                result = self.turns.finish(turn, outcome)
+            except TurnNotRecorded as exc:
+                if exc.kept:
+                    self.parked.add(session_id)
+                raise
         except BaseException:
             if outcome is None:
                 # Stopped from outside (SIGTERM, Ctrl-C): the turn is interrupted, not lost.
@@ -1062,6 +1114,7 @@ class ChatController:
     def close(self, grace: float = 5.0) -> None:
         """Interrupt running turns, close every app-server and release thread locks."""
         self._warm.close(grace)
+        self.parked.close()
         if self._host_desk is not None:
             self._host_desk.close()
 

@@ -14,9 +14,10 @@ from typing import Any
 from loopx_chat.codex.goal_loop import HostGoalState
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.goals.badges import RunFacts
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRuns, host_goal_words
+from loopx_chat.goals.goal_runs import GoalRun, GoalRuns, host_goal_words
 from loopx_chat.pids import pid_alive
 
 
@@ -66,8 +67,41 @@ def host_goal_view(
     )
     state = GoalLedger(goals).goal_state(goal_id)
     acceptance = list(state.acceptance) if state else []
+    facts = run_facts(run, shown, paused_by, foreign=foreign)
     return {
         **view,
         "goal": shown,
         "words": host_goal_words(shown, run, acceptance, paused_by=paused_by, foreign=foreign),
+        # What the page says of the run too (`goals/badges.py`): its badge and sentence.
+        **({"facts": facts} if facts is not None else {}),
     }
+
+
+def run_facts(
+    run: GoalRun | None,
+    goal: dict[str, Any] | None,
+    paused_by: str | None,
+    *,
+    foreign: bool = False,
+) -> RunFacts | None:
+    """The run's facts for its badge, from the run record and the host goal read now. A run
+    of ours is never said to be a loop loopx-chat did not start (`foreign`: a loop seen after
+    our last run, or with no run of ours)."""
+    status = goal.get("status") if goal else None
+    if status == "active" and (run is None or foreign):
+        return RunFacts("not_ours", "active")
+    if paused_by is not None:
+        return RunFacts("not_ours_paused", "paused", who=paused_by)
+    if run is None:
+        return None
+    tokens = goal.get("run_tokens_used", run.tokens_used) if goal else run.tokens_used
+    return RunFacts(
+        run.state,
+        run.host_status or (str(status) if status and not run.live else None),
+        followed=run.live,
+        turns=int(goal.get("turns", 0)) if goal else 0,
+        tokens=int(tokens or 0),
+        budget=run.token_budget,
+        who=run.ended_by,
+        reason=run.reason,
+    )

@@ -86,6 +86,7 @@ class Choice:
 class Binding:
     session_id: str
     goal_id: str
+    decision_timeout: float | None = None  # the turn's own window, else the desk's
 
 
 @dataclass
@@ -385,9 +386,15 @@ class HostRequestDesk:
         self._poller: threading.Thread | None = None
 
     # -- binding threads to sessions --------------------------------------------------------
-    def bind(self, thread_id: str, session_id: str, goal_id: str) -> None:
+    def bind(
+        self,
+        thread_id: str,
+        session_id: str,
+        goal_id: str,
+        decision_timeout: float | None = None,
+    ) -> None:
         with self._lock:
-            self._bindings[thread_id] = Binding(session_id, goal_id)
+            self._bindings[thread_id] = Binding(session_id, goal_id, decision_timeout)
 
     # -- codex asks ---------------------------------------------------------------------------
     def take(self, proc: AppServerProcess, request: ServerRequest) -> bool:
@@ -416,7 +423,8 @@ class HostRequestDesk:
             details=live_details(kind, request.params),
             received=time.monotonic(),
         )
-        live.timer = threading.Timer(self.decision_timeout, self._window_passed, (gate.gate_id,))
+        window = binding.decision_timeout or self.decision_timeout
+        live.timer = threading.Timer(window, self._window_passed, (gate.gate_id,))
         live.timer.daemon = True
         with self._lock:
             self._live[gate.gate_id] = live

@@ -3,7 +3,10 @@
 Owns the writes around a turn: accepting it (turn record `running`, session `busy` with its
 `active_turn_id`), finishing it (compact outcome, session `ready`, `turn_count`, the
 `turn_finished` control event), queueing attached-host turns, marking steers, replays by
-`client_turn_id`, and settling a turn that a dead controller left `running`. It never talks
+`client_turn_id`, and settling a turn that a dead controller left `running`. An outcome the
+full disk would not take is kept in the session's outcome slot (`state/outcome_slot`) and
+recorded from there (`record_parked`) once space returns, or by the next command that
+settles the session: never left `running`, never relabelled `interrupted`. It never talks
 to Codex and never stores text: ids, statuses, timestamps, token counts and error codes (and,
 while a turn runs, the sha256 of its message, so a refusal can tell the same work).
 """
@@ -15,7 +18,8 @@ import uuid
 from dataclasses import dataclass
 
 from loopx_chat.codex.thread import TurnOutcome
-from loopx_chat.errors import LoopxChatError
+from loopx_chat.errors import LoopxChatError, Remedy, StateError
+from loopx_chat.state import outcome_slot
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_records import (
     TERMINAL_TURN_STATUSES,
@@ -32,6 +36,33 @@ class TurnResult:
     session: SessionRecord
     turn: TurnRecord
     created: bool
+
+
+class TurnNotRecorded(StateError):
+    """Codex finished the turn, but its outcome could not be written (the disk is full)."""
+
+    default_code = "state_unwritable"
+
+    def __init__(self, turn: TurnRecord, kept: bool) -> None:
+        later = (
+            "it is kept aside and recorded once space returns, or by the next command on "
+            f"session {turn.session_id}"
+            if kept
+            else "free some space, then `loopx-chat chat interrupt "
+            f"{turn.session_id}` records it as interrupted"
+        )
+        super().__init__(
+            f"Codex finished turn {turn.turn_id} ({turn.status}), but the state dir could not "
+            f"take its outcome (the disk is full?); {later}",
+            remedy=Remedy(
+                summary="The disk that holds loopx-chat's state dir is full.",
+                next_action="Free some space there: the turn is then recorded as Codex "
+                "finished it, by the service on its own or by the next command on the session "
+                f"(`loopx-chat chat send {turn.session_id} …`).",
+            ),
+        )
+        self.turn = turn
+        self.kept = kept
 
 
 def message_digest(text: str) -> str:
@@ -118,6 +149,8 @@ class TurnLedger:
             # Not fsynced: a SIGKILL keeps them (atomic renames, page cache), and after a power
             # cut that drops them the host's rollout still shows the turn (staleness says so).
             self.store.save_turn(turn, durable=False)
+            # Where the outcome goes if the disk fills during the turn: made once per session.
+            outcome_slot.ensure(self.store.session_dir(turn.session_id))
             self.store.mutate(
                 turn.session_id,
                 lambda r: r.with_changes(
@@ -140,7 +173,8 @@ class TurnLedger:
 
     def finish(self, turn: TurnRecord, outcome: TurnOutcome) -> TurnResult:
         """Record the outcome; the session as it was written comes back with it, so the
-        caller needs no read of its own."""
+        caller needs no read of its own. When the disk will not take it, the outcome is kept
+        in the session's slot and `TurnNotRecorded` says so (`record_parked` writes it)."""
         now = self.store.now()
         final = turn.with_changes(
             upstream_turn_id=outcome.upstream_turn_id or turn.upstream_turn_id,
@@ -151,20 +185,33 @@ class TurnLedger:
             updated_at=now,
             text_digest=None,  # only a running turn needs it
         )
-        with self.store.lock(turn.session_id):
+        try:
+            return self._record(final)
+        except StateError as exc:
+            if exc.error_code != "state_unwritable":
+                raise
+            try:
+                kept = outcome_slot.park(self.store.session_dir(turn.session_id), final.to_dict())
+            except StateError:
+                kept = False
+            raise TurnNotRecorded(final, kept) from None
+
+    def _record(self, final: TurnRecord) -> TurnResult:
+        """Write a finished turn and the session it leaves ready, then the control event."""
+        with self.store.lock(final.session_id):
             # The outcome is the record that must survive a power cut: the one fsync of a
             # turn. The session's counters follow it and `settle_orphan` repairs a session
             # that still says busy for a turn whose record is final.
             self.store.save_turn(final)
             session = self.store.mutate(
-                turn.session_id,
+                final.session_id,
                 lambda r: r.with_changes(
                     {
                         "status": SessionStatus.READY,
                         "active_turn_id": None,
                         "turn_count": r.turn_count + 1,
-                        "last_error_code": outcome.error_code,
-                        "last_activity_at": now,
+                        "last_error_code": final.error_code,
+                        "last_activity_at": final.completed_at,
                     }
                 ),
                 durable=False,
@@ -183,6 +230,27 @@ class TurnLedger:
         )
         return TurnResult(session, final, created=True)
 
+    def record_parked(self, session_id: str) -> TurnRecord | None:
+        """Write the outcome the session's slot keeps, if it is still the session's active
+        turn (else the slot is only blanked); the turn recorded, or None. A disk still full
+        raises `state_unwritable` and keeps the slot."""
+        folder = self.store.session_dir(session_id)
+        kept = outcome_slot.parked(folder)
+        if kept is None:
+            return None
+        try:
+            final = TurnRecord.from_dict(kept)
+        except (LoopxChatError, TypeError, ValueError):
+            final = None
+        with self.store.lock(session_id):
+            active = self.store.load(session_id).active_turn_id
+            if final is None or final.session_id != session_id or active != final.turn_id:
+                outcome_slot.clear(folder)
+                return None
+            self._record(final)
+            outcome_slot.clear(folder)
+        return final
+
     def settle_orphan(self, session_id: str) -> None:
         """A turn left `running` by a controller that died is recorded as interrupted."""
         record = self.store.load(session_id)
@@ -191,6 +259,8 @@ class TurnLedger:
 
     def _settle(self, record: SessionRecord) -> None:
         assert record.active_turn_id is not None
+        if self.record_parked(record.session_id) is not None:
+            return  # it finished; only the disk was full
         try:
             turn = self.store.load_turn(record.session_id, record.active_turn_id)
         except LoopxChatError:

@@ -27,7 +27,7 @@ from loopx_chat.state.session_records import SessionRecord, TurnRecord, turn_is_
 from loopx_chat.state.session_store import SessionStore
 
 FAILURE_THRESHOLD = 3
-CLEARS_FAILURES = "a person records a handoff (`loopx-chat handoff record`) or a turn completes"
+CLEARS_FAILURES = "a turn completes, or you give it a next step (`loopx-chat handoff record`)"
 
 
 @dataclass(frozen=True)

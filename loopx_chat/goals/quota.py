@@ -64,13 +64,13 @@ def transition_key(material: Any) -> str:
 
 
 _CLEARS = {
-    "goal_stopped": "a person resumes the goal (`loopx-chat goal resume GOAL`)",
-    "open_blocking_gate": "a person resolves the gate (`loopx-chat gate resolve`)",
+    "goal_stopped": "you resume the goal (`loopx-chat goal resume GOAL`)",
+    "open_blocking_gate": "you decide the open question (the card, or `loopx-chat gate resolve`)",
     "codex_home_mismatch": "loopx-chat runs with the session's own Codex home",
     "record_unreadable": "the unreadable record is repaired or moved out of the state dir",
     "raw_material_detected": "the goal's records carry compact summaries only",
     "turn_running": "the running turn finishes",
-    "no_agent_todo": "a person records a handoff or promotes a proposal",
+    "no_agent_todo": "you Run it, or give it a next step (`loopx-chat handoff record`)",
 }
 
 

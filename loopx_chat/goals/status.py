@@ -33,7 +33,7 @@ _WAITING_WORDS = {
     "codex": "Codex (the agent has work it can do now)",
     "user_or_controller": "a person: an owner gate needs a decision",
     "external_evidence": "evidence from the host: the last run was blocked",
-    "monitor_signal": "nothing: monitoring for a material change",
+    "monitor_signal": "nothing: all is quiet",
 }
 
 

@@ -38,6 +38,19 @@ WORDS: dict[str, str] = {
     "continue_agent_work": "the agent continues",
     # gate states
     "open_blocking_gate_pending": "waiting for a decision",
+    # why Codex's record and ours disagree (goals/reconcile.py)
+    "failed_outcome": "Codex's last turn did not complete",
+    "stale_artifact": "Codex has turns loopx-chat has not recorded yet",
+    "missing_gate": "Codex finished, but no decision is on record",
+    "missing_validation": "Codex finished, but nothing on record checks it",
+    # why a run stopped (error codes a run records as its reason)
+    "app_server_exited": "Codex stopped unexpectedly",
+    "app_server_protocol": "Codex answered something loopx-chat does not understand",
+    "thread_busy": "another process holds the thread",
+    "stopped before the loop started": "stopped before Codex started",
+    # status codes of the projection (`[severity] status` in older output)
+    "session_runtime_advancement_task": "the agent has work",
+    "session_runtime_monitor": "nothing to do",
 }
 
 _CODE = re.compile(r"\b(" + "|".join(sorted(map(re.escape, WORDS), key=len, reverse=True)) + r")\b")

@@ -39,7 +39,7 @@ class Notice:
     def title(self) -> str:
         if self.kind == SUMMARY_KEY:
             return "loopx-chat: more goals need you"
-        return "loopx-chat: You decide" if self.kind != "blocked" else "loopx-chat: Blocked"
+        return "loopx-chat: Waiting on you" if self.kind != "blocked" else "loopx-chat: Blocked"
 
     @property
     def body(self) -> str:

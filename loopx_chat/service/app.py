@@ -24,9 +24,11 @@ from typing import Any
 from loopx_chat import __version__
 from loopx_chat.codex.binary import codex_version
 from loopx_chat.codex.rollouts.host_facts import scan_host, scanner_for
+from loopx_chat.codex.turn_defaults import TURN_BODY_LIMIT
 from loopx_chat.controller.chat_controller import ChatController, TurnResult
 from loopx_chat.controller.host_loops import HostLoops
 from loopx_chat.controller.run_pool import DEFAULT_MAX_RUNNING, RunPool
+from loopx_chat.controller.turn_settings import from_wire
 from loopx_chat.errors import LoopxChatError, Outcome, Remedy, StateError, UsageError, spec_for
 from loopx_chat.goals.gate_store import (
     DECISIONS,
@@ -43,7 +45,12 @@ from loopx_chat.goals.status import record_displayed, record_owner_view
 from loopx_chat.goals.status_index import PageFacts, StatusIndex
 from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import LOGIN_PATH, SCRIPT_PATH, Access, AccessDecision
-from loopx_chat.service.device_auth import server_proof
+from loopx_chat.service.device_auth import (
+    DIGEST_HEADER,
+    server_proof,
+    signed_headers,
+    vouches_before_body,
+)
 from loopx_chat.service.device_registry import DeviceRegistry
 from loopx_chat.service.events import EventHub
 from loopx_chat.service.logline import log
@@ -71,6 +78,10 @@ from loopx_chat.state.session_records import TurnRecord, validate_session_id
 from loopx_chat.valid_text import checked_tree
 
 MAX_BODY = 1 << 20
+# A turn of the owner's (over the owner's socket, or signed by one of the owner's devices)
+# may carry any message the CLI takes; every other request, and anyone else's, is read up
+# to MAX_BODY (decided before the body is read: `ServiceApp.body_limit`).
+TURN_BODY_MAX = TURN_BODY_LIMIT
 ACCEPT_WAIT_SEC = 60.0
 CAPABILITIES_SCHEMA = "loopx_chat_capabilities_v1"
 RUNTIME_IDENTITY_SCHEMA = "loopx_runtime_identity_v1"
@@ -114,6 +125,7 @@ class Route:
 
 
 _ID = r"([^/]+)"
+_TURN_PATH = re.compile(rf"/api/chat/sessions/{_ID}/turns")
 ROUTES: tuple[Route, ...] = tuple(
     Route(method, re.compile(pattern), handler)
     for method, pattern, handler in (
@@ -159,6 +171,10 @@ UNAUTHORIZED_PAGE = b"""<!doctype html>
 <p>Only its owner can open it. In the owner's terminal, run <code>loopx-chat open</code>:
 it signs this browser in with a one-time code.</p></body></html>
 """
+
+
+def body_limit_words(limit: int) -> str:
+    return f"request bodies are limited to {limit >> 20} MiB"
 
 
 def http_status(code: str) -> int:
@@ -420,8 +436,10 @@ class ServiceApp:
             ) or content_type_refusal(headers.get("content-type"))
             if refusal:
                 return error_response(403, "forbidden_request", refusal)
-        if len(body) > MAX_BODY:
-            return error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
+        turn = method == "POST" and _TURN_PATH.fullmatch(path) is not None
+        limit = TURN_BODY_MAX if turn and decision.access is Access.OWNER else MAX_BODY
+        if len(body) > limit:
+            return error_response(413, "body_too_large", body_limit_words(limit))
         try:
             # No CSRF token: nothing rides along with a cross-site request any more (no
             # cookie), and a device's signature can only be made by script of this origin.
@@ -440,6 +458,47 @@ class ServiceApp:
                 # A client reads its own writes: the next status read looks at the disk again,
                 # and the open pages look now.
                 self.state_changed()
+
+    def body_limit(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        *,
+        owner_channel: bool = False,
+    ) -> int:
+        """The largest body this request may have, decided from the request line and headers
+        before a byte of the body is read: a turn the owner sends (over the owner's socket,
+        or signed by one of the owner's devices that declares its body's digest) may carry
+        any message the CLI takes (`TURN_BODY_MAX`); everything else, and everyone else's,
+        `MAX_BODY`."""
+        path = target.partition("?")[0]
+        if method != "POST" or _TURN_PATH.fullmatch(path) is None:
+            return MAX_BODY
+        return (
+            TURN_BODY_MAX
+            if owner_channel or self._signed_before_body(method, target, headers)
+            else MAX_BODY
+        )
+
+    def _signed_before_body(self, method: str, target: str, headers: Mapping[str, str]) -> bool:
+        signed = signed_headers(headers)
+        digest = (headers.get(DIGEST_HEADER) or "").strip()
+        if signed is None or not digest or len(digest) > 64:
+            return False
+        found = self.devices.lookup(signed.device_id)
+        if found is None:
+            return False
+        return vouches_before_body(
+            signed,
+            found[0],
+            method,
+            target,
+            digest,
+            int(time.time() * 1000),
+            self.devices.nonces,
+            self.devices.run_id,
+        )
 
     def _route(self, request: Request, decision: AccessDecision) -> Response:
         allowed: list[str] = []
@@ -780,9 +839,10 @@ class ServiceApp:
     ) -> GoalActions:
         run = page.run
         seen = page.host_loop_seen
+        # A stopped run's card says what it spent too (its budget bar, Done): every run's turns.
         turns = (
             [t for t in self.controller.store.list_turns(run.session_id) if t.run_id == run.run_id]
-            if run is not None and goal_id in running
+            if run is not None
             else []
         )
         return GoalActions(
@@ -1107,6 +1167,7 @@ class ServiceApp:
         client_turn_id = doc.get("client_turn_id")
         if client_turn_id is not None and not isinstance(client_turn_id, str):
             raise LoopxChatError("client_turn_id must be a string", error_code="usage_error")
+        settings = from_wire(doc.get("options"))
         worker = _Worker()
 
         def on_started(turn: TurnRecord) -> None:
@@ -1134,6 +1195,7 @@ class ServiceApp:
                     on_started=on_started,
                     may_start=worker.may_start,
                     on_notice=on_notice,
+                    settings=settings,
                 )
                 turn = worker.result.turn
                 if worker.result.created:

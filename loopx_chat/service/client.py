@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopx_chat.codex.turn_defaults import TURN_BODY_LIMIT
 from loopx_chat.errors import LoopxChatError, Remedy
 from loopx_chat.state import owner_socket
 from loopx_chat.state.service_runtime import (
@@ -43,9 +44,9 @@ CALL_TIMEOUT_SEC = 120.0  # opening a session may start an app-server
 STREAM_GAP_SEC = 60.0
 INTERRUPT_ON_EXIT_SEC = 2.0
 SURFACE = "cli"
-# The largest request body the service reads (`service.app.MAX_BODY`; a test keeps the two
-# equal). A turn whose body is larger runs on the direct path.
-BODY_LIMIT = 1 << 20
+# The largest turn request the service reads from its owner (`service.app.TURN_BODY_MAX`; a
+# test keeps the two equal): every message the CLI takes fits.
+BODY_LIMIT = TURN_BODY_LIMIT
 _LINE_LIMIT = 64 << 10
 _BODY_READ_LIMIT = 8 << 20  # no answer the CLI asks for is near this
 # What a transport failure looks like: the socket's errors, or an answer that is not HTTP.
@@ -74,8 +75,15 @@ def _encode(body: Mapping[str, Any]) -> bytes:
         return json.dumps(body).encode("ascii")
 
 
-def turn_body(text: str, client_turn_id: str | None) -> bytes:
-    return _encode({"text": text, "client_turn_id": client_turn_id})
+def turn_body(
+    text: str, client_turn_id: str | None, options: Mapping[str, Any] | None = None
+) -> bytes:
+    """A turn request: the message, its retry id, and the turn's own options (the `chat`
+    flags given, by their names: `controller.turn_settings.WIRE`)."""
+    body: dict[str, Any] = {"text": text, "client_turn_id": client_turn_id}
+    if options:
+        body["options"] = dict(options)
+    return _encode(body)
 
 
 def find_service(state_dir: Path, codex_home: Path) -> ServiceClient | Skipped | None:
@@ -331,14 +339,16 @@ class ServiceClient:
         on_delta: Callable[[str], None],
         on_started: Callable[[str], None],
         on_notice: Callable[[str], None] | None = None,
+        options: Mapping[str, Any] | None = None,
     ) -> dict[str, Any]:
         """Run one turn in the service and stream it: `on_started(turn_id)` once codex has
         it, `on_delta` for every piece of the reply, `on_notice` for each line the service
-        passes on while codex retries; the result document (session_id,
-        thread_id, created, turn) at the end. Ending this process mid-turn (Ctrl-C, SIGTERM)
-        asks the service to interrupt the turn, as the direct path would stop it."""
+        passes on while codex retries; the result document (session_id, thread_id, created,
+        turn) at the end. `options`: the turn's own sandbox, policy and limits. Ending this
+        process mid-turn (Ctrl-C, SIGTERM) asks the service to interrupt the turn, as the
+        direct path would stop it."""
         path = f"/api/chat/sessions/{session_id}/turns"
-        body = turn_body(text, client_turn_id)
+        body = turn_body(text, client_turn_id, options)
         try:
             response = self._open("POST", path, body, "text/event-stream", STREAM_GAP_SEC)
         except TRANSPORT_ERRORS as exc:

@@ -1,7 +1,7 @@
 """Which goals need the owner now, turned into notices: one per gate, never twice.
 
 Owns the watch: whenever the status document changes (any process's write), every goal the
-page would badge "You decide" (each pending blocking gate) or "Blocked" (its latest
+page would badge "Waiting on you" (each pending blocking gate) or "Blocked" (its latest
 blocker) becomes a notice keyed by goal and gate, handed to the notifier, which dedups,
 rate-limits and sends on its own workers. It records each outcome in the notice log and
 keeps, in memory, the failed ones as notes for the card. It never puts a gate's question,

@@ -1,23 +1,37 @@
 """The first screen: one card per goal, ordered by who must act. Pure: data in, bytes out.
 
-Owns how the owner's page looks and reads: the order (you decide, blocked on evidence or a
-failure, the agent can continue, watching; the oldest blocking gate first), the badge words,
-the four answers in human words, the gates a person can decide (Approve / Reject, each with
-its equivalent CLI command), what happens next after a decision, and the script that keeps
-the page live through `/api/status/events` (what the owner is typing into a gate survives a
-redraw, in the page's memory only). Every value is HTML-escaped; the page loads only
-its own script (`/assets/first-screen.js`) under a CSP that allows nothing else, and without
-JavaScript it is a plain page that refreshes itself.
+Owns how the owner's page looks and reads: the order (who must act first, by the badge:
+`goals/badges.py`, the one table of words the page and the CLI share; the oldest blocking
+gate first), the badge and its run's sentence (with a budget bar while it runs), the
+confirmation after every click (`badges.SAID`), the four answers in human words, the gates
+a person can decide (Approve / Reject, each with its equivalent CLI command), what happens
+next after a decision, and the script that keeps the page live through
+`/api/status/events` (what the owner is typing into a gate survives a redraw, in the page's
+memory only). Every value is HTML-escaped; the page loads only its own script
+(`/assets/first-screen.js`) under a CSP that allows nothing else, and without JavaScript it
+is a plain page that refreshes itself.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from loopx_chat.goals.badges import (
+    BADGES,
+    SAID,
+    Badge,
+    RunFacts,
+    budget_share,
+    goal_badge,
+    row_actor,
+    run_is_live,
+    run_says,
+)
 from loopx_chat.goals.gate_store import TYPED_TEXT_LIMIT
 from loopx_chat.goals.words import LONG_ID, humanize, quota_words, short_id
 from loopx_chat.service.access import SCRIPT_PATH
@@ -28,15 +42,6 @@ CSP = (
 )
 REFRESH_SECONDS = 10  # the no-JavaScript page reloads itself this often
 
-# (code, badge words, order)
-ACTORS: tuple[tuple[str, str], ...] = (
-    ("owner", "You decide"),
-    ("blocked", "Blocked: evidence"),
-    ("agent", "Agent can continue"),
-    ("watching", "Watching"),
-)
-_ORDER = {code: i for i, (code, _) in enumerate(ACTORS)}
-_BADGE = dict(ACTORS)
 
 QUESTIONS = (
     ("waiting_on", "Who or what is it waiting on?"),
@@ -73,13 +78,18 @@ class GoalActions:
 
 @dataclass(frozen=True)
 class RunView:
-    """A goal run as the card shows it: Run or Pause, and one line."""
+    """A goal run as the card shows it: Run or Pause, its badge and one sentence."""
 
     run_id: str
     state: str
     host_status: str | None
     running_here: bool
     words: str
+    facts: RunFacts | None = None
+
+    @property
+    def badge(self) -> Badge | None:
+        return run_says(self.facts)[0] if self.facts is not None else None
 
 
 def run_view(
@@ -98,34 +108,25 @@ def run_view(
     if host_loop_seen_at is not None and (run is None or host_loop_seen_at > run.authorized_at):
         paused_at = str(host_loop_paused["at"]) if host_loop_paused else ""
         if paused_at >= host_loop_seen_at:
-            words = (
-                f"the goal loopx-chat did not start was paused by {host_loop_paused['actor']}"
-                f" ({paused_at}): Run adopts it with a budget"
-            )
-            return RunView("", "not_ours_paused", "paused", False, words)
-        words = (
-            "Codex is running a goal loopx-chat did not start (no budget set here; seen "
-            f"{host_loop_seen_at}): Pause stops it, Run adopts it with a budget"
-        )
-        return RunView("", "not_ours", "active", False, words)
+            assert host_loop_paused is not None
+            facts = RunFacts("not_ours_paused", "paused", who=str(host_loop_paused["actor"]))
+            return RunView("", "not_ours_paused", "paused", False, run_says(facts)[1], facts)
+        facts = RunFacts("not_ours", "active")
+        return RunView("", "not_ours", "active", False, run_says(facts)[1], facts)
     if run is None:
         return None
-    if running_here:
-        spent = f"turn {turns}, {tokens:,} of {run.token_budget:,} tokens"
-        words = f"Codex is working on it ({spent})"
-        if run.state == "blocked" and run.blocked_by:
-            words = f"blocked by owner gate {run.blocked_by}: Codex waits for it ({spent})"
-    elif run.live:
-        words = f"run {run.run_id} runs in another loopx-chat process"
-    elif run.state == "closed":
-        words = f"run {run.run_id} accepted by the owner: done"
-    elif run.state == "ended" and run.host_status == "complete":
-        words = f"Codex says run {run.run_id} is done: check it, then Accept or Reopen"
-    else:
-        words = f"run {run.run_id} {run.state}: Codex goal {run.host_status or 'unknown'}"
-        if run.ended_by:
-            words += f" ({run.ended_by})"
-    return RunView(run.run_id, run.state, run.host_status, running_here, words)
+    facts = RunFacts(
+        run.state,
+        run.host_status,
+        followed=running_here,
+        turns=turns,
+        tokens=tokens if running_here else run.tokens_used,
+        budget=run.token_budget,
+        who=run.ended_by,
+        reason=run.reason,
+    )
+    words = run_says(facts)[1]
+    return RunView(run.run_id, run.state, run.host_status, running_here, words, facts)
 
 
 def _run_waits_on_owner(run: RunView | None) -> bool:
@@ -138,20 +139,10 @@ def _run_waits_on_owner(run: RunView | None) -> bool:
 
 
 def actor_of(goal: Mapping[str, Any], actions: GoalActions) -> str:
-    if (
-        goal.get("status") == "problem"
-        or goal.get("problems")
-        or any(g.blocking and g.status == "pending" for g in actions.gates)
-        or _run_waits_on_owner(actions.run)
-    ):
-        return "owner"
-    answers = goal.get("answers") or {}
-    if str(answers.get("agent_can_continue", "")).startswith("yes"):
-        return "agent"
-    latest = str(answers.get("latest_run", ""))
-    if latest.startswith("blocked") or goal.get("waiting_on") == "external_evidence":
-        return "blocked"
-    return "watching"
+    """Who must act on the goal (`badges.row_actor`): the owner when a blocking gate is
+    open or a finished run waits for an answer."""
+    deciding = any(g.blocking and g.status == "pending" for g in actions.gates)
+    return row_actor(goal, deciding or _run_waits_on_owner(actions.run))
 
 
 def _oldest_blocking(actions: GoalActions) -> str:
@@ -159,15 +150,27 @@ def _oldest_blocking(actions: GoalActions) -> str:
     return min(pending) if pending else "~"
 
 
+def badge_of(goal: Mapping[str, Any], actions: GoalActions) -> Badge:
+    """The card's badge (`goals/badges.py`): an open decision or unreadable records first,
+    then the goal's run, else who must act on it."""
+    deciding = (
+        goal.get("status") == "problem"
+        or bool(goal.get("problems"))
+        or any(g.blocking and g.status == "pending" for g in actions.gates)
+    )
+    run = actions.run.facts if actions.run is not None else None
+    return goal_badge(actor_of(goal, actions), deciding, run)
+
+
 def ordered(
     goals: Sequence[Mapping[str, Any]], actions: Mapping[str, GoalActions]
 ) -> list[Mapping[str, Any]]:
-    """Who must act first: owner decisions (oldest blocking gate first), then blocked, then
-    the agent can continue, then watching."""
+    """Who must act first, by the badge's order (Waiting on you first, the oldest blocking
+    gate first among them)."""
 
     def key(goal: Mapping[str, Any]) -> tuple[int, str, str]:
         acts = actions.get(str(goal.get("goal_id")), GoalActions())
-        return (_ORDER[actor_of(goal, acts)], _oldest_blocking(acts), str(goal.get("goal_id")))
+        return (badge_of(goal, acts).order, _oldest_blocking(acts), str(goal.get("goal_id")))
 
     return sorted(goals, key=key)
 
@@ -212,6 +215,15 @@ def _gate(goal_id: str, gate: GateView) -> str:
     )
 
 
+# What happens next for a goal whose run stopped (by its badge), when no gate is open.
+RUN_NEXT: Mapping[str, str] = {
+    "paused": "Paused: Run goes on from where it stopped.",
+    "failed": "The run stopped before Codex said it was done: Run starts it again.",
+    "accepted": "Done and accepted. Run starts a new run if there is more to do.",
+    "running": "Codex is working on it in another loopx-chat process.",
+}
+
+
 def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
     """What happens next, in words: no card ends without a way forward."""
     goal_id = str(goal.get("goal_id", ""))
@@ -236,6 +248,10 @@ def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
         return "Its budget is spent: Run again with more, or leave it."
     if actions.run is not None and actions.run.running_here:
         return "Codex is working on it on its own loop; Pause stops it after the current turn."
+    if actions.run is not None and actions.run.badge is not None:
+        code = actions.run.badge.code
+        if code in RUN_NEXT:
+            return RUN_NEXT[code]
     if decided and decided[-1].status == "rejected":
         return (
             "Rejected: the goal stays stopped until a new gate is approved or a handoff "
@@ -255,7 +271,7 @@ def next_step(goal: Mapping[str, Any], actions: GoalActions, actor: str) -> str:
     if actor == "agent":
         return "The agent can take its next step on its own."
     return (
-        "Nothing is pending. A handoff with a next step or a gate question moves this goal "
+        "Nothing is pending. Run lets Codex work on it; or ask a question first "
         f"(<code>{_cli('gate', 'request', '--goal', goal_id, '--question', '…')}</code>)."
     )
 
@@ -278,11 +294,14 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
         words = quota_words(str(quota["decision"]), str(quota.get("reason_code", "")))
         rows += f'<dt>Next automatic turn</dt><dd data-q="quota">{_text(words, words=False)}</dd>'
     host = goal.get("host") or {}
-    if host.get("stale") or goal.get("reconcile_reason"):
-        behind = f"{host.get('behind_turns', 0)} host turn(s) behind" if host.get("stale") else ""
+    live = run_is_live(actions.run.facts if actions.run is not None else None)
+    if (host.get("stale") or goal.get("reconcile_reason")) and not live:
+        # While Codex works on the goal, its turn in progress is expected, not a disagreement.
+        ahead = host.get("behind_turns", 0)
+        behind = f"Codex is {ahead} turn(s) ahead" if host.get("stale") else ""
         reason = str(goal.get("reconcile_reason") or "")
         rows += (
-            "<dt>Host and goal disagree</dt>"
+            "<dt>Codex and these records differ</dt>"
             f'<dd data-q="reconcile">{_text(", ".join(x for x in (behind, reason) if x))}</dd>'
         )
     open_gates = [g for g in actions.gates if g.status == "pending"]
@@ -295,11 +314,13 @@ def _card(goal: Mapping[str, Any], actions: GoalActions) -> str:
     extra += [f'<li class="note">{_text(n, words=False)}</li>' for n in actions.notes]
     aside = f'<ul class="also">{"".join(extra)}</ul>' if extra else ""
     aside += _run_bar(actions.run)
+    badge = badge_of(goal, actions)
     return (
-        f'<section class="card actor-{actor}" data-goal="{escape(goal_id)}" '
-        f'data-actor="{actor}" data-blockers="{escape(" ".join(actions.blockers))}">'
-        f'<h2><span>{escape(goal_id)}</span><span class="badge badge-{actor}">'
-        f"{_BADGE[actor]}</span></h2>{gates}<dl>{rows}</dl>{aside}"
+        f'<section class="card actor-{actor} card-{badge.code}" data-goal="{escape(goal_id)}" '
+        f'data-actor="{actor}" data-badge="{badge.code}" '
+        f'data-blockers="{escape(" ".join(actions.blockers))}">'
+        f'<h2><span>{escape(goal_id)}</span><span class="badge badge-{badge.code}">'
+        f"{escape(badge.words)}</span></h2>{gates}<dl>{rows}</dl>{aside}"
         f'<p class="next" data-q="next">{next_step(goal, actions, actor)}</p></section>'
     )
 
@@ -341,7 +362,19 @@ def _run_bar(run: RunView | None) -> str:
     else:
         button = '<button class="run" data-run="run">Run</button>'
     words = f'<span class="run-words">{_text(run.words)}</span>' if run else ""
-    return f'<div class="runbar" data-q="run">{button} {words}</div>'
+    return f'<div class="runbar" data-q="run">{button} {words}{_budget_bar(run)}</div>'
+
+
+def _budget_bar(run: RunView | None) -> str:
+    """While Codex works on the goal: how much of its budget is spent, as a bar."""
+    facts = run.facts if run is not None else None
+    if facts is None or not facts.budget or not run_is_live(facts):
+        return ""
+    share = budget_share(facts)
+    return (
+        f'<progress class="budget" max="100" value="{share}" '
+        f'aria-label="{share} % of the token budget spent"></progress>'
+    )
 
 
 def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) -> str:
@@ -349,8 +382,9 @@ def render_cards(status: Mapping[str, Any], actions: Mapping[str, GoalActions]) 
     unreadable = status.get("unreadable_records") or ()
     # A record no goal can claim still shows: nothing the owner must act on vanishes.
     orphans = (
-        '<section class="card actor-owner" data-goal="" data-actor="owner"><h2><span>'
-        'Records of no known goal</span><span class="badge badge-owner">You decide</span>'
+        '<section class="card actor-owner card-waiting" data-goal="" data-actor="owner" '
+        'data-badge="waiting"><h2><span>Records of no known goal</span>'
+        f'<span class="badge badge-waiting">{escape(BADGES["waiting"].words)}</span>'
         f"</h2>{_problems(unreadable)}</section>"
         if unreadable
         else ""
@@ -378,10 +412,17 @@ gap:16px;padding:24px 28px}
 border-left-width:6px;min-width:0;overflow-wrap:anywhere}.card.focus{outline:3px solid #0a60d0}
 .card h2{font-size:16px;margin:0 0 10px;display:flex;justify-content:space-between;gap:8px}
 .badge{font-size:12px;padding:2px 10px;border-radius:10px;font-weight:600;white-space:nowrap}
-.actor-owner{border-left-color:#c9302c}.badge-owner{background:#c9302c;color:#fff}
-.actor-blocked{border-left-color:#d98a00}.badge-blocked{background:#ffe2a8;color:#5a3b00}
-.actor-agent{border-left-color:#2e7d32}.badge-agent{background:#d6f0d8;color:#1b4d1e}
-.actor-watching{border-left-color:#8a8a8e}.badge-watching{background:#e8e8ed;color:#333}
+.card-waiting{border-left-color:#c9302c}.badge-waiting{background:#c9302c;color:#fff}
+.card-done{border-left-color:#1f6fb2}.badge-done{background:#1f6fb2;color:#fff}
+.card-failed{border-left-color:#7a1712}.badge-failed{background:#7a1712;color:#fff}
+.card-blocked{border-left-color:#d98a00}.badge-blocked{background:#ffe2a8;color:#5a3b00}
+.card-running{border-left-color:#2e7d32}.badge-running{background:#2e7d32;color:#fff}
+.card-ready{border-left-color:#2e7d32}.badge-ready{background:#d6f0d8;color:#1b4d1e}
+.card-paused{border-left-color:#8a8a8e}.badge-paused{background:#e8e8ed;color:#333}
+.card-idle{border-left-color:#c7c7cc}.badge-idle{background:#f2f2f5;color:#555}
+.card-accepted{border-left-color:#1b4d1e}.badge-accepted{background:#d6f0d8;color:#1b4d1e}
+progress.budget{display:block;width:100%;height:8px;margin-top:6px}
+#said{font-size:13px;color:#1b4d1e;font-weight:600}#said.failed{color:#a40000}
 .gate{background:#fff6f5;border:1px solid #f1c2bf;border-radius:8px;padding:8px 10px;
 margin:0 0 10px}.gate .question{margin:0;font-weight:600}.meta,.cli{font-size:12px;
 color:#555;margin:4px 0}.decide{display:flex;gap:6px;margin-top:6px}.reason{flex:1;
@@ -407,7 +448,7 @@ main{grid-template-columns:minmax(0,1fr);gap:10px;padding:10px}
 .decide,.runbar{display:flex;flex-wrap:wrap;gap:8px}
 .decide button,.runbar button{flex:1 1 40%;min-height:48px;font-size:16px}
 .reason,.hold,.runbar .note,.answer{flex:1 1 100%;min-width:0;font-size:16px;padding:8px}
-.runbar .run-words{flex:1 1 100%}
+.runbar .run-words,.runbar progress.budget{flex:1 1 100%}
 }
 """
 
@@ -420,7 +461,8 @@ def render_shell() -> bytes:
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         "<title>loopx-chat: first screen</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>loopx-chat</h1>"
-        '<p id="about"></p><p id="live">signing in…</p></header>'
+        '<p id="about"></p><p id="said" role="status" aria-live="polite" '
+        f'data-said="{escape(json.dumps(SAID))}"></p><p id="live">signing in…</p></header>'
         '<main><p class="empty" id="signin">This page belongs to the user who runs loopx-chat. '
         "In their terminal, <code>loopx-chat open</code> signs this browser in with a one-time "
         "code.</p></main>"
@@ -442,6 +484,14 @@ PAGE_SCRIPT = r"""
   // service first proves it knows the key, so a squatter on this port is sent nothing.
   const live = document.getElementById("live");
   const about = document.getElementById("about");
+  // What the owner did, said after every click in the words of `goals/badges.SAID` (fixed
+  // words, the same the CLI prints; no data). The one place a decision's outcome is said.
+  const said = document.getElementById("said");
+  const saidWords = JSON.parse(said.dataset.said);
+  function say(what, doc) {
+    said.classList.toggle("failed", !doc.ok);
+    said.textContent = doc.ok ? (saidWords[what] || "Done.") : "Not done: " + doc.error;
+  }
   const main = document.querySelector("main");
   const enc = new TextEncoder();
   let cred = null;
@@ -633,10 +683,17 @@ PAGE_SCRIPT = r"""
     }, 5100);
     return false;
   }
-  function post(target, body, onDone, onFail) {
+  // Every click's request: its outcome is said (`say`), then the cards are drawn again or
+  // the click's own place says why not.
+  function post(target, body, what, onFail) {
     call("POST", target, body).then(function (r) { return r.json(); }).then(function (doc) {
-      if (doc.ok) { show(doc); onDone(doc); } else { onFail(doc.error); }
-    }).catch(function () { onFail("the service did not answer"); });
+      say(what, doc);
+      if (doc.ok) { show(doc); } else { onFail(doc.error); }
+    }).catch(function () {
+      const doc = {ok: false, error: "the service did not answer"};
+      say(what, doc);
+      onFail(doc.error);
+    });
   }
   main.addEventListener("click", function (event) {
     const run = event.target.closest("button[data-run]");
@@ -653,7 +710,7 @@ PAGE_SCRIPT = r"""
       [note, hold].forEach(function (f) { if (f) { f.value = ""; } });
       run.disabled = true;
       post("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/" + run.dataset.run,
-        body, function () {}, function (error) {
+        body, run.dataset.run, function (error) {
           run.disabled = false;
           const what = run.dataset.run === "gates" ? "not recorded: " : "not started: ";
           card.querySelector(".runbar").textContent = what + error;
@@ -685,7 +742,7 @@ PAGE_SCRIPT = r"""
     else if (typed && body.decision === "answer") { body.answer = typed.value; }
     button.disabled = true;
     post("/api/goals/" + encodeURIComponent(card.dataset.goal) + "/gates/" +
-         encodeURIComponent(gate.dataset.gate) + "/decision", body, function () {},
+         encodeURIComponent(gate.dataset.gate) + "/decision", body, body.decision,
       function (error) {
         button.disabled = false;
         gate.querySelector(".meta").textContent = "not recorded: " + error;

@@ -2,8 +2,9 @@
 
 Owns binding (loopback only; anything else is `non_loopback_host`) and the owner's Unix
 socket beside it (`OwnerSocketServer`: a peer of another uid is closed unanswered), reading
-at most 1 MiB of body (larger is refused before it is read), and the bounds that keep
-another local user from starving the owner: a connection is *unproven* until one of its
+at most 1 MiB of body (larger is refused before it is read; only a turn the owner sends,
+over the owner's socket or signed, may be larger: `ServiceApp.body_limit`), and the bounds
+that keep another local user from starving the owner: a connection is *unproven* until one of its
 requests is the owner's; unproven connections share `UNPROVEN_SHARE` places (a new one
 pushes out the oldest), must send their request within `UNPROVEN_DEADLINE_SEC`, and are
 closed after their one answer; only proven connections count against `max_connections`.
@@ -29,9 +30,9 @@ from typing import Any
 
 from loopx_chat.errors import UsageError
 from loopx_chat.service.app import (
-    MAX_BODY,
     Response,
     ServiceApp,
+    body_limit_words,
     error_response,
 )
 from loopx_chat.service.logline import log, log_refusal
@@ -243,8 +244,12 @@ class _Handler(BaseHTTPRequestHandler):
         elif length < 0:
             response = error_response(400, "bad_request", "invalid Content-Length")
             self.close_connection = True
-        elif length > MAX_BODY:
-            response = error_response(413, "body_too_large", "request bodies are limited to 1 MiB")
+        elif length > (
+            limit := self.server.app.body_limit(
+                self.command, self.path, headers, owner_channel=self.owner_channel
+            )
+        ):
+            response = error_response(413, "body_too_large", body_limit_words(limit))
             self.close_connection = True  # the unread body must not be parsed as a request
         else:
             body = self.rfile.read(length) if length else b""

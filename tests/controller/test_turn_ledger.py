@@ -12,6 +12,7 @@ import pytest
 
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.turn_ledger import TurnLedger
+from loopx_chat.errors import LoopxChatError
 from loopx_chat.state import private_files
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.session_records import SessionRecord, TokenCounts
@@ -146,3 +147,37 @@ def test_a_stop_after_begin_records_the_turn_interrupted_by_the_controller(
     left = store.load_turn(SID, turn.turn_id)
     assert (left.status, left.error_code) == ("interrupted", "controller_stopped")
     assert store.load(SID).status == "ready"
+
+
+def test_an_outcome_the_full_disk_refused_is_parked_then_recorded_not_relabelled(
+    store: SessionStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC injected at the one write seam (`atomic_write_chunks`) while the outcome is
+    written: the outcome waits in the slot, the next turn's settle records it as Codex gave
+    it (the e2e on a real full tmpfs is `tests/integration/test_full_disk.py`)."""
+    import errno
+
+    from loopx_chat.controller.turn_ledger import TurnNotRecorded
+    from loopx_chat.state.session_records import TurnStatus
+
+    ledger = _ledger(store)
+    turn = ledger.begin(ledger.draft(SID, None))
+    real = private_files.atomic_write_chunks
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(private_files, "atomic_write_chunks", full)
+    outcome = TurnOutcome("up-1", TurnStatus.COMPLETED, None, TokenCounts(total_tokens=42))
+    with pytest.raises(TurnNotRecorded) as raised:
+        ledger.finish(turn, outcome)
+    assert raised.value.error_code == "state_unwritable" and raised.value.kept
+    assert store.load(SID).active_turn_id == turn.turn_id  # nothing could be written
+    with pytest.raises(LoopxChatError):
+        ledger.record_parked(SID)  # still full: kept for the next try
+    monkeypatch.setattr(private_files, "atomic_write_chunks", real)
+    ledger.begin(ledger.draft(SID, None))  # the next turn settles the session first
+    recorded = store.load_turn(SID, turn.turn_id)
+    assert recorded.status == TurnStatus.COMPLETED and recorded.tokens.total_tokens == 42
+    assert store.load(SID).turn_count == 1
+    assert ledger.record_parked(SID) is None  # the slot is blank again

@@ -209,7 +209,7 @@ def test_failure_throttle_is_cleared_by_the_handoff_it_names() -> None:
         h.turn("failed", "turn_failed")
     row = goal_status(h.facts())
     assert row["quota"]["decision"] == "throttled"
-    assert "records a handoff" in row["quota"]["clears_when"]
+    assert "handoff record" in row["quota"]["clears_when"]
     assert row["projection"]["first_screen"]["agent_can_continue"] is False
     assert row["answers"]["agent_can_continue"].startswith("no: throttled")
     h.handoff()  # what the throttle says clears it

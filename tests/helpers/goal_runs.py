@@ -4,6 +4,8 @@ events, and Chromium with playwright for the card (missing: a skip locally, a fa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -40,3 +42,49 @@ def browser_or_fail() -> tuple[str, Any]:
             pytest.fail(message)
         pytest.skip(message)
     return exe, sync_playwright
+
+
+@contextmanager
+def owner_page(base: list[str], env: dict[str, str], cwd: Path, state: Path) -> Iterator[Any]:
+    """A real `serve` (`base`: the `loopx-chat` argv up to the command) on a free port, and
+    a Chromium page signed in to it with a one-time code; both stopped at the end."""
+    import signal
+    import socket
+    import subprocess
+
+    from loopx_chat.state.service_runtime import read_secret
+    from tests.helpers.device import browser_sign_in
+    from tests.helpers.serve_process import free_port
+    from tests.helpers.waiting import wait_for
+
+    def listening(port: int) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            return False
+
+    exe, sync_playwright = browser_or_fail()
+    port = free_port()
+    proc = subprocess.Popen(
+        [*base, "serve", "--port", str(port)],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for(lambda: read_secret(state) is not None and listening(port), 30)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(
+                executable_path=exe, args=["--no-sandbox", "--disable-gpu"]
+            )
+            try:
+                page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
+                browser_sign_in(page, port, str(read_secret(state)))
+                yield page
+            finally:
+                browser.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)

@@ -33,6 +33,7 @@ class Service:
     seen: list[bytes]
     secret: str
     _device: Device | None = None
+    app: Any = None  # the ServiceApp (an owner-socket server of the same app may be added)
 
     def device(self) -> Device:
         """This service's signed-in test browser (signed in on first use)."""

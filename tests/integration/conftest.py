@@ -42,7 +42,7 @@ def service(
     )
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.start()
-    svc = Service(server.port, controller, state, bound_home, [], secret)
+    svc = Service(server.port, controller, state, bound_home, [], secret, app=server.app)
     try:
         yield svc
     finally:

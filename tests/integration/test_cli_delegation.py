@@ -35,6 +35,7 @@ from loopx_chat.state.service_runtime import (
     runtime_for_this_process,
     write_runtime,
 )
+from tests.helpers.waiting import wait_value
 
 SKIP_NOTE = "not using the service"
 
@@ -431,30 +432,150 @@ def test_ending_a_delegated_send_interrupts_the_turn_in_the_service(
     assert json.loads(again.stdout)["turn"]["status"] == "completed"
 
 
-def test_a_message_larger_than_the_service_reads_runs_here(
+def test_a_message_over_one_mib_goes_through_the_service(
     tmp_path: Path,
     cli_for: Callable[[str], Cli],
     start_service: Callable[..., Any],
     mock: MockResponsesServer,
 ) -> None:
-    from loopx_chat.service.app import MAX_BODY
-    from loopx_chat.service.client import BODY_LIMIT
+    """Issue 34, case 5: every message the CLI takes goes through the running service."""
+    from loopx_chat.codex.turn_defaults import MESSAGE_LIMIT_BYTES
+    from loopx_chat.service.app import MAX_BODY, TURN_BODY_MAX
+    from loopx_chat.service.client import BODY_LIMIT, turn_body
 
-    assert BODY_LIMIT == MAX_BODY
+    assert BODY_LIMIT == TURN_BODY_MAX > MAX_BODY
+    # The worst message the CLI takes (every byte escaped in JSON), with every option, fits.
+    options = {"sandbox": "workspace-write", "approval": "on-request", "plan": False,
+               "decision_timeout": 1e9, "idle_timeout": 1e9, "turn_timeout": 1e9,
+               "first_output_timeout": 1e9}  # fmt: skip
+    assert len(turn_body("\x01" * MESSAGE_LIMIT_BYTES, "x" * 64, options)) <= BODY_LIMIT
     cli = cli_for("state")
     service = start_service(cli.state, cli.home, cli.env, cli.codex_bin)
     big = tmp_path / "big.txt"
-    big.write_text("mock:text=big one\n" + "é" * (BODY_LIMIT // 2))  # 2 bytes each in UTF-8
-    result = cli("chat", "new", "--goal", "g", "--json", "--file", str(big))
-    assert result.exit_code == 0, result.output
-    assert "larger than the 1 MiB it reads; running here" in result.stderr
-    assert [line for line in service.served() if " POST " in line] == []
-    # just under the limit, it goes there (non-ASCII is sent as UTF-8, not \\u escapes)
-    big.write_text("mock:text=fits\n" + "é" * (BODY_LIMIT // 2 - 100))
+    # 1.5 MiB of UTF-8 (codex itself takes at most 2**20 characters of input).
+    big.write_text("mock:text=big one\n" + "é" * (3 << 18))
     result = cli("chat", "new", "--goal", "g", "--json", "--file", str(big))
     assert result.exit_code == 0, result.output
     assert SKIP_NOTE not in result.stderr
-    assert [line for line in service.served() if " POST " in line]
+    assert json.loads(result.stdout)["turn"]["status"] == "completed"
+    turns = wait_value(lambda: _turn_posts(service), what="the turn's request in the log")
+    assert len(turns) == 1 and " 200 " in turns[0], turns
+    # The model got the whole message.
+    assert any(json.dumps(r, ensure_ascii=False).count("é") >= 3 << 18 for r in mock.requests)
+
+
+def _turn_posts(service: Any) -> list[str]:
+    """The turn requests the service logged (a streamed one once its stream has ended)."""
+    return [line for line in service.served() if " POST " in line and "/turns " in line]
+
+
+def _work_session(cli: Cli, work: Path) -> str:
+    work.mkdir(parents=True, exist_ok=True)
+    opened = cli("chat", "new", "--goal", "g", "--cwd", str(work), "--json", "mock:text=ok")
+    assert opened.exit_code == 0, opened.output
+    assert SKIP_NOTE not in opened.stderr
+    return str(json.loads(opened.stdout)["session_id"])
+
+
+def test_a_turn_with_its_own_sandbox_and_timeouts_goes_through_the_service(
+    tmp_path: Path,
+    cli_for: Callable[[str], Cli],
+    start_service: Callable[..., Any],
+    mock: MockResponsesServer,
+) -> None:
+    """Issue 34, case 5: `--sandbox` and the timeouts go with the turn to the service, which
+    runs it with them (and its next turn with its own settings again)."""
+    cli = cli_for("state")
+    service = start_service(cli.state, cli.home, cli.env, cli.codex_bin)
+    work = tmp_path / "work"
+    sid = _work_session(cli, work)
+    # The service's own sandbox (read-only): the command may not write.
+    denied = cli("chat", "send", sid, "--json", f"mock:shell=touch {work}/before")
+    assert denied.exit_code == 0, denied.output
+    assert not (work / "before").exists()
+    wrote = cli("chat", "--sandbox", "workspace-write", "--idle-timeout", "300",
+                "--turn-timeout", "600", "send", sid, "--json",
+                f"mock:shell=touch {work}/written")  # fmt: skip
+    assert wrote.exit_code == 0, wrote.output
+    assert SKIP_NOTE not in wrote.stderr and "thread_busy" not in wrote.output
+    assert json.loads(wrote.stdout)["turn"]["status"] == "completed"
+    assert (work / "written").exists()
+    # The next turn without the flag runs read-only again.
+    after = cli("chat", "send", sid, "--json", f"mock:shell=touch {work}/after")
+    assert after.exit_code == 0, after.output
+    assert not (work / "after").exists()
+    # A turn timeout given stops the turn in the service.
+    stopped = cli("chat", "--turn-timeout", "1", "send", sid, "--json", "mock:hang")
+    assert stopped.exit_code == 1, stopped.output
+    assert SKIP_NOTE not in stopped.stderr
+    doc = json.loads(stopped.stdout)
+    assert doc["turn"]["status"] == "interrupted" and doc["error_code"] == "hard_timeout"
+    # So does a first-output timeout given (issue 36a's), with the turn's other options.
+    silent = cli("chat", "--first-output-timeout", "2", "--idle-timeout", "300", "send", sid,
+                 "--json", "mock:hang")  # fmt: skip
+    assert silent.exit_code == 1, silent.output
+    assert SKIP_NOTE not in silent.stderr
+    assert json.loads(silent.stdout)["error_code"] == "first_output_timeout"
+    # Every turn, the first one's included, ran in the service.
+    wait_value(lambda: len(_turn_posts(service)) == 6, what="six turns in the service's log")
+
+
+def test_an_approval_asked_in_a_delegated_turn_is_answered_through_the_service(
+    tmp_path: Path,
+    cli_for: Callable[[str], Cli],
+    start_service: Callable[..., Any],
+    mock: MockResponsesServer,
+) -> None:
+    """Issue 34, case 5: `chat send --approval untrusted` while `serve` runs: the turn runs
+    in the service (no note, no `thread_busy`), Codex's question is a host gate, and the
+    owner's `gate resolve` answers it; the approved command runs and the turn completes."""
+    from loopx_chat.goals.gate_store import GateStore
+
+    cli = cli_for("state")
+    service = start_service(cli.state, cli.home, cli.env, cli.codex_bin)
+    work = tmp_path / "work"
+    sid = _work_session(cli, work)
+    send = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "loopx_chat", "--state-dir", str(cli.state)),
+            *("--codex-bin", cli.codex_bin, "chat", "--sandbox", "workspace-write", "send", sid),
+            *("--approval", "untrusted", "--json", f"mock:shell=touch {work}/approved"),
+        ],
+        env={**cli.env, "LOOPX_CHAT_CODEX_HOME": str(cli.home)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        gate = wait_value(
+            lambda: next(
+                (
+                    g
+                    for g in GateStore(cli.state).gates("g")
+                    if g.host and g.status == "pending" and g.host.get("state") == "live"
+                ),
+                None,
+            ),
+            timeout=120,
+            what="the host gate of the approval",
+        )
+        assert gate.question == "Codex asks to run `touch` (1 argument)"
+        assert not (work / "approved").exists()
+        done = cli("gate", "resolve", gate.gate_id, "--goal", "g", "--decision", "approve")
+        assert done.exit_code == 0, done.output
+        out, err = send.communicate(timeout=120)
+    finally:
+        if send.poll() is None:
+            send.kill()
+            send.communicate()
+    assert send.returncode == 0, err
+    assert SKIP_NOTE not in err and "thread_busy" not in out + err
+    assert json.loads(out)["turn"]["status"] == "completed"
+    assert (work / "approved").exists()
+    decided = GateStore(cli.state).gate("g", gate.gate_id)
+    assert decided.status == "approved" and decided.host is not None
+    assert decided.host["state"] == "answered"
+    wait_value(lambda: [t for t in _turn_posts(service) if sid in t], what="the turn in the log")
 
 
 def test_a_busy_service_lets_the_command_run_here(

@@ -208,11 +208,11 @@ def test_first_screen_is_live_ordered_and_decides_gates_in_chromium(
                     "els => els.map(e => [e.dataset.goal, e.querySelector('.badge').textContent])",
                 )
                 assert cards == [
-                    ["goal-release", "You decide"],
-                    ["goal-budget", "You decide"],
-                    ["goal-flaky", "Blocked: evidence"],
-                    ["goal-ready", "Agent can continue"],
-                    ["goal-quiet", "Watching"],
+                    ["goal-release", "Waiting on you"],
+                    ["goal-budget", "Waiting on you"],
+                    ["goal-flaky", "Blocked"],
+                    ["goal-ready", "Ready to go on"],
+                    ["goal-quiet", "Nothing to do"],
                 ]
                 text = page.inner_text("main")
                 for leak in ("eligible: eligible", "open_blocking_gate", "human_decision"):

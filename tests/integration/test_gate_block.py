@@ -142,7 +142,7 @@ def test_a_gate_through_the_service_blocks_the_run_before_it_answers_and_approva
         assert _acked(events, gate["gate_id"]), events
         assert (gate["status"], gate["actor"], gate["blocking"]) == ("pending", "operator", True)
         assert owner.host_goal(sid)["status"] == "blocked"
-        assert 'run-words">blocked by owner gate ' in doc["cards_html"]  # the card says it
+        assert 'run-words">Codex waits for your decision' in doc["cards_html"]  # the card says it
         _no_turn_ran_on_after(owner, sid, gate["created_at"])
         blocked_count = len(owner.turns(sid))
 
@@ -379,7 +379,9 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
                 card.locator(".gate .question", has_text="Deploy to staging first?").wait_for(
                     timeout=10000
                 )
-                card.locator(".run-words", has_text="blocked by owner gate").wait_for(timeout=10000)
+                card.locator(".run-words", has_text="Codex waits for your decision").wait_for(
+                    timeout=10000
+                )
             finally:
                 browser.close()
         gate = next(g for g in GateStore(owner.state).gates("g") if g.host is None)

@@ -4,7 +4,6 @@ mock: Run, the card showing Codex at work, Codex saying it is done, and Accept i
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +11,7 @@ from pathlib import Path
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.state.service_runtime import read_secret
-from tests.helpers.device import browser_sign_in
-from tests.helpers.goal_runs import browser_or_fail, run_events
-from tests.helpers.serve_process import free_port
-from tests.helpers.waiting import wait_for as wait_until
+from tests.helpers.goal_runs import owner_page, run_events
 
 BUILD = Path(__file__).resolve().parent.parent / "build"
 
@@ -28,7 +23,6 @@ def test_run_progress_done_and_accept_on_the_card(
     base_env: dict[str, str],
     mock: MockResponsesServer,
 ) -> None:
-    exe, sync_playwright = browser_or_fail()
     state = tmp_path / "state"
     env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
     base = [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "--codex-bin", codex_bin]
@@ -50,58 +44,25 @@ def test_run_progress_done_and_accept_on_the_card(
         "mock:text=done",
         default="mock:text=unexpected extra turn",
     )
-    port = free_port()
-    proc = subprocess.Popen(
-        [*base, "serve", "--port", str(port)],
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        wait_until(lambda: read_secret(state) is not None and _listening(port), 30)
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(
-                executable_path=exe, args=["--no-sandbox", "--disable-gpu"]
-            )
-            try:
-                page = browser.new_context(viewport={"width": 1200, "height": 900}).new_page()
-                browser_sign_in(page, port, str(read_secret(state)))
-                card = page.locator('section.card[data-goal="g"]')
-                card.locator('button[data-run="run"]').click()
-                card.locator(".run-words", has_text="Codex is working on it (turn ").wait_for(
-                    timeout=10000
-                )
-                assert card.locator('button[data-run="pause"]').count() == 1
-                # Live progress: the card counts the turns codex took, as they start.
-                card.locator(".run-words", has_text="(turn 1, ").wait_for(timeout=15000)
-                # Codex says it is done: the card shows it live, with Accept and Reopen.
-                card.locator('button[data-run="accept"]').wait_for(timeout=30000)
-                assert "Codex says" in card.inner_text() and "three said" in card.inner_text()
-                assert card.locator('button[data-run="reopen"]').count() == 1
-                assert card.get_attribute("data-actor") == "owner"  # it waits on the owner
-                BUILD.mkdir(exist_ok=True)
-                page.screenshot(path=str(BUILD / "goal-run-done.png"), full_page=True)
-                card.locator('button[data-run="accept"]').click()
-                card.locator(".run-words", has_text="accepted by the owner").wait_for(timeout=10000)
-            finally:
-                browser.close()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=30)
+    with owner_page(base, env, tmp_path, state) as page:
+        card = page.locator('section.card[data-goal="g"]')
+        card.locator('button[data-run="run"]').click()
+        card.locator(".run-words", has_text="Codex is working on it (turn ").wait_for(timeout=10000)
+        assert card.locator('button[data-run="pause"]').count() == 1
+        # Live progress: the card counts the turns codex took, as they start.
+        card.locator(".run-words", has_text="(turn 1, ").wait_for(timeout=15000)
+        # Codex says it is done: the card shows it live, with Accept and Reopen.
+        card.locator('button[data-run="accept"]').wait_for(timeout=30000)
+        assert "Codex says" in card.inner_text() and "three said" in card.inner_text()
+        assert card.locator('button[data-run="reopen"]').count() == 1
+        assert card.get_attribute("data-actor") == "owner"  # it waits on the owner
+        BUILD.mkdir(exist_ok=True)
+        page.screenshot(path=str(BUILD / "goal-run-done.png"), full_page=True)
+        card.locator('button[data-run="accept"]').click()
+        card.locator(".run-words", has_text="You accepted it").wait_for(timeout=10000)
     events = [e["event"] for e in run_events(state, "g")]
     assert events[0] == "run_authorized" and events[-1] == "accepted"
     rewards = (state / "goals" / "g" / "rewards.jsonl").read_text().splitlines()
     assert [json.loads(r)["label"] for r in rewards] == ["good"]
     authorized = run_events(state, "g")[0]
     assert authorized["surface"] == "page" and authorized["actor"] == "owner-device:browser-1"
-
-
-def _listening(port: int) -> bool:
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-        return True
-    except OSError:
-        return False

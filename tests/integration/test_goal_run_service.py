@@ -377,7 +377,7 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
         assert code == 200, paused
         assert paused["host_loop"]["actor"] == "owner-device:laptop"
         assert paused["host_loop"]["host_status"] == "paused"
-        assert "was paused by owner-device:laptop" in paused["cards_html"]
+        assert "Paused by you, on the page (laptop)" in paused["cards_html"]
         wait_until(lambda: SessionStore(setup.state).load(sid).active_turn_id is None)
         settled = len(setup.goal_turns(sid))
         time.sleep(1.0)

@@ -91,6 +91,94 @@ def test_cross_site_writes_are_refused(
     assert SessionStore(service.state).list().sessions == ()
 
 
+def _announced(
+    service: Service,
+    path: str,
+    length: int,
+    headers: dict[str, str] | None = None,
+    body: bytes = b"",
+    sock: socket.socket | None = None,
+) -> bytes:
+    """The answer to a POST that announces `length` bytes and sends `body` (over `sock`, the
+    owner's socket, when given; else loopback TCP)."""
+    extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
+    conn = sock or socket.create_connection(("127.0.0.1", service.port), timeout=60)
+    with conn:
+        conn.sendall(
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{service.port}\r\n{extra}"
+            f"Content-Type: application/json\r\nContent-Length: {length}\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + body
+        )
+        head = b""
+        while chunk := conn.recv(65536):  # the server closes after its answer
+            head += chunk
+    return head
+
+
+def _digest(body: bytes) -> str:
+    import hashlib
+
+    from loopx_chat.service.device_auth import b64url
+
+    return b64url(hashlib.sha256(body).digest())
+
+
+def test_only_the_owners_turn_request_may_be_larger_than_one_mib(service: Service) -> None:
+    """A turn of the owner's (over the owner's socket, or signed by a device that declares
+    its body's digest) may carry any message the CLI takes; anyone else's request, and the
+    owner's other requests, are refused over 1 MiB before a byte is read (issue 33: nobody
+    else makes the service read more)."""
+    from loopx_chat.service.app import MAX_BODY, TURN_BODY_MAX
+    from loopx_chat.service.server import OwnerSocketServer
+    from loopx_chat.state import owner_socket
+
+    turns = "/api/chat/sessions/" + "a" * 32 + "/turns"
+    device = service.device()
+    big = b" " * (MAX_BODY + 1)
+
+    def signed(path: str, body: bytes, digest: bool) -> dict[str, str]:
+        headers = device.headers("POST", path, body)
+        if digest:
+            headers["X-Loopx-Content-SHA256"] = _digest(body)
+        return headers
+
+    bearer = {"Authorization": f"Bearer {service.secret}"}
+    for path, length, headers in (
+        (turns, MAX_BODY + 1, {}),  # nobody's
+        (turns, MAX_BODY + 1, bearer),  # a program with the secret: not a device, not the socket
+        (turns, MAX_BODY + 1, signed(turns, big, digest=False)),  # nothing checkable yet
+        (turns, MAX_BODY + 1, {**signed(turns, big, True), "X-Loopx-Device": "nobody"}),
+        (turns, MAX_BODY + 1, {**signed(turns, big, True), "X-Loopx-Content-SHA256": "x"}),
+        ("/api/chat/sessions", MAX_BODY + 1, signed("/api/chat/sessions", big, True)),
+        (turns, TURN_BODY_MAX + 1, signed(turns, b"", True)),
+    ):
+        head = _announced(service, path, length, headers)
+        assert head.startswith(b"HTTP/1.1 413") and b"body_too_large" in head, (headers, head)
+    # A device's turn over 1 MiB, its digest declared and signed, is read whole (and then
+    # judged on what it says).
+    read = _announced(service, turns, len(big), signed(turns, big, True), big)
+    assert read.startswith(b"HTTP/1.1 400") and b"bad_json" in read, read[:200]
+    # A declared digest that is not the body's: read, then refused as not the device's.
+    other = b"x" * len(big)
+    wrong = _announced(service, turns, len(big), signed(turns, other, True), big)
+    assert wrong.startswith(b"HTTP/1.1 401"), wrong[:200]
+    # Over the owner's socket the same turn is read whole; other requests stay at 1 MiB.
+    owner = OwnerSocketServer(service.state, service.app)
+    thread = threading.Thread(target=owner.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        via = _announced(service, turns, len(big), {}, big, owner_socket.connect(service.state, 60))
+        assert via.startswith(b"HTTP/1.1 400") and b"bad_json" in via, via[:200]
+        sock = owner_socket.connect(service.state, 60)
+        refused = _announced(service, "/api/chat/sessions", MAX_BODY + 1, {}, b"", sock)
+        assert refused.startswith(b"HTTP/1.1 413"), refused[:200]
+    finally:
+        owner.shutdown()
+        owner.server_close()
+        thread.join(timeout=10)
+
+
 def test_error_statuses(service: Service) -> None:
     bad = service.request(
         "POST", "/api/chat/sessions", raw=b"{nope", headers={"Content-Type": "application/json"}
@@ -261,7 +349,7 @@ def test_page_escapes_every_value_and_shows_goal_records() -> None:
     # codes become words on the page (the JSON keeps the codes)
     assert "paused by its budget (its token budget is spent)" in html
     assert "token_budget_spent" not in html and "throttled:" not in html
-    assert "2 host turn(s) behind, missing_validation" in html
+    assert "Codex is 2 turn(s) ahead, Codex finished, but nothing on record checks it" in html
     assert 'data-goal="g&lt;1&gt;"' in html
 
 

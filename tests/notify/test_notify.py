@@ -132,7 +132,7 @@ def test_osascript_gets_the_exact_argv_without_a_shell(
     assert entry["argv"][1:] == [
         "-e",
         'display notification "Goal g1: an owner gate needs your decision." with title '
-        '"loopx-chat: You decide" subtitle "http://127.0.0.1:8767/"',
+        '"loopx-chat: Waiting on you" subtitle "http://127.0.0.1:8767/"',
     ]
     assert "token" not in json.dumps(entry)
 
@@ -178,7 +178,7 @@ def test_notify_send_is_used_where_there_is_no_osascript(tmp_path: Path) -> None
     (entry,) = _entries(log)
     assert entry["argv"][1:] == [
         "--app-name=loopx-chat",
-        "loopx-chat: You decide",
+        "loopx-chat: Waiting on you",
         "Goal g1: an owner gate needs your decision.\nhttp://127.0.0.1:8767/",
     ]
 
@@ -194,7 +194,7 @@ def test_terminal_notifier_is_preferred_and_gets_each_text_as_one_argument(
     assert Path(entry["argv"][0]).name == "terminal-notifier.py"
     assert entry["argv"][1:] == [
         "-title",
-        "loopx-chat: You decide",
+        "loopx-chat: Waiting on you",
         "-message",
         "Goal g1: Codex asks for your approval or answer.",
         "-open",
@@ -295,7 +295,7 @@ def test_the_webhook_posts_a_signed_public_safe_body() -> None:
         "schema_version": "loopx_chat_notice_v1",
         "goal_id": "g1",
         "kind": "owner_gate",
-        "title": "loopx-chat: You decide",
+        "title": "loopx-chat: Waiting on you",
         "text": "Goal g1: an owner gate needs your decision.",
         "page_url": "http://127.0.0.1:8767/",
         "held": 0,

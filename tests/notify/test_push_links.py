@@ -48,7 +48,7 @@ def test_the_ntfy_request_names_the_goal_kind_and_link_only() -> None:
     body, headers = request_of(_notice(), None)
     assert body == b"Goal ship-it: Codex asks for your approval or answer."
     assert headers["Click"] == f"{PUBLIC}#gate=ship-it/host-abc"
-    assert headers["Title"] == "loopx-chat: You decide"
+    assert headers["Title"] == "loopx-chat: Waiting on you"
     assert "Authorization" not in headers
     _, with_token = request_of(_notice(), "tk_secret")
     assert with_token["Authorization"] == "Bearer tk_secret"
@@ -63,7 +63,7 @@ def test_ntfy_is_sent_as_its_publish_api_expects() -> None:
         assert not receiver.refused
         [message] = receiver.messages
         assert message["click"] == f"{PUBLIC}#gate=ship-it/host-abc"
-        assert message["title"] == "loopx-chat: You decide"
+        assert message["title"] == "loopx-chat: Waiting on you"
         assert message["message"] == "Goal ship-it: Codex asks for your approval or answer."
         # Without the token the server refuses, and the outcome says so.
         refused = NtfySender(receiver.url, {}, backoff=()).send(_notice())

@@ -62,7 +62,7 @@ def test_badges_name_the_actor_in_words() -> None:
         {"attention_queue": [row("g1", can="yes: go"), row("g2")]},
         {"g2": GoalActions(gates=(gate("gate-aaaaaaaaaaaa", "t"),))},
     )
-    assert 'badge-owner">You decide<' in html and 'badge-agent">Agent can continue<' in html
+    assert 'badge-waiting">Waiting on you<' in html and 'badge-ready">Ready to go on<' in html
 
 
 def test_codes_become_words_and_long_ids_are_shortened_with_the_full_id_on_hover() -> None:
@@ -90,7 +90,7 @@ def test_every_card_says_what_moves_it() -> None:
     assert "nothing is queued" in nothing_queued and "handoff record" in nothing_queued
     assert "Rejected" in next_step(goal, GoalActions(gates=(rejected,)), "watching")
     idle = next_step(goal, GoalActions(), "watching")
-    assert "gate request" in idle and "handoff" in idle
+    assert "gate request" in idle and "Run" in idle
     assert "Your decision" in next_step(goal, GoalActions(gates=(gate("g1", "t"),)), "owner")
 
 
