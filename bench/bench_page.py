@@ -9,7 +9,8 @@ with 20 goals, each with an open gate, signs one Chromium page in the way that c
 browsers in (a one-time code, or the old `/?token=` login URL), then times:
 
 - load: `page.reload()` until the cards are drawn (`section.card` count right);
-- decide: a click on Approve until that card is no longer the owner's.
+- decide: a click on Approve until that card is no longer the owner's, SETTLE_MS after the
+  load (a click racing the page's own start-up measures the start-up, not the decision).
 
 Prints the medians and p90s of each, and this checkout's over the baseline's. Needs the
 pinned codex only for `serve`'s start; no model turn runs.
@@ -32,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[1]
 ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 GOALS = 20
+SETTLE_MS = 500
 
 
 def _port() -> int:
@@ -110,6 +112,9 @@ def measure(checkout: Path, rounds: int, chromium: str) -> dict[str, list[float]
                     "() => document.querySelectorAll('section.card').length >= " + str(GOALS)
                 )
                 times["load"].append(time.perf_counter() - started)
+                # A person reads before they click: the page's own start-up (its event
+                # stream's first cards) is over before the decision is timed, on both sides.
+                page.wait_for_timeout(SETTLE_MS)
                 goal = f"goal-{n:02d}"
                 card = page.locator(f'section.card[data-goal="{goal}"]')
                 started = time.perf_counter()

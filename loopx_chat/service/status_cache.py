@@ -72,12 +72,10 @@ class StatusCache:
     def get(self) -> tuple[dict[str, Any], bytes]:
         if not self._due(time.monotonic()):
             return self._doc, self._body
-        if not self._lock.acquire(blocking=False):
-            # Another request is refreshing. One that wrote nothing takes the previous
-            # document rather than queueing; after a write it waits for a fresh look.
-            if not self._dirty and self._key is not None:
-                return self._doc, self._body
-            self._lock.acquire()
+        # Another request may be refreshing: wait for it. Taking the previous document instead
+        # served a document from before a write whose mark that refresh had already cleared
+        # (a client's own write not shown on its next read).
+        self._lock.acquire()
         try:
             now = time.monotonic()
             if self._dirty or self._key is None or now - self._swept_at >= self._sweep:
