@@ -633,12 +633,14 @@ PAGE_SCRIPT = r"""
     const want = new URLSearchParams(location.hash.slice(1));
     const gate = want.get("gate") || "";
     const goal = gate ? gate.split("/")[0] : (want.get("goal") || "");
-    if (!goal || focused === location.hash) { return; }
+    if (!goal) { return; }
     const card = Array.from(main.querySelectorAll("section.card"))
       .find(function (c) { return c.dataset.goal === goal; });
     if (!card) { return; }
-    focused = location.hash;
+    // Marked again after every redraw of the cards; scrolled to once per link.
     card.classList.add("focus");
+    if (focused === location.hash) { return; }
+    focused = location.hash;
     card.scrollIntoView({block: "start"});
   }
   window.addEventListener("hashchange", focusLinked);
