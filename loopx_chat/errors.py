@@ -246,6 +246,7 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "internal_error": ErrorSpec(Outcome.INTERNAL),
         "turn_not_accepted": ErrorSpec(Outcome.TIMEOUT),
         "listen_failed": ErrorSpec(Outcome.DEPENDENCY),
+        "service_already_running": ErrorSpec(Outcome.CONFLICT),
         "non_loopback_host": ErrorSpec(Outcome.DEPENDENCY),
         # the CLI through the running service: it stopped answering mid-command
         "service_lost": ErrorSpec(Outcome.UNAVAILABLE),

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import errno
 import os
+import socket
 import threading
 from collections.abc import MutableMapping
+from pathlib import Path
 from typing import cast
 
 import click
@@ -22,7 +24,7 @@ from loopx_chat.cli.controller_scope import with_first_output
 from loopx_chat.cli.options import port_option
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.ntfy import checked_topic_url
@@ -34,13 +36,14 @@ from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
 from loopx_chat.service.notices import NoticeWatcher, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
-from loopx_chat.service.public_url import parse_public_url
+from loopx_chat.service.public_url import PublicOrigin, parse_public_url
 from loopx_chat.service.server import (
     MAX_CONNECTIONS,
     OwnerSocketServer,
     raise_open_file_limit,
     serve_forever,
 )
+from loopx_chat.state import owner_socket
 from loopx_chat.state.service_runtime import (
     ensure_secret,
     remove_runtime,
@@ -171,6 +174,72 @@ def serve(
     set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
+    # The state dir's claim comes before anything starts: a second service on it stops here,
+    # before it checks codex, listens, warms a thread or looks for a run to recover.
+    owner_listening = claim_state_dir(cli.state_dir)
+    try:
+        _serve_claimed(
+            cli,
+            owner_listening,
+            secret=secret,
+            host=host,
+            port=port,
+            max_warm=max_warm,
+            max_running=max_running,
+            max_streams=max_streams,
+            max_connections=max_connections,
+            public=public,
+            notify_mode=notify_mode,
+            notify_url=notify_url,
+            ntfy_url=ntfy_url,
+            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+            decision_timeout=decision_timeout,
+        )
+    finally:
+        owner_socket.remove(cli.state_dir, owner_listening)
+        owner_listening.close()
+
+
+def claim_state_dir(state_dir: Path) -> socket.socket:
+    """The owner's socket, with the state dir's claim; a clear refusal when it is taken."""
+    try:
+        return owner_socket.listen(state_dir)
+    except owner_socket.AlreadyServed:
+        raise UsageError(
+            "another loopx-chat service already serves this state dir",
+            error_code="service_already_running",
+            remedy=Remedy(
+                summary="One service serves a state dir.",
+                next_action="Use it (`loopx-chat open` opens its page), or stop it first "
+                "(`loopx-chat service stop`, `launchagent uninstall`, or end its `serve`); "
+                "another state dir takes `--state-dir DIR`.",
+            ),
+        ) from None
+    except OSError as exc:
+        raise UsageError(
+            f"cannot open the owner's socket in the state dir: {exc.strerror or exc}",
+            error_code="listen_failed",
+        ) from None
+
+
+def _serve_claimed(
+    cli: CliContext,
+    owner_listening: socket.socket,
+    *,
+    secret: str,
+    host: str,
+    port: int,
+    max_warm: int,
+    max_running: int,
+    max_streams: int,
+    max_connections: int,
+    public: PublicOrigin | None,
+    notify_mode: str,
+    notify_url: str | None,
+    ntfy_url: str | None,
+    options: ThreadOptions,
+    decision_timeout: float,
+) -> None:
     # What `home check` says of the codex and the home, logged once, as one line: it runs
     # while the rest starts (a cold check runs codex three times; a cached one, none).
     checked: list[str] = []
@@ -186,7 +255,7 @@ def serve(
         config=with_first_output(
             ControllerConfig(
                 max_warm=max_warm,
-                options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+                options=options,
                 decision_timeout=decision_timeout,
             ),
             cli,
@@ -243,15 +312,7 @@ def serve(
         server.server_close()
         controller.close()
         raise
-    try:
-        owner = OwnerSocketServer(cli.state_dir, server.app)
-    except OSError as exc:
-        server.server_close()
-        controller.close()
-        raise UsageError(
-            f"cannot open the owner's socket in the state dir: {exc.strerror or exc}",
-            error_code="listen_failed",
-        ) from None
+    owner = OwnerSocketServer(cli.state_dir, server.app, owner_listening)
     # Nothing here carries a credential: the page signs in with `loopx-chat open`.
     log("open the page with `loopx-chat open` (it signs your browser in with a one-time code)")
     watcher = NoticeWatcher(

@@ -44,9 +44,8 @@ class PortHolder:
 HINTS: dict[str, tuple[str, str]] = {
     "our_service": (
         "loopx-chat already serves this state dir on that port.",
-        "Use it: `loopx-chat open` opens its page (stop it first to restart it); to run "
-        "another one, pick a port: `loopx-chat serve --port {try_port}` (`--port 0`: any "
-        "free port).",
+        "Use it: `loopx-chat open` opens its page (stop it first to restart it); one "
+        "service serves a state dir, and another state dir takes `--state-dir DIR`.",
     ),
     "in_use": (
         "Port {port} is in use by {holder}.",

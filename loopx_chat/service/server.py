@@ -347,14 +347,18 @@ class OwnerSocketServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServ
 
     daemon_threads = True
 
-    def __init__(self, state_dir: Path, app: ServiceApp) -> None:
+    def __init__(
+        self, state_dir: Path, app: ServiceApp, listening: socket.socket | None = None
+    ) -> None:
+        """`listening`: the socket `owner_socket.listen` gave (serve takes it, and with it the
+        state dir's claim, before anything else starts); else it is made here."""
         self.state_dir = state_dir
         self.app = app
         self.request_deadline = REQUEST_DEADLINE_SEC
         socketserver.BaseServer.__init__(
             self, str(owner_socket.socket_path(state_dir)), _OwnerHandler
         )
-        self.socket = owner_socket.listen(state_dir)
+        self.socket = listening if listening is not None else owner_socket.listen(state_dir)
 
     def server_bind(self) -> None:  # pragma: no cover - bound in owner_socket.listen
         pass

@@ -15,6 +15,8 @@ It never sends or stores a secret: proving the uid is the whole of the authentic
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
 import socket
 import stat
@@ -24,12 +26,49 @@ from collections.abc import Iterator
 from pathlib import Path
 
 SOCKET_FILE = "service.sock"
+# Held (flock) for the life of the one service that serves this state dir: the kernel lets
+# it go when that process dies, however it dies, so a second service can never start beside
+# a live one, and two that start together cannot both replace a stale socket.
+CLAIM_FILE = "service.lock"
+_claims: dict[Path, int] = {}
 # sun_path is 108 bytes on Linux and 104 on macOS, the terminating NUL included.
 _SUN_PATH_MAX = 103
 
 
 class NotOwnerPeer(OSError):
     """The process at the other end of the socket is not this user's."""
+
+
+class AlreadyServed(OSError):
+    """Another live service holds this state dir's claim."""
+
+
+def _claim(state_dir: Path) -> None:
+    key = state_dir.resolve()
+    fd = os.open(
+        state_dir / CLAIM_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+    )
+    try:
+        if os.fstat(fd).st_uid != os.getuid():
+            raise NotOwnerPeer(f"{state_dir / CLAIM_FILE} is not this user's; remove it yourself")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise AlreadyServed(
+                    errno.EADDRINUSE, "another loopx-chat service already serves this state dir"
+                ) from None
+            raise
+    except BaseException:
+        os.close(fd)
+        raise
+    _claims[key] = fd
+
+
+def _release(state_dir: Path) -> None:
+    fd = _claims.pop(state_dir.resolve(), None)
+    if fd is not None:
+        os.close(fd)  # closing the only descriptor lets the flock go
 
 
 def socket_path(state_dir: Path) -> Path:
@@ -95,8 +134,19 @@ def connect(state_dir: Path, timeout: float) -> socket.socket:
 
 
 def listen(state_dir: Path, backlog: int = 64) -> socket.socket:
-    """The service's listening socket (0600 in the 0700 state dir). A socket left by a service
-    that died is ours to replace; anything else at that name is refused, never removed."""
+    """The service's listening socket (0600 in the 0700 state dir), with the state dir's
+    claim held until `remove`: `AlreadyServed` while another live service holds it. A socket
+    left by a service that died is ours to replace; anything else at that name is refused,
+    never removed."""
+    _claim(state_dir)
+    try:
+        return _bind(state_dir, backlog)
+    except BaseException:
+        _release(state_dir)
+        raise
+
+
+def _bind(state_dir: Path, backlog: int) -> socket.socket:
     path = socket_path(state_dir)
     with contextlib.suppress(FileNotFoundError):
         info = os.lstat(path)
@@ -129,7 +179,15 @@ def listen(state_dir: Path, backlog: int = 64) -> socket.socket:
 
 
 def remove(state_dir: Path, sock: socket.socket) -> None:
-    """Remove the socket file if it is still the one `sock` is bound to."""
+    """Remove the socket file if it is still the one `sock` is bound to, and let the state
+    dir's claim go."""
+    try:
+        _remove_file(state_dir, sock)
+    finally:
+        _release(state_dir)
+
+
+def _remove_file(state_dir: Path, sock: socket.socket) -> None:
     path = socket_path(state_dir)
     with contextlib.suppress(OSError):
         mine = os.fstat(sock.fileno())

@@ -62,18 +62,23 @@ class Setup:
         return str(self.cli("chat", "new", "--goal", goal, "mock:text=ready")["session_id"])
 
     def serve(self, *extra: str) -> subprocess.Popen[bytes]:
+        proc = self.start_serve(*extra)
+        wait_until(lambda: self._listening(proc), 60)
+        return proc
+
+    def start_serve(self, *extra: str) -> subprocess.Popen[bytes]:
         self.port = free_port()
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [*self.base, "serve", "--port", str(self.port), *extra],
             env=self.env,
             cwd=self.tmp,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
         )
-        wait_until(self._listening, 30)
-        return proc
 
-    def _listening(self) -> bool:
+    def _listening(self, proc: subprocess.Popen[bytes]) -> bool:
+        if proc.poll() is not None:  # it ended: say why now rather than wait on a port
+            raise AssertionError(proc.communicate()[1].decode(errors="replace"))
         try:
             socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
             return True
@@ -196,8 +201,9 @@ def test_run_and_pause_in_the_service_and_the_running_cap(
 def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     setup: Setup, mock: MockResponsesServer, starts: int
 ) -> None:
-    """With `starts` 2, a second service starts on the state right after the first (both
-    look for runs to recover): the run is recovered once."""
+    """With `starts` 2, two services start on the state at once (each would look for runs
+    to recover): one takes the state dir, the other refuses before it recovers anything,
+    and the run is recovered once."""
     sid = setup.goal("g", 45000)
     mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
     proc = setup.serve()
@@ -212,9 +218,16 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
             proc.kill()
     assert SessionStore(setup.state).load(sid).active_turn_id  # it died mid-turn
     killed_at = len(setup.goal_turns(sid))
-    procs = [setup.serve() for _ in range(starts)]
+    procs = [setup.start_serve() for _ in range(starts)]
     try:
-        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 90)
+        # the one that lost the claim ends on its own; the other serves on
+        wait_until(lambda: [p.poll() is None for p in procs].count(True) == 1, 120)
+        wait_until(lambda: setup.runs("g")[-1]["event"] == "ended", 120)
+        assert [p.poll() is None for p in procs].count(True) == 1  # one serves the state
+        for refused in (p for p in procs if p.poll() is not None):
+            err = refused.communicate()[1].decode()
+            assert refused.returncode != 0 and "service_already_running" in err, err
+            assert "Traceback" not in err
     finally:
         for proc in procs:
             _stop(proc)
