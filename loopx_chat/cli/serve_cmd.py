@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 from collections.abc import MutableMapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
@@ -181,23 +182,44 @@ def serve(
         _serve_claimed(
             cli,
             owner_listening,
-            secret=secret,
-            host=host,
-            port=port,
-            max_warm=max_warm,
-            max_running=max_running,
-            max_streams=max_streams,
-            max_connections=max_connections,
-            public=public,
-            notify_mode=notify_mode,
-            notify_url=notify_url,
-            ntfy_url=ntfy_url,
-            options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
-            decision_timeout=decision_timeout,
+            ServeSettings(
+                secret=secret,
+                host=host,
+                port=port,
+                max_warm=max_warm,
+                max_running=max_running,
+                max_streams=max_streams,
+                max_connections=max_connections,
+                public=public,
+                notify_mode=notify_mode,
+                notify_url=notify_url,
+                ntfy_url=ntfy_url,
+                options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
+                decision_timeout=decision_timeout,
+            ),
         )
     finally:
         owner_socket.remove(cli.state_dir, owner_listening)
         owner_listening.close()
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """What `serve` was asked for, checked, for the part that runs once it holds the claim."""
+
+    secret: str
+    host: str
+    port: int
+    max_warm: int
+    max_running: int
+    max_streams: int
+    max_connections: int
+    public: PublicOrigin | None
+    notify_mode: str
+    notify_url: str | None
+    ntfy_url: str | None
+    options: ThreadOptions
+    decision_timeout: float
 
 
 def claim_state_dir(state_dir: Path) -> socket.socket:
@@ -223,22 +245,7 @@ def claim_state_dir(state_dir: Path) -> socket.socket:
 
 
 def _serve_claimed(
-    cli: CliContext,
-    owner_listening: socket.socket,
-    *,
-    secret: str,
-    host: str,
-    port: int,
-    max_warm: int,
-    max_running: int,
-    max_streams: int,
-    max_connections: int,
-    public: PublicOrigin | None,
-    notify_mode: str,
-    notify_url: str | None,
-    ntfy_url: str | None,
-    options: ThreadOptions,
-    decision_timeout: float,
+    cli: CliContext, owner_listening: socket.socket, settings: ServeSettings
 ) -> None:
     # What `home check` says of the codex and the home, logged once, as one line: it runs
     # while the rest starts (a cold check runs codex three times; a cached one, none).
@@ -254,9 +261,9 @@ def _serve_claimed(
         codex_bin=cli.codex_bin,
         config=with_first_output(
             ControllerConfig(
-                max_warm=max_warm,
-                options=options,
-                decision_timeout=decision_timeout,
+                max_warm=settings.max_warm,
+                options=settings.options,
+                decision_timeout=settings.decision_timeout,
             ),
             cli,
         ),
@@ -273,25 +280,27 @@ def _serve_claimed(
             or launchd_listener()
         )
         server = server_class(listener)(
-            host,
-            port,
+            settings.host,
+            settings.port,
             lambda bound_port: ServiceApp(
                 controller,
                 goals,
                 port=bound_port,
                 work_dir=cli.cwd,
-                secret=secret,
-                max_streams=max_streams,
-                max_running=max_running,
+                secret=settings.secret,
+                max_streams=settings.max_streams,
+                max_running=settings.max_running,
                 state_dir=cli.state_dir,
-                public=public,
+                public=settings.public,
             ),
-            max_connections=max_connections,
+            max_connections=settings.max_connections,
         )
     except OSError as exc:
         controller.close()
-        holder = find_holder(port, cli.state_dir) if exc.errno == errno.EADDRINUSE else None
-        raise listen_refusal(host, port, exc, holder) from None
+        holder = (
+            find_holder(settings.port, cli.state_dir) if exc.errno == errno.EADDRINUSE else None
+        )
+        raise listen_refusal(settings.host, settings.port, exc, holder) from None
     except BaseException:
         controller.close()  # e.g. a host that is not loopback (non_loopback_host)
         raise
@@ -318,9 +327,13 @@ def _serve_claimed(
     watcher = NoticeWatcher(
         status=server.app.status_snapshot,
         actions=server.app.page_actions,
-        senders=senders_for(notify_mode, notify_url, cli.state_dir, cli.environ, ntfy_url),
+        senders=senders_for(
+            settings.notify_mode, settings.notify_url, cli.state_dir, cli.environ, settings.ntfy_url
+        ),
         state_dir=cli.state_dir,
-        page_url=public.base_url + "/" if public else f"http://127.0.0.1:{server.port}/",
+        page_url=settings.public.base_url + "/"
+        if settings.public
+        else f"http://127.0.0.1:{server.port}/",
     )
     server.app.card_notes = watcher.notes
     controller.host_requests.listeners.append(lambda _live: watcher.wake())
