@@ -4,7 +4,8 @@ Owns the vocabulary both sides share: `HostConnection` (what `CodexThread`, `Thr
 and the controller use of a running app-server: request, notify, next notification, close,
 pid, whether it still runs, why it ended), `ConnectionFactory` (how one is started for a
 launch), the JSON-RPC failures a connection raises (`RpcError`, `ProcessGone`), the
-`Notification` record, and the `ServerRequestPolicy` a connection answers server requests by.
+`Notification` record, and the `ServerRequestPolicy` a connection answers server requests by
+(`reply` answers one its holder kept, later, from any thread).
 
 The real connection is `app_server.AppServerProcess` (a subprocess); `AppServerProcess.spawn`
 is the default factory everywhere. Tests pass an in-process host that replays recorded
@@ -113,6 +114,17 @@ class HostConnection(Protocol):
 
     def notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
         """Send a notification; raises ProcessGone when the server no longer reads."""
+        ...
+
+    def reply(
+        self,
+        request_id: Any,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Answer a server request its policy's `holder` kept (an approval the owner decided,
+        a question answered); False when the server is gone or stopped reading."""
         ...
 
     def next_notification(self, timeout: float) -> Notification | None:

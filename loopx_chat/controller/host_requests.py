@@ -34,8 +34,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loopx_chat.codex.app_server import AppServerProcess
-from loopx_chat.codex.host_connection import ServerRequest
+from loopx_chat.codex.host_connection import HostConnection, ServerRequest
 from loopx_chat.codex.turn_defaults import DECISION_TIMEOUT_SEC
 from loopx_chat.controller import elicitation
 from loopx_chat.errors import LoopxChatError, StateError, UsageError
@@ -98,7 +97,7 @@ class Live:
     session_id: str
     thread_id: str
     kind: str
-    proc: AppServerProcess
+    proc: HostConnection
     request: ServerRequest
     details: dict[str, Any]
     received: float  # monotonic
@@ -397,7 +396,7 @@ class HostRequestDesk:
             self._bindings[thread_id] = Binding(session_id, goal_id, decision_timeout)
 
     # -- codex asks ---------------------------------------------------------------------------
-    def take(self, proc: AppServerProcess, request: ServerRequest) -> bool:
+    def take(self, proc: HostConnection, request: ServerRequest) -> bool:
         """The app-server reader's holder: True when the request became a live host gate."""
         kind = KINDS.get(request.method)
         thread_id = str(request.params.get("threadId", ""))

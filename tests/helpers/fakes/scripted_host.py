@@ -36,6 +36,7 @@ from loopx_chat.codex.host_connection import (
     Notification,
     ProcessGone,
     RpcError,
+    ServerRequest,
     ServerRequestPolicy,
 )
 from tests.helpers.fakes.replay import ANSWERS, Answer, Conversation, Replayer, load
@@ -105,7 +106,7 @@ class ScriptedHost:
         self._talk = Conversation(
             Replayer(cwd=str(launched.work_dir), home=reported), script.answers
         )
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a holder may reply while the recording plays
         self._ids = itertools.count(1)
         self._notes: queue.Queue[Notification | None] = queue.Queue()
         self._ended = threading.Event()
@@ -222,12 +223,40 @@ class ScriptedHost:
         return response
 
     def _answer_server_request(self, request: dict[str, Any]) -> None:
-        result, error = self.launched.policy.answer(str(request["method"]))
-        reply: dict[str, Any] = {"id": request["id"]}
+        """The policy's holder is offered the request first, as the real connection's reader
+        does: one it keeps is answered later through `reply`, and the recording goes on only
+        then; any other is answered by the policy at once."""
+        policy = self.launched.policy
+        params = request.get("params")
+        asked = ServerRequest(
+            request["id"], str(request["method"]), params if isinstance(params, dict) else {}
+        )
+        if policy.holder is not None and policy.holder(self, asked):
+            return
+        result, error = policy.answer(asked.method)
+        self._replied(request["id"], result, error)
+
+    def reply(
+        self,
+        request_id: Any,
+        *,
+        result: Mapping[str, Any] | None = None,
+        error: Mapping[str, Any] | None = None,
+    ) -> bool:
+        if self._ended.is_set():
+            return False
+        with self._lock:
+            self._replied(request_id, None if error is not None else dict(result or {}), error)
+        return True
+
+    def _replied(
+        self, request_id: Any, result: Mapping[str, Any] | None, error: Mapping[str, Any] | None
+    ) -> None:
+        reply: dict[str, Any] = {"id": request_id}
         if error is not None:
-            reply["error"] = error
+            reply["error"] = dict(error)
         else:
-            reply["result"] = result
+            reply["result"] = dict(result or {})
         self.decisions.append(reply)
         self.received.append(reply)
         self._deliver(self._talk.respond(reply), -1)

@@ -1,0 +1,94 @@
+"""The owner's decision on what Codex asks, end to end in-process: a recorded approval of the
+pinned codex (tests/fixtures/codex-transcripts) reaches the host-request desk through the
+connection's holder, the owner decides, and the desk's answer goes back through
+`HostConnection.reply`, once. The same paths run on the real codex in
+tests/integration/test_host_gates_service.py and test_approval_policy.py; these show them without a process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loopx_chat.codex.host_connection import ServerRequestPolicy
+from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+from loopx_chat.controller.host_requests import Choice, HostRequestDesk, reply_for
+from loopx_chat.errors import StateError
+from loopx_chat.goals.gate_store import GateStore
+from tests.helpers.fakes.replay import Answer
+from tests.helpers.fakes.scripted_host import Script, ScriptedCodex
+
+QUICK = Timeouts(startup=2, request=2, idle=2, hard=30, close_grace=1, interrupt_settle=1)
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> HostRequestDesk:
+    return HostRequestDesk(GateStore(tmp_path / "state"), decision_timeout=600)
+
+
+def _thread(tmp_path: Path, codex: ScriptedCodex, desk: HostRequestDesk) -> CodexThread:
+    home = tmp_path / "home"
+    home.mkdir()
+    launch = HostLaunch(
+        executable=tmp_path / "never-run",
+        codex_home=home.resolve(),
+        work_dir=tmp_path,
+        environ={},
+        log_path=tmp_path / "stderr.log",
+        options=ThreadOptions(
+            approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=desk.take)
+        ),
+        timeouts=QUICK,
+        connect=codex,
+    )
+    thread = CodexThread.open(launch, resume_thread_id=None)
+    assert thread.thread_id is not None
+    desk.bind(thread.thread_id, "s", "g")
+    return thread
+
+
+@pytest.mark.parametrize("decision", ["approve", "decline"])
+def test_the_owners_decision_is_codexs_answer_once_and_the_turn_goes_on(
+    tmp_path: Path, desk: HostRequestDesk, decision: str
+) -> None:
+    codex = ScriptedCodex(Script(answers={"turn/start": Answer("approval", "turn/start")}))
+    thread = _thread(tmp_path, codex, desk)
+    turn_id, _ = thread.start_turn("mock:shell=touch approval-probe")
+    (live,) = desk.live_gates()
+    host = codex.hosts[0]
+    assert host.decisions == []  # held: codex waits on the owner, nothing answered it
+    assert not any(m.get("method") == "turn/completed" for m in host.sent)
+
+    gate = desk.decide("g", live.gate_id, Choice(decision), actor="owner-cli")
+
+    # codex went on once answered (the scripted host plays on as the answer arrives; checked
+    # before waiting on the turn, which waits as long as codex waits on the owner)
+    assert any(m.get("method") == "turn/completed" for m in host.sent)
+    assert thread.wait_turn(turn_id).status == "completed"
+    (answered,) = host.decisions
+    assert answered["id"] == live.request.request_id
+    assert answered["result"] == reply_for(live.kind, live.request.params, Choice(decision))
+    assert gate.status == ("approved" if decision == "approve" else "rejected")
+    assert (gate.host or {}).get("state") == "answered"
+    with pytest.raises(StateError) as again:
+        desk.decide("g", live.gate_id, Choice("approve"), actor="owner-cli")
+    assert again.value.error_code == "gate_already_resolved"
+    assert len(host.decisions) == 1  # a second decision never reaches codex
+    assert desk.live_gates() == []
+    thread.close()
+
+
+def test_a_decision_after_codex_is_gone_is_recorded_and_never_sent(
+    tmp_path: Path, desk: HostRequestDesk
+) -> None:
+    codex = ScriptedCodex(Script(answers={"turn/start": Answer("approval", "turn/start")}))
+    thread = _thread(tmp_path, codex, desk)
+    thread.start_turn("mock:shell=touch approval-probe")
+    (live,) = desk.live_gates()
+    codex.hosts[0].close()  # the app-server ended while the owner was away
+
+    gate = desk.decide("g", live.gate_id, Choice("approve"), actor="owner-cli")
+
+    assert codex.hosts[0].decisions == []
+    assert gate.status == "approved" and (gate.host or {}).get("state") != "answered"
+    thread.close()
