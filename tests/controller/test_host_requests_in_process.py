@@ -2,7 +2,8 @@
 pinned codex (tests/fixtures/codex-transcripts) reaches the host-request desk through the
 connection's holder, the owner decides, and the desk's answer goes back through
 `HostConnection.reply`, once. The same paths run on the real codex in
-tests/integration/test_host_gates_service.py and test_approval_policy.py; these show them without a process."""
+tests/integration/test_host_gates_service.py and test_approval_policy.py; these show them
+without a process."""
 
 from __future__ import annotations
 
