@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
+from typing import cast
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_run import GoalRunner, _Follow
@@ -31,12 +31,6 @@ DEFAULT_MAX_RUNNING = 4
 PAUSE_WAIT_SEC = 5.0
 
 
-@dataclass
-class _Running:
-    follow: _Follow
-    thread: threading.Thread
-
-
 class RunPool:
     def __init__(
         self,
@@ -47,19 +41,18 @@ class RunPool:
     ) -> None:
         self.runner = GoalRunner(controller, goals)
         self.max_running = max_running
-        self._running: dict[str, _Running] = {}
+        # The controller's registry holds the runs (`RunningGoals.background`); this lock
+        # makes a start's checks, record and launch one step against the cap.
+        self.registry = controller.running_goals
         self._lock = threading.Lock()
         self.closed = False
 
     def running(self) -> dict[str, str]:
         """goal id -> run id of the runs this process follows now."""
-        with self._lock:
-            self._reap()
-            return {gid: r.follow.record.run_id for gid, r in self._running.items()}
+        return {gid: follow.record.run_id for gid, (follow, _) in self._held().items()}
 
-    def _reap(self) -> None:
-        for gid in [g for g, r in self._running.items() if not r.thread.is_alive()]:
-            del self._running[gid]
+    def _held(self) -> dict[str, tuple[_Follow, threading.Thread]]:
+        return cast(dict[str, tuple[_Follow, threading.Thread]], self.registry.background_runs())
 
     def start(
         self,
@@ -79,18 +72,18 @@ class RunPool:
         run record, then the follow on a thread of this process; returns the record.
         With `reopen_note`: Reopen the run Codex said was done, the note its next objective."""
         with self._lock:
-            self._reap()
+            held = self._held()
             if self.closed:
                 raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
-            if goal_id in self._running:
-                run = self._running[goal_id].follow.record
+            if goal_id in held:
+                run = held[goal_id][0].record
                 raise CodexError(
                     f"goal {goal_id} is already running (run {run.run_id})",
                     error_code="thread_busy",
                 )
-            if len(self._running) >= self.max_running:
+            if len(held) >= self.max_running:
                 raise CodexError(
-                    f"{len(self._running)} goals are running here already, the most this "
+                    f"{len(held)} goals are running here already, the most this "
                     "service runs at once",
                     error_code="too_many_running",
                     remedy=Remedy(
@@ -126,21 +119,20 @@ class RunPool:
                 follow.run()
 
         thread = threading.Thread(target=body, name=f"goal-run-{follow.goal_id}", daemon=True)
-        self._running[follow.goal_id] = _Running(follow, thread)
+        self.registry.background(follow.goal_id, follow, thread)
         thread.start()
 
     def pause(self, goal_id: str) -> GoalRun:
         """Pause the goal this process runs: set paused, its running turn finishes, the run
         ends. A run another process follows (a `goal run` in a terminal) is refused."""
-        with self._lock:
-            self._reap()
-            held = self._running.get(goal_id)
+        held = self._held().get(goal_id)
         if held is not None:
-            held.follow.pause_requested.set()
+            follow, thread = held
+            follow.pause_requested.set()
             # The goal is paused at once; its running turn may take a while to finish, and
             # the answer does not wait for more than a moment of it (the card follows).
-            held.thread.join(timeout=PAUSE_WAIT_SEC)
-            return self.runner.runs.run(goal_id, held.follow.record.run_id)
+            thread.join(timeout=PAUSE_WAIT_SEC)
+            return self.runner.runs.run(goal_id, follow.record.run_id)
         latest = self.runner.runs.latest(goal_id)
         if latest is not None and latest.live and pid_alive(latest.pid):
             raise CodexError(
@@ -178,7 +170,8 @@ class RunPool:
             )
             follow = self.runner.follower(run, plan, recovering=True)
             with self._lock:
-                if goal_id in self._running or len(self._running) >= self.max_running:
+                held = self._held()
+                if goal_id in held or len(held) >= self.max_running:
                     continue
                 self._launch(follow)
             recovered.append(run.run_id)
@@ -188,9 +181,9 @@ class RunPool:
         """Shutdown: every run this process follows is paused and its turn recorded."""
         with self._lock:
             self.closed = True
-            held = list(self._running.values())
-        for item in held:
-            item.follow.stop_requested.set()
+            held = list(self._held().values())
+        for follow, _ in held:
+            follow.stop_requested.set()
         grace = self.runner.controller.config.timeouts.interrupt_settle + 2
-        for item in held:
-            item.thread.join(timeout=grace)
+        for _, thread in held:
+            thread.join(timeout=grace)

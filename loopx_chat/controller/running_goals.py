@@ -1,7 +1,10 @@
 """The goal runs this process follows, and the one seam every gate-recording path here calls.
 
-Owns the per-process registry (one per `ChatController`): a run is in it while it follows
-its goal (`following`). A gate opened or decided in this process (the service's
+Owns the per-process registry (one per `ChatController`, the one registry of the runs this
+process runs): a run is in it while it follows its goal (`following`), and a run started on a
+thread of its own (the service's `RunPool`) from its start until that thread ends
+(`background`, `background_runs`): the pool counts, pauses and stops its runs through it and
+keeps no list of its own. A gate opened or decided in this process (the service's
 `POST /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at
 the goal's gates now and waits until it has: the host goal is `blocked` (a turn started
 since the gate interrupted), or `active` again, or paused on a rejection, before the
@@ -17,6 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes a registry
@@ -37,33 +41,66 @@ class GateFollower(Protocol):
         ...
 
 
+@dataclass
+class _Held:
+    follower: GateFollower
+    thread: threading.Thread | None  # set for a run started on a thread of its own
+    following: bool  # inside its `following` block: gates recorded here ask it
+
+
 class RunningGoals:
     """The runs of this process by goal id; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._runs: dict[str, GateFollower] = {}
+        self._runs: dict[str, _Held] = {}
 
     @contextmanager
     def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
         with self._lock:
-            self._runs[goal_id] = follower
+            held = self._runs.get(goal_id)
+            if held is not None and held.follower is follower:
+                held.following = True
+            else:
+                held = self._runs[goal_id] = _Held(follower, None, True)
         try:
             yield
         finally:
             with self._lock:
-                if self._runs.get(goal_id) is follower:
+                held.following = False
+                if held.thread is None and self._runs.get(goal_id) is held:
                     del self._runs[goal_id]
+
+    def background(self, goal_id: str, follower: GateFollower, thread: threading.Thread) -> None:
+        """A run about to start on `thread`: held until that thread ends."""
+        with self._lock:
+            self._runs[goal_id] = _Held(follower, thread, False)
+
+    def background_runs(self) -> dict[str, tuple[GateFollower, threading.Thread]]:
+        """The runs started on threads of their own whose thread still runs, by goal."""
+        with self._lock:
+            for goal_id, held in list(self._runs.items()):
+                if held.thread is not None and not held.thread.is_alive():
+                    del self._runs[goal_id]  # ended: its `following` block is over too
+            return {
+                goal_id: (held.follower, held.thread)
+                for goal_id, held in self._runs.items()
+                if held.thread is not None
+            }
 
     def follower(self, goal_id: str) -> GateFollower | None:
         with self._lock:
-            return self._runs.get(goal_id)
+            held = self._runs.get(goal_id)
+            return held.follower if held is not None and held.following else None
 
     def follows_session(self, session_id: str) -> bool:
         """Whether a run of this process follows the loop on this session's thread (the one
         registry of runs: a loaded thread whose goal is active is then ours, not foreign)."""
         with self._lock:
-            return any(run.session_id == session_id for run in self._runs.values())
+            return any(
+                held.following and held.follower.session_id == session_id
+                for held in self._runs.values()
+            )
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.

@@ -52,3 +52,28 @@ def test_a_newer_run_of_the_goal_is_not_unregistered_by_an_older_one(tmp_path: P
     assert registry.follower("g") is new  # the old one's exit leaves the newer in place
     ctx.__exit__(None, None, None)
     assert registry.follower("g") is None
+
+
+def test_a_background_run_is_held_from_its_start_until_its_thread_ends(tmp_path: Path) -> None:
+    """The service's pool keeps no list of its own: a run it starts is in the registry from
+    its launch (counted against the cap, pausable) until its thread ends, and gates ask it
+    only while it follows its goal."""
+    import threading
+
+    goals = GateStore(tmp_path)
+    registry, run = RunningGoals(), Follower()
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait, daemon=True)
+    registry.background("g", run, thread)
+    thread.start()
+    gate = goals.request_gate("g", "Ship?")
+    assert list(registry.background_runs()) == ["g"]
+    assert registry.gate_opened(gate) is None and not registry.follows_session("s-1")
+    with registry.following("g", run):
+        assert registry.follower("g") is run and registry.follows_session("s-1")
+        assert registry.background_runs()["g"] == (run, thread)
+    assert registry.follower("g") is None  # its follow is over: no gate asks it
+    assert list(registry.background_runs()) == ["g"]  # still held while its thread runs
+    release.set()
+    thread.join()
+    assert registry.background_runs() == {}
