@@ -18,7 +18,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 
-from loopx_chat.errors import UsageError
+from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.notify.desktop import Outcome
 from loopx_chat.notify.notice import SUMMARY_KEY, Notice
 from loopx_chat.notify.webhook import (
@@ -46,17 +46,23 @@ def is_loopback(host: str | None) -> bool:
         return False
 
 
-def secret_from(environ: Mapping[str, str], name: str, shape: re.Pattern[str], what: str) -> str:
+def secret_from(environ: Mapping[str, str], name: str, shape: re.Pattern[str], flag: str) -> str:
     """The secret in `environ[name]`, or `usage_error` naming the variable (never its value)."""
     value = environ.get(name, "").strip()
     if not value:
         raise UsageError(
-            f"{what} needs {name} in the service's environment (never on the command line)",
+            f"{flag} needs {name} in the service's environment (never on the command line)",
             error_code="usage_error",
+            remedy=Remedy(
+                summary=f"{flag} reads its secret from {name}.",
+                next_action=f"Set {name} where serve runs (export it in the shell, or the "
+                "LaunchAgent's EnvironmentVariables or the unit's Environment=), or drop "
+                f"{flag}.",
+            ),
         )
     if not shape.fullmatch(value):
         raise UsageError(
-            f"{name} does not look like {what}'s credential; check it was copied whole",
+            f"{name} is not in the form {flag} expects; check it was copied whole",
             error_code="usage_error",
         )
     return value
