@@ -2,11 +2,12 @@
 
 Owns one notice as the Bot API's `sendMessage`: `POST <api>/bot<TOKEN>/sendMessage` with JSON
 `{chat_id, text, reply_markup: {inline_keyboard: [[{text, url}]]}}`, the gate's link as the
-button. Telegram refuses a button to a loopback address, so a loopback link goes in the text
-instead (with its preview off). The bot's token comes from `LOOPX_CHAT_TELEGRAM_TOKEN` in
-the service's environment, never argv; it sits in the URL's path, so that URL is never
-logged, shown or put in an error. The chat is `serve --telegram-chat ID` (not a secret: the
-bot is). A notice names only the goal, the kind and the link. Never raises from `send`.
+button. Telegram refuses a button to a loopback address or a host name without a dot, so
+such a link goes in the text instead (with its preview off). The bot's token comes from
+`LOOPX_CHAT_TELEGRAM_TOKEN` in the service's environment, never argv; it sits in the URL's
+path, so that URL is never logged, shown or put in an error. The chat is `serve
+--telegram-chat ID` (not a secret: the bot is). A notice names only the goal, the kind and
+the link. Never raises from `send`.
 """
 
 from __future__ import annotations
@@ -46,10 +47,17 @@ def checked_chat(chat: str | None) -> str:
     return chat
 
 
+def takes_button(url: str) -> bool:
+    """Whether Telegram takes `url` on a button: not a loopback address, and a host name with
+    a dot (it refuses `http://localhost:8767/` and a bare LAN name with BUTTON_URL_INVALID)."""
+    host = urllib.parse.urlsplit(url).hostname or ""
+    return "." in host and not is_loopback(host)
+
+
 def message_of(notice: Notice, chat: str) -> dict[str, object]:
     """The `sendMessage` body for one notice. Pure."""
     text = f"{notice.title}\n{notice.body}"
-    if is_loopback(urllib.parse.urlsplit(notice.page_url).hostname):
+    if not takes_button(notice.page_url):
         return {
             "chat_id": chat,
             "text": f"{text}\n{notice.page_url}",

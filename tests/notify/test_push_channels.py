@@ -20,6 +20,7 @@ from loopx_chat.notify.push import api_base
 from loopx_chat.notify.pushover import PushoverSender
 from loopx_chat.notify.slack import SlackSender
 from loopx_chat.notify.telegram import TelegramSender
+from loopx_chat.notify.telegram import message_of as telegram_message
 from loopx_chat.service.notices import push_senders
 from tests.helpers.push_apis import (
     PUSHOVER_TOKEN,
@@ -115,6 +116,9 @@ def test_telegram_gets_a_loopback_link_in_the_text_where_it_takes_no_button() ->
     doc = json.loads(seen.body)
     assert doc["text"] == f"{TITLE}\n{TEXT}\n{LOOPBACK_LINK}"
     assert "reply_markup" not in doc and doc["link_preview_options"] == {"is_disabled": True}
+    for link in ("http://localhost:8767/#goal=g", "http://[::1]:8767/", "https://mac:8443/"):
+        assert "reply_markup" not in telegram_message(_notice(link), CHAT), link
+    assert "reply_markup" in telegram_message(_notice("https://mac.lan:8443/#goal=g"), CHAT)
 
 
 def test_slack_gets_its_webhook_message_with_the_link() -> None:
