@@ -29,13 +29,14 @@ from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.ntfy import checked_topic_url
+from loopx_chat.notify.push import PUSH_CHANNELS
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
 from loopx_chat.service.inherited_socket import inherited_listener, server_class
 from loopx_chat.service.launchd_socket import launchd_listener
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
-from loopx_chat.service.notices import NoticeWatcher, senders_for
+from loopx_chat.service.notices import NoticeWatcher, push_senders, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.public_url import PublicOrigin, parse_public_url
 from loopx_chat.service.server import (
@@ -137,6 +138,21 @@ def readiness_line(cli: CliContext) -> str:
     "opens the gate's card; a token, if your server wants one, in LOOPX_CHAT_NTFY_TOKEN).",
 )
 @click.option(
+    "--push",
+    type=click.Choice(PUSH_CHANNELS),
+    multiple=True,
+    help="Also push each notice to your phone through this channel (repeat for more): "
+    "pushover (LOOPX_CHAT_PUSHOVER_TOKEN and LOOPX_CHAT_PUSHOVER_USER), telegram "
+    "(LOOPX_CHAT_TELEGRAM_TOKEN and --telegram-chat) or slack (LOOPX_CHAT_SLACK_WEBHOOK_URL). "
+    "Secrets come from the environment only.",
+)
+@click.option(
+    "--telegram-chat",
+    default=None,
+    metavar="ID",
+    help="The Telegram chat `--push telegram` writes to: its numeric id or @channelname.",
+)
+@click.option(
     "--sandbox",
     type=click.Choice(["read-only", "workspace-write"]),
     default="read-only",
@@ -158,6 +174,8 @@ def serve(
     notify_mode: str,
     notify_url: str | None,
     ntfy_url: str | None,
+    push: tuple[str, ...],
+    telegram_chat: str | None,
     sandbox: str,
     approval: str,
     plan: bool,
@@ -172,6 +190,9 @@ def serve(
         checked_topic_url(ntfy_url)
     if notify_mode in ("webhook", "both") and not notify_url:
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
+    if telegram_chat is not None and "telegram" not in push:
+        raise UsageError("--telegram-chat is for --push telegram", error_code="usage_error")
+    push_senders(push, cli.environ, telegram_chat)  # a missing secret stops serve here
     set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
@@ -194,6 +215,8 @@ def serve(
                 notify_mode=notify_mode,
                 notify_url=notify_url,
                 ntfy_url=ntfy_url,
+                push=push,
+                telegram_chat=telegram_chat,
                 options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
                 decision_timeout=decision_timeout,
             ),
@@ -218,6 +241,8 @@ class ServeSettings:
     notify_mode: str
     notify_url: str | None
     ntfy_url: str | None
+    push: tuple[str, ...]
+    telegram_chat: str | None
     options: ThreadOptions
     decision_timeout: float
 
@@ -328,7 +353,13 @@ def _serve_claimed(
         status=server.app.status_snapshot,
         actions=server.app.page_actions,
         senders=senders_for(
-            settings.notify_mode, settings.notify_url, cli.state_dir, cli.environ, settings.ntfy_url
+            settings.notify_mode,
+            settings.notify_url,
+            cli.state_dir,
+            cli.environ,
+            settings.ntfy_url,
+            settings.push,
+            settings.telegram_chat,
         ),
         state_dir=cli.state_dir,
         page_url=settings.public.base_url + "/"

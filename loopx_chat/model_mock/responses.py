@@ -29,7 +29,6 @@ What it must never do:
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import json
 import re
 import select
@@ -46,6 +45,7 @@ from typing import Any
 
 from loopx_chat.codex.offline_config import MOCK_MODEL
 from loopx_chat.model_mock.script import MockScript
+from loopx_chat.notify.push import is_loopback
 
 __all__ = ["MockResponsesServer", "block_until_signalled"]
 
@@ -71,16 +71,6 @@ _DIRECTIVE_USAGE_LIMIT = re.compile(r"mock:usage_limit=([0-9]{1,12})")
 
 class _StreamAbandonedError(Exception):
     """The HTTP client closed the connection, or the server is stopping; abandon the stream."""
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        # A hostname other than "localhost" could resolve anywhere: refuse rather than resolve.
-        return False
 
 
 def _is_injected(text: str) -> bool:
@@ -565,7 +555,7 @@ class MockResponsesServer:
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
-        if not _is_loopback(host):
+        if not is_loopback(host):
             raise ValueError(f"MockResponsesServer only listens on loopback, not {host!r}")
         if not 0 <= port <= _MAX_PORT:
             raise ValueError(f"port out of range: {port}")

@@ -4,9 +4,9 @@ Owns one notice as ntfy's publish request: `POST <server>/<topic>` with the noti
 as the body and its title, tag and tap action in headers (`Title`, `Tags`, `Click`: the
 gate's link, so a tap opens that gate's card), plus `Authorization: Bearer <token>` when the
 owner's ntfy server wants one (taken from `LOOPX_CHAT_NTFY_TOKEN` in the service's
-environment, never from argv). Same timeout, retries and no-proxy opener as the webhook. A
-notice names only the goal, the kind and the link; never a question, a path or a credential
-of the service. Never raises: every failure is an `Outcome`.
+environment, never from argv). Same timeout, retries and no-proxy opener as the webhook
+(`notify/push.py`). A notice names only the goal, the kind and the link; never a question, a
+path or a credential of the service. Never raises: every failure is an `Outcome`.
 
 Written by hand rather than through Apprise: ntfy is one POST with three headers, and
 Apprise would bring requests, PyYAML, Markdown and click into the service (see
@@ -21,16 +21,9 @@ import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
 
 from loopx_chat.errors import UsageError
-from loopx_chat.notify.desktop import Outcome
 from loopx_chat.notify.notice import Notice
-from loopx_chat.notify.webhook import (
-    BACKOFF_SEC,
-    TIMEOUT_SEC,
-    USER_AGENT,
-    no_proxy_opener,
-    post_once,
-    with_retries,
-)
+from loopx_chat.notify.push import PushSender
+from loopx_chat.notify.webhook import BACKOFF_SEC, TIMEOUT_SEC, USER_AGENT
 
 TOKEN_ENV = "LOOPX_CHAT_NTFY_TOKEN"
 _TOPIC = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -71,7 +64,7 @@ def request_of(notice: Notice, token: str | None) -> tuple[bytes, dict[str, str]
     return notice.body.encode("utf-8"), headers
 
 
-class NtfySender:
+class NtfySender(PushSender):
     channel = "ntfy"
 
     def __init__(
@@ -83,18 +76,9 @@ class NtfySender:
         backoff: Sequence[float] = BACKOFF_SEC,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        super().__init__(timeout=timeout, backoff=backoff, sleep=sleep)
         self.url = checked_topic_url(url)
         self._token = environ.get(TOKEN_ENV) or None
-        self._timeout = timeout
-        self._backoff = tuple(backoff)
-        self._sleep = sleep
-        self._opener = no_proxy_opener()
 
-    def send(self, notice: Notice) -> Outcome:
-        body, headers = request_of(notice, self._token)
-        code = with_retries(
-            lambda: post_once(self._opener, self.url, body, headers, self._timeout),
-            self._backoff,
-            self._sleep,
-        )
-        return Outcome(code == "sent", self.channel, code)
+    def _request(self, notice: Notice) -> tuple[str, bytes, dict[str, str]]:
+        return (self.url, *request_of(notice, self._token))

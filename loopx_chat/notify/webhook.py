@@ -6,7 +6,8 @@ on its retries), `webhook-timestamp` (Unix seconds of the attempt) and `webhook-
 (`v1,<base64 HMAC-SHA256 of "{id}.{timestamp}.{body}">`, keyed by the `whsec_` secret in the
 state dir, `notify/webhook_secret.py`), so a receiver using any Standard Webhooks library
 verifies a notice and refuses a replay (an old timestamp, an id it has seen); a 5 s timeout
-per attempt, and 3 retries with backoff after the first attempt. It never follows a proxy
+per attempt, and 3 retries with backoff after the first attempt (none after a 4xx but 408 and
+429). It never follows a proxy
 from the environment, never sends the owner's page secret, and never raises: every failure
 is an `Outcome`.
 """
@@ -36,6 +37,8 @@ ID_HEADER, TIMESTAMP_HEADER, SIGNATURE_HEADER = (
 )
 TIMEOUT_SEC = 5.0
 BACKOFF_SEC: tuple[float, ...] = (0.5, 1.0, 2.0)  # before retry 1, 2, 3
+# The receiver refused the request itself: no retry (408 timeout and 429 too many are retried).
+FINAL_CODES = frozenset(f"http_{n}" for n in range(400, 500)) - {"http_408", "http_429"}
 
 
 def checked_url(url: str) -> str:
@@ -82,10 +85,12 @@ def post_once(
 def with_retries(
     attempt: Callable[[], str], backoff: Sequence[float], sleep: Callable[[float], None]
 ) -> str:
-    """The first attempt, then one more after each delay of `backoff` until one is sent."""
+    """The first attempt, then one more after each delay of `backoff` until one is sent or
+    the receiver refuses the request itself (a 4xx but 408 and 429: sent again, it would be
+    refused again)."""
     code = attempt()
     for delay in backoff:
-        if code == "sent":
+        if code == "sent" or code in FINAL_CODES:
             break
         sleep(delay)
         code = attempt()

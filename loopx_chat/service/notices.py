@@ -16,7 +16,7 @@ opening it only shows the card (GET never decides; the page's signed POST does).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -27,6 +27,9 @@ from loopx_chat.notify.dispatcher import Notifier, Sender
 from loopx_chat.notify.log import NoticeLog, NoticeRecord
 from loopx_chat.notify.notice import Notice
 from loopx_chat.notify.ntfy import NtfySender
+from loopx_chat.notify.pushover import PushoverSender
+from loopx_chat.notify.slack import SlackSender
+from loopx_chat.notify.telegram import TelegramSender
 from loopx_chat.notify.webhook import WebhookSender
 from loopx_chat.notify.webhook_secret import webhook_secret
 from loopx_chat.service.page import GoalActions, actor_of
@@ -77,15 +80,32 @@ def wanted_notices(
     return out
 
 
+# Each `--push` channel, made from the service's environment (its secrets) and the chat.
+PUSH_MAKERS: dict[str, Callable[[Mapping[str, str], str | None], Sender]] = {
+    "pushover": lambda environ, _chat: PushoverSender(environ),
+    "telegram": TelegramSender,
+    "slack": lambda environ, _chat: SlackSender(environ),
+}
+
+
+def push_senders(
+    channels: Sequence[str], environ: Mapping[str, str], telegram_chat: str | None = None
+) -> list[Sender]:
+    """The `--push` channels, each once; `usage_error` naming what one of them lacks."""
+    return [PUSH_MAKERS[name](environ, telegram_chat) for name in dict.fromkeys(channels)]
+
+
 def senders_for(
     mode: str,
     url: str | None,
     state_dir: Path,
     environ: Mapping[str, str],
     ntfy_url: str | None = None,
+    push: Sequence[str] = (),
+    telegram_chat: str | None = None,
 ) -> list[Sender]:
     """The channels the owner chose: `--notify` (desktop, the webhook) and, beside them,
-    push to the phone through ntfy (`--ntfy-url`)."""
+    push to the phone through ntfy (`--ntfy-url`) and `--push` (Pushover, Telegram, Slack)."""
     senders: list[Sender] = []
     if mode in ("desktop", "both"):
         senders.append(DesktopSender(environ))
@@ -93,6 +113,7 @@ def senders_for(
         senders.append(WebhookSender(url, webhook_secret(state_dir)))
     if ntfy_url:
         senders.append(NtfySender(ntfy_url, environ))
+    senders.extend(push_senders(push, environ, telegram_chat))
     return senders
 
 

@@ -26,6 +26,7 @@ from loopx_chat.errors import UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.push_apis import PushReceiver, push_env
 from tests.helpers.terminal import read_until
 from tests.helpers.waiting import joined, run_in_thread, wait_value
 
@@ -387,7 +388,21 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
         "PATH": f"{bindir}:{base_env.get('PATH', '')}",
         "STANDIN_LOG": str(notices),
     }
-    service = start_service(state, bound_home, env, codex_bin, "--plan", "--notify", "desktop")
+    apis = {api: PushReceiver(api) for api in ("pushover", "telegram", "slack")}
+    env |= push_env(apis)
+    push = ("--push", "pushover", "--push", "telegram", "--push", "slack")
+    service = start_service(
+        state,
+        bound_home,
+        env,
+        codex_bin,
+        "--plan",
+        "--notify",
+        "desktop",
+        *push,
+        "--telegram-chat",
+        "4242",
+    )
     call = _api(service)
     _open_session(call, work, _two_questions(secret=True))
     goals = GateStore(state)
@@ -431,6 +446,12 @@ def test_the_page_shows_each_question_with_its_own_field_and_a_secret_answer_sta
     _scan(state, canary)  # gates, events, notices.jsonl, status files
     assert canary.encode() not in service.log.read_bytes()
     assert notices.exists() and canary.encode() not in notices.read_bytes()
+    # Each push channel was told, and told the goal, the kind and the link only.
+    for receiver in apis.values():
+        receiver.close()
+        assert receiver.seen and not receiver.refused, receiver.refused
+        for seen in receiver.seen:
+            assert canary.encode() not in seen.raw and b"database" not in seen.raw
 
 
 def test_each_question_is_asked_in_turn_and_answered_on_its_own_id(

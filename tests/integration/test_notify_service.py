@@ -17,8 +17,10 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
 
 from loopx_chat.state.service_runtime import read_secret
+from tests.helpers.push_apis import SECRETS, PushReceiver, push_env
 from tests.helpers.webhooks import Verifier, state_webhook_secret
 
 RECORDER = r"""
@@ -73,6 +75,12 @@ class FailingReceiver:
 
 
 def _serve(state: Path, env: dict[str, str], url: str) -> tuple[subprocess.Popen[bytes], int]:
+    return _serve_with(state, env, "--notify", "both", "--notify-url", url)
+
+
+def _serve_with(
+    state: Path, env: dict[str, str], *args: str
+) -> tuple[subprocess.Popen[bytes], int]:
     port = _free_port()
     proc = subprocess.Popen(
         [
@@ -82,12 +90,9 @@ def _serve(state: Path, env: dict[str, str], url: str) -> tuple[subprocess.Popen
             "--state-dir",
             str(state),
             "serve",
+            *args,
             "--port",
             str(port),
-            "--notify",
-            "both",
-            "--notify-url",
-            url,
         ],
         env=env,
         stdout=subprocess.DEVNULL,
@@ -193,4 +198,100 @@ def test_serve_refuses_a_webhook_mode_without_a_usable_url(tmp_path: Path) -> No
         )
         assert done.returncode != 0 and "Traceback" not in done.stderr
         assert "[usage_error]" in done.stderr and needle in done.stderr
+    assert not state.exists()
+
+
+PUSH_ENV = (
+    "LOOPX_CHAT_PUSHOVER_TOKEN",
+    "LOOPX_CHAT_PUSHOVER_USER",
+    "LOOPX_CHAT_PUSHOVER_API",
+    "LOOPX_CHAT_TELEGRAM_TOKEN",
+    "LOOPX_CHAT_TELEGRAM_API",
+    "LOOPX_CHAT_SLACK_WEBHOOK_URL",
+)
+
+
+def _clean_env(tmp_path: Path) -> dict[str, str]:
+    drop = {"LOOPX_CHAT_CODEX_HOME", *PUSH_ENV}
+    return {
+        **{k: v for k, v in os.environ.items() if k not in drop},
+        "LOOPX_CHAT_CODEX_HOME": str(tmp_path / "home"),
+    }
+
+
+def test_serve_pushes_through_pushover_telegram_and_slack_and_tells_nothing_else(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    canary = "CANARY-push-5e1f"
+    apis = {
+        "pushover": PushReceiver("pushover"),
+        "telegram": PushReceiver("telegram"),
+        "slack": PushReceiver("slack", statuses=(500,)),  # a failing channel, for its note
+    }
+    env = {**_clean_env(tmp_path), **push_env(apis)}
+    _cli(state, "gate", "request", "--goal", "ship-it", "--question", f"Deploy {canary}?")
+    push = ("--push", "pushover", "--push", "telegram", "--push", "slack")
+    proc, port = _serve_with(state, env, "--notify", "none", *push, "--telegram-chat", "4242")
+    try:
+        _until(lambda: all(a.seen for a in apis.values()) and len(apis["slack"].seen) == 4)
+        _until(lambda: "The slack notice failed (http_500)" in _page(port, state)[1])
+        page = _page(port, state)[1]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        for receiver in apis.values():
+            receiver.close()
+    assert proc.stderr is not None
+    service_log = proc.stderr.read()
+    link = f"http://127.0.0.1:{port}/#gate=ship-it/"
+    assert not apis["pushover"].refused and not apis["telegram"].refused
+    [pushover], [telegram] = apis["pushover"].seen, apis["telegram"].seen
+    form = parse_qs(pushover.body.decode("ascii"))
+    assert form["url"][0].startswith(link)
+    assert form["message"] == ["Goal ship-it: an owner gate needs your decision."]
+    assert link in json.loads(telegram.body)["text"]  # a loopback link: in the text
+    assert link in json.loads(apis["slack"].seen[0].body)["text"]
+    for receiver in apis.values():
+        for seen in receiver.seen:
+            assert canary.encode() not in seen.raw and b"Deploy" not in seen.raw
+    notices = (state / "notify" / "notices.jsonl").read_bytes()
+    assert b'"channel":"slack"' in notices.replace(b" ", b"")
+    for where in (service_log, notices):
+        assert canary.encode() not in where
+    for where in (service_log, notices, page.encode()):  # the page shows the owner the question
+        assert [s for s in SECRETS if s.encode() in where] == []
+
+
+def test_serve_refuses_a_push_channel_without_its_secret(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    closed = PushReceiver("slack")
+    closed.close()
+    full = {
+        **_clean_env(tmp_path),
+        **push_env({c: closed for c in ("pushover", "telegram", "slack")}),
+    }
+    cases = [
+        (["--push", "pushover"], "LOOPX_CHAT_PUSHOVER_TOKEN", "LOOPX_CHAT_PUSHOVER_TOKEN"),
+        (["--push", "pushover"], "LOOPX_CHAT_PUSHOVER_USER", "LOOPX_CHAT_PUSHOVER_USER"),
+        (
+            ["--push", "telegram", "--telegram-chat", "42"],
+            "LOOPX_CHAT_TELEGRAM_TOKEN",
+            "LOOPX_CHAT_TELEGRAM_TOKEN",
+        ),
+        (["--push", "telegram"], None, "--telegram-chat"),
+        (["--push", "slack", "--telegram-chat", "42"], None, "--telegram-chat"),
+        (["--push", "slack"], "LOOPX_CHAT_SLACK_WEBHOOK_URL", "LOOPX_CHAT_SLACK_WEBHOOK_URL"),
+    ]
+    for args, drop, needle in cases:
+        done = subprocess.run(
+            [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "serve", *args],
+            env={k: v for k, v in full.items() if k != drop},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+        assert "[usage_error]" in done.stderr and needle in done.stderr, done.stderr
+        assert [s for s in SECRETS if s in done.stderr + done.stdout] == []
     assert not state.exists()
