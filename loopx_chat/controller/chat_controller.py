@@ -199,6 +199,7 @@ class ChatController:
             registry=self._registry,
             quiesce_requested=self._home_lock.quiesce_requested,
             max_warm=self.config.max_warm,
+            on_let_go=self._forget_thread,
         )
         self.control = ControlLog(store.root)
         self.turns = TurnLedger(store, self.control)
@@ -236,6 +237,13 @@ class ChatController:
                 )
                 self._host_desk.on_gate = self.running_goals.gate_opened
             return self._host_desk
+
+    def _forget_thread(self, thread: CodexThread) -> None:
+        """A thread was let go: what was kept for its requests goes with it (loaded again,
+        its next turn binds it again)."""
+        self._asking.discard(thread.thread_id)
+        if self._host_desk is not None:
+            self._host_desk.unbind(thread.thread_id)
 
     def _hold_host_request(self, proc: Any, request: ServerRequest) -> bool:
         if str(request.params.get("threadId", "")) not in self._asking:
@@ -318,7 +326,7 @@ class ChatController:
         return self.binding.path
 
     # -- helpers ------------------------------------------------------------------------
-    def _session_lock(self, session_id: str) -> threading.RLock:
+    def _session_lock(self, session_id: str) -> contextlib.AbstractContextManager[None]:
         return self._warm.session_lock(session_id)
 
     @contextlib.contextmanager

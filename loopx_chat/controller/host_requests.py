@@ -395,6 +395,11 @@ class HostRequestDesk:
         with self._lock:
             self._bindings[thread_id] = Binding(session_id, goal_id, decision_timeout)
 
+    def unbind(self, thread_id: str) -> None:
+        """The thread was let go (its app-server closed): it asks nothing more here."""
+        with self._lock:
+            self._bindings.pop(thread_id, None)
+
     # -- codex asks ---------------------------------------------------------------------------
     def take(self, proc: HostConnection, request: ServerRequest) -> bool:
         """The app-server reader's holder: True when the request became a live host gate."""

@@ -7,7 +7,9 @@ operation asks for the home (both done by one watcher thread), the cap on how ma
 loaded at once (`max_warm`: a spawn beyond it first lets the least recently used idle thread
 go, and is refused as `busy` when every one is in use), and closing everything on
 shutdown. Letting a thread
-go closes its app-server, releases its writer lock and unregisters the process.
+go closes its app-server, releases its writer lock, unregisters the process and tells the
+owner (`on_let_go`), so nothing kept for the thread outlives it. The per-session locks are
+kept while used and for the most recently used idle sessions only (`state/used_table`).
 
 It never spawns anything (the controller does, through the codex adapter) and never writes
 session state.
@@ -18,13 +20,15 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.home_ownership import AppServerRegistry
 from loopx_chat.controller.thread_lock import ThreadWriterLock
 from loopx_chat.errors import CodexError, Remedy
+from loopx_chat.state.session_store import IDLE_LOCKS
+from loopx_chat.state.used_table import UsedTable
 
 BUSY_REMEDY = Remedy(
     summary="Every Codex thread this service may keep loaded is running a turn.",
@@ -62,8 +66,11 @@ class WarmThreads:
         registry: AppServerRegistry,
         quiesce_requested: Callable[[], bool],
         max_warm: int | None = None,
+        on_let_go: Callable[[CodexThread], None] | None = None,
     ) -> None:
         self._idle_close_sec = idle_close_sec
+        # Told of each thread let go, so what its owner kept for it goes too.
+        self._on_let_go = on_let_go
         self._max_warm = max_warm
         # Sessions between "may spawn" and `add`: counted against the cap, so concurrent
         # opens cannot all pass the check before any of them is loaded.
@@ -71,15 +78,30 @@ class WarmThreads:
         self._registry = registry
         self._quiesce_requested = quiesce_requested
         self._warm: dict[str, Warm] = {}
-        self._locks: dict[str, threading.RLock] = {}
+        # The per-session locks, dropped once a session has been idle among more than
+        # IDLE_LOCKS others (the session store's rule, `used_table`).
+        self._locks: UsedTable[threading.RLock] = UsedTable(threading.RLock, IDLE_LOCKS)
         self._guard = threading.Lock()
         self._watcher: threading.Thread | None = None
         self._wake = threading.Event()
         self.closed = False
 
-    def session_lock(self, session_id: str) -> threading.RLock:
-        with self._guard:
-            return self._locks.setdefault(session_id, threading.RLock())
+    @contextlib.contextmanager
+    def session_lock(self, session_id: str) -> Iterator[None]:
+        """Hold the session's in-process lock (re-entrant: one worker may nest it)."""
+        with self._locks.using(session_id) as lock, lock:
+            yield
+
+    @contextlib.contextmanager
+    def session_lock_if_free(self, session_id: str) -> Iterator[bool]:
+        """Take the session's lock only if nobody holds it: True inside when taken."""
+        with self._locks.using(session_id) as lock:
+            taken = lock.acquire(blocking=False)
+            try:
+                yield taken
+            finally:
+                if taken:
+                    lock.release()
 
     def get(self, session_id: str) -> Warm | None:
         return self._warm.get(session_id)
@@ -148,17 +170,14 @@ class WarmThreads:
             self._reserved.discard(session_id)
 
     def _let_go_if_idle(self, session_id: str) -> bool:
-        lock = self.session_lock(session_id)
-        if not lock.acquire(blocking=False):
-            return False  # someone is about to use it
-        try:
+        with self.session_lock_if_free(session_id) as taken:
+            if not taken:
+                return False  # someone is about to use it
             warm = self._warm.get(session_id)
             if warm is None or warm.running_turn_id is not None or warm.idle_deadline is None:
                 return False
             self.drop(session_id)
             return True
-        finally:
-            lock.release()
 
     def idle_soon(self, session_id: str) -> None:
         """Start the idle timer of the session's thread, if it is loaded and not in a turn."""
@@ -187,20 +206,17 @@ class WarmThreads:
         warm.idle_deadline = None
 
     def _close_if_idle(self, session_id: str, now: float) -> None:
-        lock = self.session_lock(session_id)
         # Never wait for it: whoever holds the session is using the thread, and renews or
         # cancels its deadline when done; the watcher must stay free for the other sessions.
-        if not lock.acquire(blocking=False):
-            return
-        try:
+        with self.session_lock_if_free(session_id) as taken:
+            if not taken:
+                return
             warm = self._warm.get(session_id)
             if warm is None or warm.running_turn_id is not None:
                 return
             # Looked at again under the lock: a turn may have taken or renewed it meanwhile.
             if warm.idle_deadline is not None and warm.idle_deadline <= now:
                 self.drop(session_id)
-        finally:
-            lock.release()
 
     def drop(self, session_id: str) -> None:
         with self._guard:
@@ -213,6 +229,8 @@ class WarmThreads:
         finally:
             warm.lock.release()
             self._registry.unregister(warm.thread.proc.pid)
+            if self._on_let_go is not None:
+                self._on_let_go(warm.thread)
 
     def close(self, grace: float) -> None:
         """Interrupt running turns, then close every app-server and release thread locks.

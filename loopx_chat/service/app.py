@@ -347,8 +347,6 @@ class ServiceApp:
         self.public = public
         self.work_dir = work_dir
         self.hub = EventHub()
-        self._workers: dict[str, _Worker] = {}
-        self._workers_lock = threading.Lock()
         self._codex: dict[str, Any] | None = None
         controller.record_start()
         self._scanner = scanner_for(controller.store.root, controller.codex_home)

@@ -14,10 +14,9 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +38,7 @@ from loopx_chat.state.session_records import (
     TurnRecord,
     validate_session_id,
 )
+from loopx_chat.state.used_table import UsedTable
 
 if TYPE_CHECKING:
     from filelock import FileLock
@@ -95,6 +95,17 @@ def _decode_file(path: Path | str, expected_schema: str) -> dict[str, Any]:
     return data
 
 
+@dataclass
+class _SessionLocks:
+    """One session's locks in this store: the in-process one, the file lock across
+    processes (built on first use), and whether this store holds the file lock now (only
+    the holder of `worker` reads or changes `held`)."""
+
+    worker: threading.RLock = field(default_factory=threading.RLock)
+    file: FileLock | None = None
+    held: bool = False
+
+
 class SessionStore:
     """Sessions and their compact turns under one owner-local root."""
 
@@ -103,17 +114,10 @@ class SessionStore:
         self.root = root
         self.sessions_dir = root / "sessions"
         self._clock = clock
-        self._guard = threading.Lock()
-        self._worker_locks: dict[str, threading.RLock] = {}
-        self._file_locks: dict[str, FileLock] = {}
-        # Sessions whose file lock this store holds; only the holder of the session's
-        # thread lock reads or changes its entry.
-        self._held: dict[str, bool] = {}
-        # Workers inside `lock` per session, and the sessions no worker is in, least recently
-        # used first: beyond IDLE_LOCKS of those, the oldest one's entries are dropped, so a
-        # long-running service keeps nothing per session forever.
-        self._users: dict[str, int] = {}
-        self._idle: OrderedDict[str, None] = OrderedDict()
+        # Each session's locks, kept while a worker is in its lock and for the IDLE_LOCKS
+        # most recently used sessions after, so a long-running service keeps nothing per
+        # session forever (`used_table`).
+        self._locks: UsedTable[_SessionLocks] = UsedTable(_SessionLocks, IDLE_LOCKS)
 
     # -- paths -------------------------------------------------------------------------
     def session_dir(self, session_id: str) -> Path:
@@ -130,62 +134,30 @@ class SessionStore:
     def lock(self, session_id: str) -> Iterator[None]:
         """Exclusive writer lock for one session, across workers (OS threads) and processes."""
         folder = self.session_dir(session_id)
-        with self._guard:
-            worker_lock = self._worker_locks.setdefault(session_id, threading.RLock())
-            self._users[session_id] = self._users.get(session_id, 0) + 1
-            self._idle.pop(session_id, None)
-        try:
-            with self._locked(session_id, folder, worker_lock):
-                yield
-        finally:
-            self._let_go(session_id)
-
-    def _let_go(self, session_id: str) -> None:
-        """One worker left `lock`: when none is in it, the session's entries go idle, and
-        the least recently used idle session beyond IDLE_LOCKS is forgotten."""
-        with self._guard:
-            users = self._users[session_id] - 1
-            if users:
-                self._users[session_id] = users
-                return
-            del self._users[session_id]
-            self._idle[session_id] = None
-            while len(self._idle) > IDLE_LOCKS:
-                old, _ = self._idle.popitem(last=False)
-                self._worker_locks.pop(old, None)
-                self._file_locks.pop(old, None)
-                self._held.pop(old, None)
-
-    @contextmanager
-    def _locked(
-        self, session_id: str, folder: Path, worker_lock: threading.RLock
-    ) -> Iterator[None]:
-        with worker_lock:
-            if self._held.get(session_id):
+        with self._locks.using(session_id) as locks, locks.worker:
+            if locks.held:
                 # Re-entered by the worker that holds it (a mutate inside a ledger step):
                 # the file lock is ours already, and taking it again costs a turn's time.
                 yield
                 return
-            file_lock = self._file_locks.get(session_id)
-            if file_lock is None:
+            if locks.file is None:
                 with state_write(folder):
                     ensure_private_dir(folder, within=self.root)
                 # One instance per session: FileLock counts re-entries on the same instance,
                 # so nested lock() calls in one worker do not deadlock.
                 from filelock import FileLock  # on first write: 35 ms at start
 
-                file_lock = FileLock(
+                locks.file = FileLock(
                     str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE, thread_local=False
                 )
-                self._file_locks[session_id] = file_lock
             with state_write(folder / LOCK_FILE):
-                file_lock.acquire()
-            self._held[session_id] = True
+                locks.file.acquire()
+            locks.held = True
             try:
                 yield
             finally:
-                self._held[session_id] = False
-                file_lock.release()
+                locks.held = False
+                locks.file.release()
 
     # -- sessions ----------------------------------------------------------------------
     def create(self, record: SessionRecord) -> SessionRecord:

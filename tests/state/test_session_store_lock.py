@@ -90,9 +90,9 @@ def test_nothing_per_session_stays_forever(tmp_path: Path) -> None:
         store.update(sid, status="busy")
         with store.lock(sid), store.lock(sid):  # nested, as a ledger step nests a mutate
             store.update(sid, status="ready")
-        sizes = [len(store._worker_locks), len(store._file_locks), len(store._held)]
-        assert max(sizes) <= IDLE_LOCKS + 1, (n, sizes)
-    assert "held" in store._worker_locks and store._held["held"] is True
+        assert len(store._locks) <= IDLE_LOCKS + 1, (n, len(store._locks))
+    held = store._locks.get("held")
+    assert held is not None and held.held is True
     assert _taken_elsewhere_for(store, "held")
     leave.set()
     holder.join(60)
