@@ -616,10 +616,16 @@ PAGE_SCRIPT = r"""
       const key = typedKey(f);
       if (key && f.value) { typed[key] = f.value; }
     });
+    // The field being typed into keeps the focus: keys pressed after a redraw go on landing
+    // in it, not on the page.
+    const active = document.activeElement;
+    const focusKey = active && main.contains(active) && active.matches(TYPED) ?
+      typedKey(active) : null;
     main.innerHTML = doc.cards_html;
     main.querySelectorAll(TYPED).forEach(function (f) {
       const key = typedKey(f);
       if (key && typed[key] !== undefined && !f.value) { f.value = typed[key]; }
+      if (focusKey && key === focusKey) { f.focus(); }
     });
     rearm();
     focusLinked();

@@ -370,7 +370,12 @@ def test_hold_for_a_decision_on_the_card_blocks_the_run(
                 browser_sign_in(page, service.port, str(read_secret(owner.state)))
                 card = page.locator('section.card[data-goal="g"]')
                 card.locator('button[data-run="gates"]').wait_for(timeout=10000)
-                card.locator("input.hold").fill("Deploy to staging first?")
+                hold = card.locator("input.hold")
+                hold.fill("Deploy to staging first?")
+                # The running goal's card is redrawn at each change of the run: a fill that
+                # raced one landed in a field already replaced, which is not what this tests.
+                while hold.input_value() != "Deploy to staging first?":
+                    hold.fill("Deploy to staging first?")
                 # Another process's write redraws every card: the typed question stays.
                 GateStore(owner.state).request_gate("g-other", "Unrelated?", actor="owner")
                 page.locator('section.card[data-goal="g-other"]').wait_for(timeout=10000)
