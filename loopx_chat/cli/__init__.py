@@ -34,10 +34,13 @@ def run() -> NoReturn:
     (`served_send.served_code`, None when it cannot take it: then nothing was read or sent);
     anything else is the click group's (`run_click`).
     """
-    if "main" not in globals():  # (an in-process caller may have put its own `main` here)
+    words = sys.argv[1:]
+    # A look at the words first: every other command starts as before, loading nothing more.
+    # (`main` is set here only by an in-process caller that put its own in.)
+    if "send" in words and "chat" in words and "main" not in globals():
         from loopx_chat.cli.served_send import served_code
 
-        code = _ended(lambda: served_code(sys.argv[1:]))
+        code = _ended(lambda: served_code(words))
         if code is not None:
             _end(code)
     run_click()

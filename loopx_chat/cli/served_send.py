@@ -119,6 +119,20 @@ def turn_options(line: ChatLine) -> dict[str, Any]:
 
 def served_code(words: list[str]) -> int | None:
     """The exit status of `words` run as a served `chat send`, or None (see the module)."""
+    try:
+        return _served_code(words)
+    except (KeyboardInterrupt, EOFError):
+        return _aborted(_Echo(no_color=bool(os.environ.get("NO_COLOR"))))
+
+
+def _aborted(echo: _Echo) -> int:
+    """What click's standalone mode does on Ctrl-C: a newline, then `Aborted!`, status 1."""
+    echo(err=True)
+    echo("Aborted!", err=True)
+    return 1
+
+
+def _served_code(words: list[str]) -> int | None:
     line = parse(words)
     if line is None:
         return None
@@ -165,10 +179,7 @@ class _Run:
                 return None  # click runs it here, after its one note
             return self._failed(exc)
         except (KeyboardInterrupt, EOFError):
-            # What click's standalone mode does: a newline, then `Aborted!`, status 1.
-            self.echo(err=True)
-            self.echo("Aborted!", err=True)
-            return 1
+            return _aborted(self.echo)
         except Exception as exc:
             return self._failed(exc)
         finally:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -48,24 +49,33 @@ class Twins:
             assert opened.exit_code == 0, opened.output
             self.sessions.append(json.loads(opened.stdout)["session_id"])
 
+    def command(self, script: str, session: str, words: list[str]) -> dict[str, Any]:
+        """`subprocess` arguments for `words` (`{sid}`: `session`) through `script`."""
+        env = {**self.cli.env, "LOOPX_CHAT_CODEX_HOME": str(self.cli.home), "NO_COLOR": "1"}
+        base = ["--state-dir", str(self.cli.state), "--codex-bin", self.cli.codex_bin]
+        args = [w.replace("{sid}", session) for w in words]
+        return {
+            "args": [sys.executable, "-c", script, *base, *args],
+            "env": {**env, "PROBE_OUT": str(self.tmp / "probe.json")},
+        }
+
+    def normal(self, session: str) -> Normal:
+        norm = Normal(self.cli.state)
+        norm.names[session] = "<session>"
+        return norm
+
     def run(
         self, script: str, session: str, words: list[str], stdin: bytes = b""
     ) -> tuple[int, str, str, list[str]]:
-        probe = self.tmp / "probe.json"
-        env = {**self.cli.env, "LOOPX_CHAT_CODEX_HOME": str(self.cli.home), "NO_COLOR": "1"}
-        args = [w.replace("{sid}", session) for w in words]
-        base = ["--state-dir", str(self.cli.state), "--codex-bin", self.cli.codex_bin]
         done = subprocess.run(
-            [sys.executable, "-c", script, *base, *args],
-            env={**env, "PROBE_OUT": str(probe)},
+            **self.command(script, session, words),
             input=stdin,
             capture_output=True,
             timeout=120,
             check=False,
         )
-        loaded = json.loads(probe.read_text())
-        norm = Normal(self.cli.state)
-        norm.names[session] = "<session>"
+        loaded = json.loads((self.tmp / "probe.json").read_text())
+        norm = self.normal(session)
         # The mock numbers its replies across both sessions: the one word that may differ.
         out = re.sub(r"mock reply #\d+", "mock reply #N", done.stdout.decode())
         try:
@@ -166,3 +176,26 @@ def test_lines_it_does_not_read_exactly_go_to_click(twins: Twins) -> None:
         assert fast == slow, what
         assert "click" in loaded, what  # click answered it
         assert "Traceback" not in fast[2], what
+
+
+def _ended_by(twins: Twins, script: str, session: str, signum: int) -> tuple[int, str, str]:
+    proc = subprocess.Popen(
+        **twins.command(script, session, ["chat", "send", session, "mock:hang"]),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    first = proc.stderr.readline()  # "[loopx-chat] turn ... running": codex has the turn
+    assert b"running" in first, first
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=60)
+    norm = twins.normal(session)
+    return proc.returncode, norm.text(out.decode()), norm.text((first + err).decode())
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_and_sigterm_end_both_paths_alike(twins: Twins, signum: int) -> None:
+    fast = _ended_by(twins, FAST, twins.sessions[0], signum)
+    slow = _ended_by(twins, CLICK, twins.sessions[1], signum)
+    assert fast == slow
+    assert fast[0] != 0 and "Traceback" not in fast[2]
