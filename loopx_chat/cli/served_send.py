@@ -37,6 +37,17 @@ from loopx_chat.visible_text import ControlMode, visible_text
 # click's own pattern for the ANSI escapes `click.echo` strips from a stream that is no terminal.
 _ANSI = re.compile(r"\033\[[0-?]*[ -/]*[@-~]")
 _POLICY = ("approval", "plan", "decision_timeout")  # `approval_options.chat_policy_options`
+# What this process's probe found, by (state dir, home), for the click command a line is then
+# handed to (`delegation.service_for`): a service skipped after its 1 s wait is not waited for,
+# and its note not earned, twice. The same check, a moment ago, in the same process.
+_PROBED: dict[tuple[Path, Path], object] = {}
+NOT_PROBED = object()
+
+
+def probed(state_dir: Path, home: Path) -> object:
+    """What `find_service` answered this process for `state_dir` and `home` (once), or
+    `NOT_PROBED`."""
+    return _PROBED.pop((state_dir, home), NOT_PROBED)
 
 
 class _OutputRefused(Exception):
@@ -147,11 +158,12 @@ def _served_code(words: list[str]) -> int | None:
         from loopx_chat.home import resolve_home_path
         from loopx_chat.service.client import ServiceClient, find_service
 
-        service = find_service(state_dir, resolve_home_path(environ, cwd)[0])
+        home = resolve_home_path(environ, cwd)[0]
+        service = _PROBED[(state_dir, home)] = find_service(state_dir, home)
     except Exception:
         return None  # click meets the same and says it its way
     if not isinstance(service, ServiceClient):
-        return None
+        return None  # click says why (from `_PROBED`) and runs the turn here
     return _Run(line, environ, cwd, state_dir, service).code()
 
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from loopx_chat.model_mock.responses import MockResponsesServer
-from tests.integration.test_cli_delegation import Cli, Normal
+from tests.integration.test_cli_delegation import Cli, Normal, _fake_runtime, _hung_socket
 
 pytestmark = pytest.mark.codex
 
@@ -41,10 +41,10 @@ CLICK = _PRELUDE + "from loopx_chat.cli import run_click\nrun_click()\n"
 class Twins:
     """Two sessions opened alike on one running service, one for each path."""
 
-    def __init__(self, cli: Cli, tmp: Path) -> None:
+    def __init__(self, cli: Cli, tmp: Path, sessions: int = 2) -> None:
         self.cli, self.tmp = cli, tmp
         self.sessions: list[str] = []
-        for _ in range(2):
+        for _ in range(sessions):
             opened = cli("chat", "new", "--goal", "g", "--json", "mock:text=ok")
             assert opened.exit_code == 0, opened.output
             self.sessions.append(json.loads(opened.stdout)["session_id"])
@@ -199,3 +199,24 @@ def test_ctrl_c_and_sigterm_end_both_paths_alike(twins: Twins, signum: int) -> N
     slow = _ended_by(twins, CLICK, twins.sessions[1], signum)
     assert fast == slow
     assert fast[0] != 0 and "Traceback" not in fast[2]
+
+
+def test_a_hung_service_is_probed_once_and_said_as_click_says_it(
+    tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str
+) -> None:
+    """The fast path's 1 s probe of a silent service is the one the click command then uses:
+    one connection, one note, the same answer as click's alone."""
+    cli = Cli(tmp_path / "state", bound_home, base_env, codex_bin)
+    _fake_runtime(cli.state, cli.home, 9)  # our pid, a port nobody is asked about
+    twins = Twins(cli, tmp_path, sessions=0)
+    words = ["chat", "send", "a" * 32, "--json", "hi"]
+    with _hung_socket(cli.state) as held:
+        *fast, loaded = twins.run(FAST, "-", words)
+        fast_connections = len(held)
+        *slow, _ = twins.run(CLICK, "-", words)
+        assert len(held) - fast_connections == 1
+    assert fast_connections == 1
+    assert fast == slow
+    assert "did not answer within 1 s" in fast[2] and fast[2].count("not using the service") == 1
+    assert '"error_code": "session_not_found"' in fast[1]
+    assert "click" in loaded
