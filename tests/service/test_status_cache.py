@@ -45,17 +45,28 @@ def _cache(tmp_path: Path) -> tuple[SessionStore, _HeldIndex, StatusCache]:
     return store, index, StatusCache(index, lambda: None, sweep_sec=3600, host_refresh_sec=3600)
 
 
-def test_a_read_after_a_write_waits_for_the_refresh_under_way(tmp_path: Path) -> None:
-    store, index, cache = _cache(tmp_path)
-    assert cache.get()[0]["goal_count"] == 0
+def _write(store: SessionStore, cache: StatusCache) -> None:
     store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
     cache.invalidate()
-    # Another reader (the notices' watch) takes the write's refresh; the owner's read arrives
-    # while it runs and must not get the document from before the write.
+
+
+def _refresh_held(index: _HeldIndex, cache: StatusCache) -> threading.Thread:
+    """Another reader (the notices' watch) refreshing: returns once it has looked at the disk
+    and waits to finish."""
     index.armed = True
     background = threading.Thread(target=cache.get)
     background.start()
     assert index.looked.wait(60)
+    return background
+
+
+def test_a_read_after_a_write_waits_for_the_refresh_under_way(tmp_path: Path) -> None:
+    store, index, cache = _cache(tmp_path)
+    assert cache.get()[0]["goal_count"] == 0
+    _write(store, cache)
+    # Another reader takes the write's refresh; the owner's read arrives while it runs and
+    # must not get the document from before the write.
+    background = _refresh_held(index, cache)
     seen: list[int] = []
     reader = threading.Thread(target=lambda: seen.append(cache.get()[0]["goal_count"]))
     reader.start()
@@ -69,13 +80,8 @@ def test_a_write_during_a_refresh_is_looked_at_again(tmp_path: Path) -> None:
     store, index, cache = _cache(tmp_path)
     assert cache.get()[0]["goal_count"] == 0
     cache.invalidate()
-    index.armed = True
-    background = threading.Thread(target=cache.get)
-    background.start()
-    assert index.looked.wait(60)
-    # The write lands after that refresh listed the goals.
-    store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
-    cache.invalidate()
+    background = _refresh_held(index, cache)
+    _write(store, cache)  # after that refresh listed the goals
     index.finish.set()
     background.join(60)
     assert cache.get()[0]["goal_count"] == 1
@@ -84,8 +90,7 @@ def test_a_write_during_a_refresh_is_looked_at_again(tmp_path: Path) -> None:
 def test_a_refresh_that_failed_leaves_the_write_to_be_looked_at_again(tmp_path: Path) -> None:
     store, index, cache = _cache(tmp_path)
     assert cache.get()[0]["goal_count"] == 0
-    store.create(SessionRecord(session_id="a", goal_id="g", created_at="t", updated_at="t"))
-    cache.invalidate()
+    _write(store, cache)
     index.fail_next = True
     try:
         cache.get()
