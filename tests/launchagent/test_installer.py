@@ -199,7 +199,14 @@ def _installer(tmp_path: Path, runner: ScriptedRunner, **env: str):  # type: ign
     from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller
 
     ctx = InstallerContext(
-        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        # A state dir of the test's own: the platform's default is found from this process's
+        # home, not from `environ`, and install makes the owner's secret there.
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LOOPX_CHAT_STATE_DIR": str(tmp_path / "state"),
+            **env,
+        },
         user_home=str(tmp_path),
         uid=501,
         platform="darwin",
