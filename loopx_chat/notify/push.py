@@ -30,9 +30,6 @@ from loopx_chat.notify.webhook import (
     with_retries,
 )
 
-# The channels `serve --push` takes, in the order they are offered.
-PUSH_CHANNELS = ("pushover", "telegram", "slack")
-
 
 def is_loopback(host: str | None) -> bool:
     if not host:

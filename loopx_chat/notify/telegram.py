@@ -27,8 +27,9 @@ from loopx_chat.notify.push import (
     link_words,
     secret_from,
 )
+from loopx_chat.state.push_options import CHANNEL_SECRETS
 
-TOKEN_ENV = "LOOPX_CHAT_TELEGRAM_TOKEN"
+(TOKEN_ENV,) = CHANNEL_SECRETS["telegram"]
 API_ENV = "LOOPX_CHAT_TELEGRAM_API"  # tests and self-hosted Bot API servers only
 API = "https://api.telegram.org"
 # A bot token as @BotFather gives it: the bot's id, a colon, then A-Z a-z 0-9 _ -.
