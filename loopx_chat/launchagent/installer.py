@@ -405,7 +405,13 @@ class LaunchAgentInstaller:
             public_url=public_url,
             push=plan,
         )
-        keep_push_secrets(self.service_state_dir(existing), plan, self.ctx.environ, check_push)
+        moved = keep_push_secrets(
+            self.service_state_dir(existing),
+            plan,
+            self.ctx.environ,
+            check_push,
+            in_definition=existing.environment if existing else {},
+        )
         # The owner's secret before launchd starts the service: one others could read refuses
         # the install here, before anything changes.
         ensure_secret(self.service_state_dir(existing))
@@ -444,6 +450,7 @@ class LaunchAgentInstaller:
                 "source": explicit_source if explicit_home else binding.source,
             }
         report.kept, report.dropped = kept, dropped
+        report.notes += moved
         if backup is not None:
             report.notes.append(f"previous plist kept at {backup}")
         return report

@@ -133,10 +133,25 @@ def keep_push_secrets(
     plan: PushPlan,
     environ: Mapping[str, str],
     check: PushCheck | None = None,
-) -> None:
-    """An install's push secrets: `environ` first, then the kept file; checked, then kept
-    (before launchd or systemd sees anything). No channel: the file is removed."""
-    merged = with_kept_secrets(environ, state_dir) if plan.argv() else dict(environ)
+    *,
+    in_definition: Mapping[str, str] = {},
+) -> list[str]:
+    """An install's push secrets: `environ` first, then a secret the installed plist or unit
+    itself held (`in_definition`: the new one never does), then the kept file; checked, then
+    kept (before launchd or systemd sees anything). No channel: the file is removed. The
+    notes say which secrets moved out of the old definition (names only)."""
+    found = {k: v for k, v in in_definition.items() if k in SECRET_NAMES and v}
+    given = {**found, **{k: v for k, v in environ.items() if v.strip()}}
+    merged = with_kept_secrets(given, state_dir) if plan.argv() else given
     if check is not None:
         check(plan, merged)
-    keep_for_service(state_dir, merged, plan.required_secrets, plan.optional_secrets)
+    kept = keep_for_service(state_dir, merged, plan.required_secrets, plan.optional_secrets)
+    return [
+        (
+            f"{name} moved out of the service's definition into {_path(state_dir)} (0600)"
+            if name in kept
+            else f"{name} removed from the service's definition (no channel uses it)"
+        )
+        + "; the backup of the previous definition still holds it: delete that backup"
+        for name in sorted(found)
+    ]

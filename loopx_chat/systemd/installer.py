@@ -374,7 +374,13 @@ class ServiceInstaller:
             push=plan,
         )
         state_dir = self.service_state_dir(installed.unit if installed else None)
-        keep_push_secrets(state_dir, plan, self.ctx.environ, check_push)
+        moved = keep_push_secrets(
+            state_dir,
+            plan,
+            self.ctx.environ,
+            check_push,
+            in_definition=installed.unit.environment() if installed else {},
+        )
         # As the LaunchAgent's: a secret others could read refuses here, before any write.
         ensure_secret(state_dir)
         previous = current[0] if current else None
@@ -400,6 +406,7 @@ class ServiceInstaller:
                 "source": explicit_source if explicit_home else binding.source,
             }
         report.kept, report.dropped = kept, dropped
+        report.notes += moved
         report.notes += [f"previous unit kept at {b}" for b in backups if b is not None]
         return report
 

@@ -72,3 +72,22 @@ def test_install_carries_push_options_and_keeps_secrets_out_of_the_plist(tmp_pat
     assert refused.returncode != 0 and "LOOPX_CHAT_PUSHOVER_TOKEN" in refused.stdout
     assert _plist(tmp_path).read_bytes() == before
     assert_no_secret(refused.stdout, refused.stderr)
+
+
+def test_a_secret_hand_written_into_the_plist_moves_to_the_state_dir(tmp_path: Path) -> None:
+    assert _la(tmp_path, "install").returncode == 0
+    slack = SECRET_ENV["LOOPX_CHAT_SLACK_WEBHOOK_URL"]
+    data = plistlib.loads(_plist(tmp_path).read_bytes())
+    data["ProgramArguments"] += ["--push", "slack"]
+    data["EnvironmentVariables"]["LOOPX_CHAT_SLACK_WEBHOOK_URL"] = slack
+    data["EnvironmentVariables"]["MY_OWN"] = "kept"
+    _plist(tmp_path).write_bytes(plistlib.dumps(data))
+    done = _la(tmp_path, "install")
+    assert done.returncode == 0, done.stdout
+    env = plistlib.loads(_plist(tmp_path).read_bytes())["EnvironmentVariables"]
+    assert "LOOPX_CHAT_SLACK_WEBHOOK_URL" not in env and env["MY_OWN"] == "kept"
+    assert _serve_args(tmp_path)[-2:] == ("--push", "slack")
+    assert kept_secrets(tmp_path / "state") == {"LOOPX_CHAT_SLACK_WEBHOOK_URL": slack}
+    notes = json.loads(done.stdout)["notes"]
+    assert any(n.startswith("LOOPX_CHAT_SLACK_WEBHOOK_URL moved out") for n in notes)
+    assert_no_secret(_plist(tmp_path).read_text(), done.stdout)

@@ -7,6 +7,7 @@ unit, in any systemctl argv, in the install's or `status`'s output."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -107,3 +108,22 @@ def test_a_push_serve_would_refuse_is_refused_with_nothing_changed(
     assert not {"start", "stop", "restart", "enable", "daemon-reload"} & writes, writes
     assert not (sd.root / "state" / "push-secrets.json").exists()
     _everything_said(sd, done.stdout, done.stderr)
+
+
+def test_a_secret_hand_written_into_the_unit_moves_to_the_state_dir(sd: FakeSystemd) -> None:
+    assert sd.service("install")[0] == 0
+    path = sd.units / SERVICE_UNIT
+    slack = SECRET_ENV["LOOPX_CHAT_SLACK_WEBHOOK_URL"]
+    # What an owner had to do before: the channel on ExecStart, its secret in Environment=.
+    text = path.read_text().replace('"desktop"', '"desktop" "--push" "slack"')
+    text = text.replace(
+        "[Service]\n", f'[Service]\nEnvironment="LOOPX_CHAT_SLACK_WEBHOOK_URL={slack}"\n'
+    )
+    path.write_text(text)
+    code, doc = sd.service("install")
+    assert code == 0, doc
+    assert _argv(sd)[-2:] == ("--push", "slack")
+    assert slack not in path.read_text()
+    assert kept_secrets(sd.root / "state") == {"LOOPX_CHAT_SLACK_WEBHOOK_URL": slack}
+    assert any(n.startswith("LOOPX_CHAT_SLACK_WEBHOOK_URL moved out") for n in doc["notes"])
+    assert slack not in json.dumps(doc)
