@@ -139,3 +139,21 @@ def test_the_desk_page_pairs_a_phone_and_nobody_else_can(
         }
     finally:
         service.stop()
+
+
+def test_with_a_public_url_the_page_pairs_on_it(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    public = "https://phone-test.example:8443"
+    state = tmp_path / "state"
+    service = start_service(
+        state, bound_home, base_env, codex_bin, tmp_path / "serve.log", "--public-url", public
+    )
+    try:
+        desk = sign_in(service.port, str(read_secret(state)), "desk", desk=True)
+        status, doc = _signed(desk, "POST", "/api/auth/pair", {"name": "phone"})
+        assert status == 200 and doc["url"].startswith(f"{public}/login#code=")
+        assert doc["expires_in_sec"] <= 300 and doc["name"] == "phone" and doc["full"] is False
+        assert doc["qr_svg"].startswith("<svg") and "<script" not in doc["qr_svg"]
+    finally:
+        service.stop()
