@@ -312,3 +312,27 @@ class ScriptedCodex:
     def requests(self, method: str) -> list[dict[str, Any]]:
         """Every client request of `method`, over all hosts, in start order."""
         return [m for h in self.hosts for m in h.received if m.get("method") == method]
+
+
+def asking_thread(tmp_path: Path, codex: ScriptedCodex, holder: Callable[..., bool]) -> Any:
+    """A `CodexThread` opened on a scripted host with approval policy `untrusted`, codex's
+    requests offered to `holder` (the host-request desk's `take`)."""
+    from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+
+    home = tmp_path / "home"
+    home.mkdir()
+    launch = HostLaunch(
+        executable=tmp_path / "never-run",
+        codex_home=home.resolve(),
+        work_dir=tmp_path,
+        environ={},
+        log_path=tmp_path / "stderr.log",
+        options=ThreadOptions(
+            approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=holder)
+        ),
+        timeouts=Timeouts(startup=2, request=2, idle=2, hard=30, close_grace=1, interrupt_settle=1),
+        connect=codex,
+    )
+    thread = CodexThread.open(launch, resume_thread_id=None)
+    assert thread.thread_id is not None
+    return thread
