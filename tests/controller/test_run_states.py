@@ -76,3 +76,12 @@ def test_a_paused_run_stays_paused_when_codex_reports_it_paused() -> None:
     assert run.end_as(None) == PAUSED
     assert [event for event, _ in run.history] == ["", "paused"]
     assert set(ENDED_BY_STATUS.values()) <= {e for moves in MOVES.values() for e in moves}
+
+
+def test_the_architecture_doc_carries_the_table_as_it_is() -> None:
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    for state, moves in MOVES.items():
+        cell = ", ".join(f"`{e}` → {t}" for e, t in moves.items()) or "(terminal: no exits)"
+        assert f"| {state} | {cell} |" in doc, state
