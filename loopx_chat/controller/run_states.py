@@ -70,6 +70,7 @@ MOVES: Mapping[str, Mapping[str, str]] = _table(
             "failed": FAILED,
         },
         USAGE_LIMITED: {
+            "usage_limited": USAGE_LIMITED,  # waits again after codex refused to resume
             "usage_resumed": RUNNING,
             "gate_opened": BLOCKED,
             "paused": PAUSED,
