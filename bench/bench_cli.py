@@ -128,7 +128,7 @@ def import_ms(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(wall ms of the process under `-X importtime`, ms spent importing, modules loaded)."""
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", *argv[2:]], env=env, capture_output=True, text=True
+        [sys.executable, "-X", "importtime", *argv[1:]], env=env, capture_output=True, text=True
     )
     wall = (time.perf_counter() - start) * 1000
     own = [

@@ -156,6 +156,8 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "device_name_taken": ErrorSpec(Outcome.CONFLICT),
         "device_not_found": ErrorSpec(Outcome.NOT_FOUND),
         "device_not_full": ErrorSpec(Outcome.FORBIDDEN),
+        "pairing_not_allowed": ErrorSpec(Outcome.FORBIDDEN),
+        "too_many_login_codes": ErrorSpec(Outcome.UNAVAILABLE),
         "public_url_invalid": ErrorSpec(Outcome.INVALID),
         "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),

@@ -21,6 +21,7 @@ from loopx_chat.codex.binary import codex_version as codex_version_of
 from loopx_chat.codex.binary import find_codex
 from loopx_chat.codex.offline_config import write_offline_codex_config
 from loopx_chat.model_mock.responses import MockResponsesServer
+from loopx_chat.state.location import default_state_dir
 from tests.helpers.fakes import FAKE_CODEX, FakeCodex, Scripted
 from tests.helpers.markers import in_integration, mark_real_codex
 from tests.helpers.paths import TEST_CODEX
@@ -39,6 +40,25 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     mark_real_codex(item for item in items if not in_integration(item))
+
+
+def _tree(root: Path) -> dict[str, tuple[int, int]]:
+    if not root.is_dir():
+        return {}
+    stats = {str(p.relative_to(root)): p.lstat() for p in root.rglob("*")}
+    return {name: (st.st_size, st.st_mtime_ns) for name, st in stats.items()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def owner_state_untouched() -> Iterator[None]:
+    """No test writes into this user's own default state dir: every test names a state dir
+    of its own. Checked under `CI` only: on a developer's machine the owner's own service may
+    be writing there while the tests run."""
+    real = default_state_dir({})
+    before = _tree(real) if os.environ.get("CI") else None
+    yield
+    if before is not None:
+        assert _tree(real) == before, f"a test wrote into the real default state dir {real}"
 
 
 @pytest.fixture(scope="session")

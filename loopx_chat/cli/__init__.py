@@ -1,7 +1,11 @@
-"""The `loopx-chat` command line: global options and the command groups.
+"""The `loopx-chat` command line: the process's entry (`run`) and its end.
 
-Parses, calls and renders; it owns no logic of its own. Environment is read once here, at
-startup, and handed down as a snapshot.
+`run` is the console script and `python -m loopx_chat`. A `chat send` with a running service
+of ours goes through `served_send` without loading click (the command line's most frequent
+turn, and a third of its start); every other command line, and that one whenever the fast
+path cannot answer it exactly as click would, runs the click group `main` (`cli/root.py`,
+loaded on first use: `from loopx_chat.cli import main` still works). Importing this package
+loads nothing but the standard library.
 """
 
 from __future__ import annotations
@@ -11,84 +15,72 @@ import contextlib
 import os
 import sys
 import threading
-from pathlib import Path
-from typing import NoReturn
-
-import click
-
-from loopx_chat import __version__
-from loopx_chat.cli.lazy import LazyGroup
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 
-@click.group(
-    cls=LazyGroup,
-    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
-)
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=None,
-    help="Owner-local state folder (default: $LOOPX_CHAT_STATE_DIR, else the platform state dir).",
-)
-@click.option(
-    "--codex-bin",
-    default=None,
-    help="codex executable to drive (default: $LOOPX_CHAT_CODEX_BIN, else codex on PATH).",
-)
-@click.option(
-    "--direct",
-    is_flag=True,
-    help="Run chat and gate commands in this process, not through a running `serve`.",
-)
-@click.version_option(__version__, prog_name="loopx-chat")
-@click.pass_context
-def main(ctx: click.Context, state_dir: Path | None, codex_bin: str | None, direct: bool) -> None:
-    """Local control plane beside the Codex agent host."""
-    from loopx_chat.cli.context import CliContext
-    from loopx_chat.state.location import default_state_dir
+def __getattr__(name: str) -> Any:
+    if name == "main":  # the click group, loaded on first use
+        from loopx_chat.cli.root import main
 
-    environ = dict(os.environ)
-    if environ.get("NO_COLOR"):
-        # https://no-color.org: any non-empty value. click then strips every style, as it
-        # already does when stdout is not a terminal.
-        ctx.color = False
-    ctx.obj = CliContext(
-        environ=environ,
-        cwd=Path.cwd(),
-        state_dir=(state_dir.expanduser().resolve() if state_dir else default_state_dir(environ)),
-        codex_bin=codex_bin or environ.get("LOOPX_CHAT_CODEX_BIN") or None,
-        state_dir_explicit=bool(state_dir or environ.get("LOOPX_CHAT_STATE_DIR")),
-        direct=direct,
-    )
+        return main
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run() -> NoReturn:
-    """The console script and `python -m loopx_chat`: run the CLI, then end the process.
+    """The console script and `python -m loopx_chat`: run the command, then end the process.
 
-    A finished command ends with `os._exit` once everything the interpreter would do for it
-    at exit is done: other non-daemon threads joined, atexit callbacks run (a library's log
-    flush among them), stdout and stderr flushed. What it skips is tearing down some 200 modules
-    and their objects, 30 to 50 ms of nothing for a process that is ending anyway (measured
-    in docs/performance.md). In-process callers (tests, `CliRunner`) call `main` and keep
-    their interpreter.
+    A `chat send` the running service can take is sent there without click
+    (`served_send.served_code`, None when it cannot take it: then nothing was read or sent);
+    anything else is the click group's (`run_click`).
     """
+    words = sys.argv[1:]
+    # A look at the words first: every other command starts as before, loading nothing more.
+    # (`main` is set here only by an in-process caller that put its own in.)
+    if "send" in words and "chat" in words and "main" not in globals():
+        from loopx_chat.cli.served_send import served_code
+
+        code = _ended(lambda: served_code(words))
+        if code is not None:
+            _end(code)
+    run_click()
+
+
+def run_click() -> NoReturn:
+    """The full click command line, then the end of the process (`_end`)."""
+    command = globals().get("main") or __getattr__("main")
+    _end(_ended(lambda: command() or 0))
+
+
+def _ended(body: Callable[[], int | None]) -> int | None:
+    """`body`'s exit status, SystemExit and a refused output included."""
     try:
-        main()  # standalone mode: it always ends by raising SystemExit
-        code = 0
+        return body()  # click's standalone mode always ends by raising SystemExit
     except SystemExit as exc:
-        code = _exit_status(exc.code)
+        return _exit_status(exc.code)
     except OSError as exc:
         # Only writing the output gets here (every other OSError is a command's error code):
         # `--help > /dev/full`, say. click itself already ends a closed pipe quietly.
         from loopx_chat.errors import ERRORS
 
-        code = ERRORS["output_unwritable"].exit_code
         with contextlib.suppress(OSError, ValueError):
             sys.stderr.write(
                 f"error [output_unwritable]: could not write the output "
                 f"({exc.strerror or type(exc).__name__}); whatever the command did is done, "
                 "and `loopx-chat status` shows it.\n"
             )
+        return ERRORS["output_unwritable"].exit_code
+
+
+def _end(code: int) -> NoReturn:
+    """End the process with `code` once everything the interpreter would do at exit is done.
+
+    Other non-daemon threads joined, atexit callbacks run (a library's log flush among them),
+    stdout and stderr flushed; what it skips is tearing down some 200 modules and their
+    objects, 30 to 50 ms of nothing for a process that is ending anyway (measured in
+    docs/performance.md). In-process callers (tests, `CliRunner`) call `main` and keep their
+    interpreter.
+    """
     try:
         me = threading.current_thread()
         for worker in threading.enumerate():

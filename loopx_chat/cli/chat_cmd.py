@@ -17,64 +17,17 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from loopx_chat.cli.approval_options import chat_policy_options
+from loopx_chat.cli.chat_message import MESSAGE_LIMIT_BYTES, message_text
+from loopx_chat.cli.chat_output import SERVED_HOST_LOOP, finish, host_loop_line, started_line
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.delegation import CHAT_OPTIONS, ChatBackend, chat_backend, given_turn_options
-from loopx_chat.cli.options import FIRST_OUTPUT_HINT, POSITIVE_SECONDS
+from loopx_chat.cli.options import POSITIVE_SECONDS
 from loopx_chat.codex import turn_defaults
-from loopx_chat.errors import LoopxChatError, Remedy, UsageError
+from loopx_chat.errors import LoopxChatError, Remedy
 from loopx_chat.visible_text import ControlMode, visible_text
 
 if TYPE_CHECKING:
     from loopx_chat.controller.chat_controller import ChatController
-
-MESSAGE_LIMIT_BYTES = turn_defaults.MESSAGE_LIMIT_BYTES
-
-
-def _read_limited(read: Callable[[int], bytes], source: str) -> str:
-    data = read(MESSAGE_LIMIT_BYTES + 1)
-    if len(data) > MESSAGE_LIMIT_BYTES:
-        raise UsageError(
-            f"the message from {source} is larger than {MESSAGE_LIMIT_BYTES >> 20} MiB; "
-            "send a shorter one",
-            error_code="usage_error",
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UsageError(
-            f"the message from {source} is not valid text (not UTF-8); nothing was sent. "
-            "Convert it (e.g. `iconv -t UTF-8`) and send it again",
-            error_code="invalid_text",
-        ) from None
-
-
-def message_text(message: str | None, file: Path | None) -> str:
-    """The turn's text from MESSAGE, `-` (stdin) or --file; refused when empty or too big."""
-    if (message is None) == (file is None):
-        raise UsageError(
-            "give the message as MESSAGE, as `-` to read stdin, or with --file PATH (one of them)",
-            error_code="usage_error",
-        )
-    if file is not None:
-        try:
-            with file.open("rb") as handle:
-                text = _read_limited(handle.read, "--file")
-        except OSError as exc:
-            raise UsageError(
-                f"cannot read --file {file}: {exc.strerror or type(exc).__name__}",
-                error_code="usage_error",
-            ) from None
-    elif message == "-":
-        text = _read_limited(sys.stdin.buffer.read, "stdin")
-    else:
-        text = message or ""
-    if not text.strip():
-        # A billed turn with nothing to say is never what was meant.
-        raise UsageError(
-            "the message is empty; nothing was sent. Give the text to send",
-            error_code="usage_error",
-        )
-    return text
 
 
 def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -98,35 +51,7 @@ def message_input(func: Callable[..., Any]) -> Callable[..., Any]:
 def _finish(
     result: dict[str, Any], as_json: bool, streamed: bool, hint: Remedy | None = None
 ) -> None:
-    turn = result["turn"]
-    ok = turn["status"] in ("completed", "queued", "running")
-    if as_json:
-        doc = {
-            "ok": ok,
-            "session_id": result["session_id"],
-            "thread_id": result["thread_id"],
-            "created": result["created"],
-            "turn": turn,
-            "error_code": None if ok else turn["error_code"],
-        }
-        emit_json(doc | ({"hint": hint.to_dict()} if hint and ok else {}))
-    else:
-        if streamed:
-            click.echo()
-        note = "" if result["created"] else " (already submitted; not run again)"
-        code = turn["error_code"]
-        click.echo(
-            f"[loopx-chat] session {result['session_id']} turn {turn['id']}: "
-            f"{turn['status']}{f' [{code}]' if code else ''} "
-            f"tokens={turn['total_tokens']}{note}",
-            err=True,
-        )
-        if hint and ok:
-            click.echo(f"[loopx-chat] {hint.summary}", err=True)
-            click.echo(f"[loopx-chat] next: {hint.next_action}", err=True)
-        if code == "first_output_timeout":
-            click.echo(f"[loopx-chat] {FIRST_OUTPUT_HINT}", err=True)
-    if not ok:
+    if not finish(click.echo, result, as_json, streamed, hint):
         sys.exit(1)
 
 
@@ -161,7 +86,7 @@ def _submit(
 
     def on_started(turn_id: str) -> None:
         if not as_json:
-            click.echo(f"[loopx-chat] turn {turn_id} running, waiting for codex…", err=True)
+            click.echo(started_line(turn_id), err=True)
 
     def on_notice(line: str) -> None:
         # On stderr with --json too: stdout then holds only the one document.
@@ -184,16 +109,13 @@ def _submit(
     _finish(result, as_json, streamed, hint)
 
 
-HOST_LOOP_LINE = "Codex is running a goal loopx-chat did not start (no budget set here)"
-
-
 def host_loop_notice(controller: ChatController | None) -> None:
     """One line on stderr when a thread this command loaded runs a loop nobody here started;
     the turns codex ran on it meanwhile are recorded before the command lets it go. The
     direct path passes its controller; a delegated command passes None when the service
     said so (the service keeps its threads, and records those turns as it follows them)."""
     if controller is None:
-        _say_host_loop("the service follows it; Pause it on the goal's card")
+        _say_host_loop(SERVED_HOST_LOOP)
         return
     for session_id in controller.host_loop_notices:
         controller.record_host_loop_turns(session_id)
@@ -203,11 +125,7 @@ def host_loop_notice(controller: ChatController | None) -> None:
 
 
 def _say_host_loop(pause: str) -> None:
-    click.echo(
-        f"[loopx-chat] {HOST_LOOP_LINE}: {pause}, or adopt it with a budget through "
-        "`loopx-chat goal run GOAL --token-budget N`",
-        err=True,
-    )
+    click.echo(host_loop_line(pause), err=True)
 
 
 @click.group()

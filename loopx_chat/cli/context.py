@@ -5,7 +5,6 @@ It never re-reads `os.environ`; commands get the snapshot taken at startup.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from loopx_chat.cli.chat_output import json_document
 from loopx_chat.errors import LoopxChatError, StateError, UsageError, spec_for
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.visible_text import ControlMode, visible_text
@@ -63,7 +63,7 @@ class CliContext:
 
 
 def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    click.echo(json_document(data))
 
 
 def emit_ok(

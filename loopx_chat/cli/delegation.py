@@ -68,10 +68,14 @@ def service_for(cli: CliContext) -> ServiceClient | None:
     """The owner's running service for this state dir and home, or None (run here)."""
     if cli.direct or not _runtime_file_exists(cli):
         return None
+    from loopx_chat.cli.served_send import NOT_PROBED, probed
     from loopx_chat.service.client import ServiceClient, Skipped, find_service
 
     # The home's path is its identity: no need to read its config.toml for the sqlite home.
-    found = find_service(cli.state_dir, resolve_home_path(cli.environ, cli.cwd)[0])
+    home = resolve_home_path(cli.environ, cli.cwd)[0]
+    found = probed(cli.state_dir, home)  # by the fast path, in this process, a moment ago
+    if found is NOT_PROBED:
+        found = find_service(cli.state_dir, home)
     if isinstance(found, Skipped):
         _note(f"not using the service: {found.note}; running here")
         return None

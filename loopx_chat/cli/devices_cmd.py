@@ -32,7 +32,7 @@ def devices(ctx: click.Context, as_json: bool, show_all: bool) -> None:
 
     def line(d: Device) -> str:
         state = f"revoked {d.revoked_at}" if d.revoked_at else f"last seen {d.last_seen or '-'}"
-        scope = "full" if d.full else "decide only"
+        scope = ("full" if d.full else "decide only") + (", at the machine" if d.desk else "")
         return f"{d.name:<20} added {d.created_at}  {state}  ({scope})"
 
     emit_ok(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import click
@@ -21,6 +21,7 @@ from loopx_chat.launchagent.installer import (
 from loopx_chat.launchagent.launchctl import Launchctl, subprocess_runner
 from loopx_chat.launchagent.plist import APPROVAL_MODES, NOTIFY_MODES
 from loopx_chat.notify.webhook import checked_url
+from loopx_chat.state.push_options import DROP, PUSH_CHANNELS, PushChoice, PushPlan
 
 
 def _installer(cli: CliContext) -> LaunchAgentInstaller:
@@ -95,6 +96,27 @@ def launchagent() -> None:
     help="The https origin your reverse proxy serves the service on, for your phone "
     "(default: keep the installed one, else none).",
 )
+@click.option(
+    "--ntfy-url",
+    default=None,
+    metavar="URL",
+    help="Push notices to your phone through ntfy, as `serve --ntfy-url` (default: keep the "
+    "installed one; `none` drops it). LOOPX_CHAT_NTFY_TOKEN, if set, is kept too.",
+)
+@click.option(
+    "--push",
+    type=click.Choice((*PUSH_CHANNELS, DROP)),
+    multiple=True,
+    help="Push channels, as `serve --push` (repeatable; default: keep the installed ones; "
+    "`none` drops them). Their secrets are read from this shell's environment and kept in "
+    "the state dir (0600), never in the service's definition.",
+)
+@click.option(
+    "--telegram-chat",
+    default=None,
+    metavar="ID",
+    help="The Telegram chat `--push telegram` writes to (default: keep the installed one).",
+)
 @json_option
 @click.pass_obj
 def install(
@@ -105,15 +127,13 @@ def install(
     notify_url: str | None,
     approval: str | None,
     public_url: str | None,
+    ntfy_url: str | None,
+    push: tuple[str, ...],
+    telegram_chat: str | None,
     as_json: bool,
 ) -> None:
     """Install or upgrade the LaunchAgent, keeping its Codex home binding."""
-    if notify_url is not None:
-        checked_url(notify_url)
-    if public_url is not None:
-        from loopx_chat.service.public_url import parse_public_url
-
-        public_url = parse_public_url(public_url).base_url  # public_url_invalid, nothing changed
+    public_url = checked_install_options(notify_url, public_url, ntfy_url)
     source = "--codex-home" if codex_home else "LOOPX_CHAT_CODEX_HOME"
     explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
     report = _installer(cli).install(
@@ -124,8 +144,35 @@ def install(
         notify_url=notify_url,
         approval=approval,
         public_url=public_url,
+        push=PushChoice(ntfy_url, push, telegram_chat),
+        check_push=check_push,
     )
     _render(report, as_json)
+
+
+def checked_install_options(
+    notify_url: str | None, public_url: str | None, ntfy_url: str | None
+) -> str | None:
+    """`install`'s URLs checked before anything changes; the public URL as `serve` takes it."""
+    if notify_url is not None:
+        checked_url(notify_url)
+    if ntfy_url not in (None, DROP):
+        from loopx_chat.notify.ntfy import checked_topic_url
+
+        checked_topic_url(ntfy_url)
+    if public_url is None:
+        return None
+    from loopx_chat.service.public_url import parse_public_url
+
+    return parse_public_url(public_url).base_url  # public_url_invalid, nothing changed
+
+
+def check_push(plan: PushPlan, environ: Mapping[str, str]) -> None:
+    """What `serve` would refuse at every start, refused at install instead: a missing or
+    malformed secret (`usage_error` naming the variable, never its value)."""
+    from loopx_chat.service.notices import push_senders
+
+    push_senders(plan.channels, environ, plan.telegram_chat)
 
 
 launchagent.add_command(

@@ -38,7 +38,8 @@ def sign_in_url(
 ) -> str:
     """A one-time sign-in URL from the running service of this state dir, asked over the
     owner's socket (whose peer proves it runs as this user; whatever home it serves).
-    `public`: on the service's `--public-url` when it has one (a phone), else loopback."""
+    `public`: on the service's `--public-url` when it has one (a phone), else loopback; a
+    loopback sign-in (`open`) is the desk's browser, which may show pairing codes."""
     from loopx_chat.service.client import TRANSPORT_ERRORS, ServiceClient
     from loopx_chat.state.service_runtime import read_runtime
 
@@ -47,7 +48,7 @@ def sign_in_url(
         raise _not_running()
     client = ServiceClient(runtime, cli.state_dir)
     try:
-        doc = client.login_code(name, full=full)
+        doc = client.login_code(name, full=full, desk=not public)
     except TRANSPORT_ERRORS:
         raise _not_running() from None
     base = doc.get("public_url") if public else None

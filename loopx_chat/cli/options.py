@@ -12,17 +12,15 @@ from typing import Any, TypeVar
 
 import click
 
+from loopx_chat.cli.chat_output import FIRST_OUTPUT_HINT
 from loopx_chat.cli.context import CliContext
+
+__all__ = ["FIRST_OUTPUT_HINT", "POSITIVE_SECONDS"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Seconds a timeout may take: zero or less would end every turn before it starts.
 POSITIVE_SECONDS = click.FloatRange(min=0, min_open=True)
-FIRST_OUTPUT_HINT = (
-    "codex produced nothing within the first-output timeout: it could not reach its model. "
-    "`loopx-chat home check` checks the home's model provider and sign-in; a slow model "
-    "needs a larger --first-output-timeout (or LOOPX_CHAT_FIRST_OUTPUT_TIMEOUT)"
-)
 
 
 def first_output_from_env(cli: CliContext) -> float | None:

@@ -9,13 +9,12 @@ its own (a non-extractable WebCrypto key), listed by `loopx-chat devices` and re
 Codex's requests, hold and pause goals, and nothing else (`device_not_full`).
 
 The code is never put on any command line, in a log or in a file other than the one the
-owner asks for with `--png` (written 0600). The QR encoder (segno, pure Python) is imported
-here only, never by the service.
+owner asks for with `--png` (written 0600). The QR code is drawn by service/pairing_qr.py,
+the one encoder the desk's page ("Pair a phone") uses too.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import click
@@ -23,30 +22,13 @@ import click
 from loopx_chat.cli.context import CliContext
 from loopx_chat.cli.open_cmd import sign_in_url
 
-# The terminal's QR code: half-block characters (two rows of modules per line), light
-# modules drawn, with a quiet zone; what a phone's camera reads on a dark or light theme.
-QR_BORDER = 2
-QR_ERROR = "m"
-PNG_SCALE = 8
-
-
-def qr_text(url: str) -> str:
-    import segno
-
-    out = io.StringIO()
-    segno.make(url, error=QR_ERROR, micro=False).terminal(out=out, compact=True, border=QR_BORDER)
-    return out.getvalue()
-
 
 def write_png(url: str, path: Path) -> None:
     """The same QR code as a PNG, 0600 (it carries the one-time code)."""
-    import segno
-
+    from loopx_chat.service.pairing_qr import qr_png
     from loopx_chat.state.private_files import PRIVATE_FILE_MODE, atomic_write_bytes
 
-    out = io.BytesIO()
-    segno.make(url, error=QR_ERROR, micro=False).save(out, kind="png", scale=PNG_SCALE, border=4)
-    atomic_write_bytes(path, out.getvalue(), mode=PRIVATE_FILE_MODE)
+    atomic_write_bytes(path, qr_png(url), mode=PRIVATE_FILE_MODE)
 
 
 @click.command("pair")
@@ -70,6 +52,8 @@ def pair(cli: CliContext, name: str | None, full: bool, png: Path | None) -> Non
         from loopx_chat.state.devices import valid_name
 
         valid_name(name)  # invalid_device_name before a code is made
+    from loopx_chat.service.pairing_qr import qr_text
+
     url = sign_in_url(cli, name, full=full, public=True)
     click.echo(qr_text(url), nl=False)
     click.echo(url)

@@ -11,7 +11,7 @@ import errno
 import os
 import socket
 import threading
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -29,7 +29,6 @@ from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.notify.dispatcher import MODES
 from loopx_chat.notify.ntfy import checked_topic_url
-from loopx_chat.notify.push import PUSH_CHANNELS
 from loopx_chat.notify.webhook import checked_url
 from loopx_chat.service.app import MAX_STREAMS, ServiceApp
 from loopx_chat.service.inherited_socket import inherited_listener, server_class
@@ -46,6 +45,8 @@ from loopx_chat.service.server import (
     serve_forever,
 )
 from loopx_chat.state import owner_socket
+from loopx_chat.state.push_options import PUSH_CHANNELS
+from loopx_chat.state.push_secrets import with_kept_secrets
 from loopx_chat.state.service_runtime import (
     ensure_secret,
     remove_runtime,
@@ -192,7 +193,9 @@ def serve(
         raise UsageError(f"--notify {notify_mode} needs --notify-url URL", error_code="usage_error")
     if telegram_chat is not None and "telegram" not in push:
         raise UsageError("--telegram-chat is for --push telegram", error_code="usage_error")
-    push_senders(push, cli.environ, telegram_chat)  # a missing secret stops serve here
+    # A secret the environment lacks may have been kept at `service install` (0600 file).
+    environ = with_kept_secrets(cli.environ, cli.state_dir) if push or ntfy_url else cli.environ
+    push_senders(push, environ, telegram_chat)  # a missing secret stops serve here
     set_log_cap(log_cap)
     raise_open_file_limit()
     secret = ensure_secret(cli.state_dir)
@@ -217,6 +220,7 @@ def serve(
                 ntfy_url=ntfy_url,
                 push=push,
                 telegram_chat=telegram_chat,
+                environ=environ,
                 options=ThreadOptions(sandbox=sandbox, approval_policy=approval, plan=plan),
                 decision_timeout=decision_timeout,
             ),
@@ -243,6 +247,7 @@ class ServeSettings:
     ntfy_url: str | None
     push: tuple[str, ...]
     telegram_chat: str | None
+    environ: Mapping[str, str]  # the CLI's, with the push secrets kept at install
     options: ThreadOptions
     decision_timeout: float
 
@@ -356,7 +361,7 @@ def _serve_claimed(
             settings.notify_mode,
             settings.notify_url,
             cli.state_dir,
-            cli.environ,
+            settings.environ,
             settings.ntfy_url,
             settings.push,
             settings.telegram_chat,

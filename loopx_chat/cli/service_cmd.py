@@ -22,7 +22,7 @@ from loopx_chat.launchagent.installer import (
     report_lines,
 )
 from loopx_chat.launchagent.probe import probe_capabilities, service_facts
-from loopx_chat.notify.webhook import checked_url
+from loopx_chat.state.push_options import PushChoice
 from loopx_chat.systemd.installer import (
     ServiceContext,
     ServiceInstaller,
@@ -133,8 +133,9 @@ def install(ctx: click.Context, **options: Any) -> None:
     if _platform(cli) == "darwin":
         ctx.forward(launchagent_cmd.install)
         return
-    if options["notify_url"] is not None:
-        checked_url(options["notify_url"])
+    public_url = launchagent_cmd.checked_install_options(
+        options["notify_url"], options["public_url"], options["ntfy_url"]
+    )
     codex_home = options["codex_home"]
     explicit = str(codex_home) if codex_home else cli.environ.get("LOOPX_CHAT_CODEX_HOME") or None
     report = _installer(cli).install(
@@ -144,6 +145,9 @@ def install(ctx: click.Context, **options: Any) -> None:
         notify=options["notify"],
         notify_url=options["notify_url"],
         approval=options["approval"],
+        public_url=public_url,
+        push=PushChoice(options["ntfy_url"], options["push"], options["telegram_chat"]),
+        check_push=launchagent_cmd.check_push,
     )
     _render(report, options["as_json"])
 

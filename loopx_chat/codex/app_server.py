@@ -37,6 +37,7 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequest,
     ServerRequestPolicy,
+    rehome,
 )
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
@@ -108,16 +109,6 @@ def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str,
     return env
 
 
-# Marks the stdout reader threads of every app-server (`on_reader_thread`).
-_READERS = threading.local()
-
-
-def on_reader_thread() -> bool:
-    """Whether the caller runs on an app-server's stdout reader, where a server request's
-    holder runs: a request sent from there could never read its own answer."""
-    return bool(getattr(_READERS, "reading", False))
-
-
 class AppServerProcess:
     """A running app-server, the real `HostConnection`; construct with `spawn` (the default
     `ConnectionFactory`)."""
@@ -137,7 +128,10 @@ class AppServerProcess:
         self._next_id = 0
         self._pending: dict[int, queue.Queue[dict[str, Any]]] = {}
         self._pending_lock = threading.Lock()
-        self.notifications: queue.Queue[Notification | None] = queue.Queue()
+        # Codex's notifications, then None once stdout closed; a goal run's inbox while one
+        # follows this app-server (`route`).
+        self.notifications: queue.Queue[Any] = queue.Queue()
+        self._route_lock = threading.Lock()
         self.closed = threading.Event()
         # Set (before `closed`) when the app-server broke the protocol and we ended it.
         self.protocol_fault: str | None = None
@@ -287,9 +281,19 @@ class AppServerProcess:
             raise ProcessGone("app-server exited")
         return item
 
+    def route(self, inbox: queue.Queue[Any] | None) -> None:
+        """See `HostConnection.route`: the reader puts into `inbox` from now on."""
+        with self._route_lock:
+            target: queue.Queue[Any] = queue.Queue() if inbox is None else inbox
+            rehome(self.notifications, target)
+            self.notifications = target
+
+    def _note(self, item: Notification | None) -> None:
+        with self._route_lock:
+            self.notifications.put(item)
+
     # -- reader workers -----------------------------------------------------------------
     def _read_stdout(self) -> None:
-        _READERS.reading = True
         stream = self.proc.stdout
         assert stream is not None
         try:
@@ -307,7 +311,7 @@ class AppServerProcess:
             for slot in waiting:
                 with contextlib.suppress(queue.Full):
                     slot.put_nowait({"_gone": True})
-            self.notifications.put(None)
+            self._note(None)
 
     def _end_for_protocol(self, what: str) -> None:
         self.protocol_fault = what
@@ -350,7 +354,7 @@ class AppServerProcess:
                 message["id"], method, params if isinstance(params, dict) else {}
             )
             return
-        self.notifications.put(Notification(method, params if isinstance(params, dict) else {}))
+        self._note(Notification(method, params if isinstance(params, dict) else {}))
 
     def _answer_server_request(
         self, request_id: Any, method: str, params: Mapping[str, Any]

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.codex.app_server import ProcessGone
+from loopx_chat.codex.host_connection import Notification, ProcessGone
 from loopx_chat.codex.thread import (
     CodexThread,
     TurnOutcome,
@@ -37,10 +37,6 @@ from loopx_chat.errors import CodexError
 TALK_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "contextCompaction"})
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
-
-
-class _Sent(Exception):
-    """`send_set`'s request is written: its answer is not awaited."""
 
 
 def _int(value: object) -> int:
@@ -143,28 +139,6 @@ class GoalLoopWatch:
         self._expect_status = goal.status
         return goal
 
-    def send_set(self, status: str) -> None:
-        """Set the goal's status without waiting for codex's answer: for a caller that the
-        app-server's reader waits on (a host request being recorded), which could never read
-        it. The write reaches codex before this returns; its `thread/goal/updated` follows."""
-        t = self.thread
-        params = {"threadId": t.thread_id, "status": status, "origin": "user"}
-
-        def sent() -> None:
-            raise _Sent
-
-        try:
-            t.proc.request("thread/goal/set", params, t.timeouts.request, after_send=sent)
-        except _Sent:
-            pass
-        except ProcessGone:
-            raise _exited_error(t.proc, t.log_path, "during thread/goal/set") from None
-        except TimeoutError:
-            raise CodexError(
-                "Codex app-server did not read thread/goal/set", error_code="request_timeout"
-            ) from None
-        self._expect_status = status
-
     def _see_rate_limits(self, limits: object) -> None:
         if not isinstance(limits, dict):
             return
@@ -212,9 +186,16 @@ class GoalLoopWatch:
         try:
             note = t.proc.next_notification(timeout=timeout)
         except ProcessGone:
-            raise _exited_error(t.proc, t.log_path, "during the goal loop") from None
-        if note is None:
-            return None
+            raise self.ended() from None
+        return None if note is None else self.see(note)
+
+    def ended(self) -> CodexError:
+        """What the loop's app-server ending is, as an error (`app_server_exited`)."""
+        return _exited_error(self.thread.proc, self.thread.log_path, "during the goal loop")
+
+    def see(self, note: Notification) -> LoopEvent | None:
+        """The loop event one notification of the thread's app-server makes, if any."""
+        t = self.thread
         params = note.params
         if note.method == "account/rateLimits/updated":
             self._see_rate_limits(params.get("rateLimits"))

@@ -1,7 +1,8 @@
 """The seam between the thread code and one running app-server, as httpx has its transport.
 
 Owns the vocabulary both sides share: `HostConnection` (what `CodexThread`, `ThreadReader`
-and the controller use of a running app-server: request, notify, next notification, close,
+and the controller use of a running app-server: request, notify, next notification, where
+its notifications go (`route`), close,
 pid, whether it still runs, why it ended), `ConnectionFactory` (how one is started for a
 launch), the JSON-RPC failures a connection raises (`RpcError`, `ProcessGone`), the
 `Notification` record, and the `ServerRequestPolicy` a connection answers server requests by
@@ -15,6 +16,7 @@ anything.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,6 +76,23 @@ class ServerRequestPolicy:
         return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
 
 
+def rehome(source: queue.Queue[Any], target: queue.Queue[Any]) -> None:
+    """Move codex's items (notifications and the end marker, None) from `source` into
+    `target` in order; anything else put in `source` stays there, in order (`route`)."""
+    others: list[Any] = []
+    while True:
+        try:
+            item = source.get_nowait()
+        except queue.Empty:
+            break
+        if item is None or isinstance(item, Notification):
+            target.put(item)
+        else:
+            others.append(item)
+    for item in others:
+        source.put(item)
+
+
 class HostConnection(Protocol):
     """One running app-server, spoken to in JSON-RPC.
 
@@ -129,6 +148,13 @@ class HostConnection(Protocol):
 
     def next_notification(self, timeout: float) -> Notification | None:
         """The next notification; None on timeout; raises ProcessGone once it ended."""
+        ...
+
+    def route(self, inbox: queue.Queue[Any] | None) -> None:
+        """Put notifications into `inbox` from now on (a goal run's one input queue), those
+        not yet read first, in order; the reader only puts there, never waits on who takes.
+        None: back into the connection's own queue (codex's notifications in `inbox` move
+        back with it, in order, the end marker included; anything else stays in `inbox`)."""
         ...
 
     def close(self, grace: float = 3.0) -> int | None:

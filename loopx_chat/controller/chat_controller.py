@@ -235,7 +235,7 @@ class ChatController:
                 self._host_desk = HostRequestDesk(
                     GateStore(self.store.root), decision_timeout=self.config.decision_timeout
                 )
-                self._host_desk.on_gate = self.running_goals.gate_opened
+                self._host_desk.on_gate = self.running_goals.gate_posted
             return self._host_desk
 
     def _forget_thread(self, thread: CodexThread) -> None:

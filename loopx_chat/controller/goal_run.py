@@ -1,25 +1,28 @@
 """A goal run: Codex's own goal loop on a session's thread, under the owner's recorded authority.
 
 Owns, once `goal_run_checks` said yes, the `run_authorized` record and following the host's
-loop in the process
-that holds the thread: the goal is set `active` with a finite `tokenBudget` once, and from
-then on codex starts every continuation turn itself. This module records each turn in the
-turn ledger (`origin: goal_loop`), watches the goal's own records between notifications (a
-blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn started
-after it; approving the last one sets it `active` again; `goal stop` pauses it; what codex
-asks on a continuation turn is such a gate, a host gate, while its turn stays open: the run
-is blocked on it but the host goal is left `active`, since codex's own wait holds its loop,
-and a decision recorded anywhere is delivered to codex as its answer, never carried; time
-spent waiting on the owner is never idle). It keeps the budget hard (the turn whose reported
-tokens reach it is interrupted), pauses a loop that repeats itself or passes `--max-turns`
-with an owner gate, starts a dead app-server again and resumes the thread (bounded, with
-backoff; failed with the reason when it cannot), waits out a usage limit when the owner
-asked, and says each event it records in the words `goal follow` prints. It looks at
-once when a gate is recorded or decided in this process (`running_goals` asks; the run
-answers on its own thread before that call returns, so nothing else sets the goal), pauses
-the goal on Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with
-the host's rollouts (`codex facts`), reporting any difference. Also the owner's answer to a
-run Codex says is done: Accept (a human_reward, the run closed) and Reopen's objective.
+loop in the process that holds the thread: the goal is set `active` with a finite
+`tokenBudget` once, and from then on codex starts every continuation turn itself. This
+module records each turn in the turn ledger (`origin: goal_loop`), watches the goal's own
+records between notifications (a blocking gate opened anywhere sets the host goal `blocked`
+and interrupts a turn started after it; approving the last one sets it `active` again; `goal
+stop` pauses it; what codex asks on a continuation turn is such a gate, a host gate, while
+its turn stays open: the run is blocked on it but the host goal is left `active`, since
+codex's own wait holds its loop, and a decision recorded anywhere is delivered to codex as
+its answer, never carried; time spent waiting on the owner is never idle). It keeps the
+budget hard (the turn whose reported tokens reach it is interrupted), pauses a loop that
+repeats itself or passes `--max-turns` with an owner gate, starts a dead app-server again
+and resumes the thread (bounded, with backoff; failed with the reason when it cannot), waits
+out a usage limit when the owner asked, and says each event it records in the words `goal
+follow` prints. Its inputs are one ordered queue (`run_inbox`): codex's notifications,
+routed there while the run holds the thread, and a gate recorded or decided in this process,
+a host gate codex's request became, the owner's Pause and the service stopping, each taken
+in the order it came on the run's own thread (the app-server's reader only puts, so the run
+may always wait on codex; a caller that wants the gate's effect waits on its record's
+answer). Its state moves only as the table `run_states.MOVES` allows. It pauses the goal on
+Ctrl-C, and at the end compares the ledger's tokens with the host goal's and with the host's
+rollouts (`codex facts`), reporting any difference. Also the owner's answer to a run Codex
+says is done: Accept (a human_reward, the run closed) and Reopen's objective.
 
 It never writes a loop of its own: it never calls `turn/start`. Only `thread/goal/set`,
 `turn/interrupt` and reading notifications.
@@ -28,18 +31,28 @@ It never writes a loop of its own: it never calls `turn/start`. Only `thread/goa
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from loopx_chat.codex.app_server import on_reader_thread
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
+from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan, person_gates
+from loopx_chat.controller.run_inbox import (
+    Answer,
+    GateDecided,
+    GateOpened,
+    OwnerInput,
+    PauseAsked,
+    RunInbox,
+    StopAsked,
+)
+from loopx_chat.controller.run_states import BLOCKED as BLOCKED_STATE
+from loopx_chat.controller.run_states import RECOVERING, RunState
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
 from loopx_chat.goals.gate_store import Gate as OwnerGate
 from loopx_chat.goals.gate_store import GateStore
@@ -62,10 +75,7 @@ from loopx_chat.goals.run_block import (
 from loopx_chat.state.session_records import TokenCounts, TurnRecord
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
-STEP_SEC = 0.05  # the longest the loop waits for codex before it looks at what it was asked
-# How long a gate recorded on the app-server's reader (a host request) waits for the run's
-# look: the run may itself be waiting on an answer that reader would read.
-READER_ASK_SEC = 1.0
+STEP_SEC = 0.05  # the longest the loop waits on its inbox before it looks at the clock
 GATE_DECIDED = "gate already decided"
 # Codex's app-server died mid-run: it is started again and the thread resumed after each of
 # these pauses in turn (codex's loop goes on by itself once the thread is loaded); then the
@@ -77,20 +87,6 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 NO_PROGRESS_TURNS = 3
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
-
-
-@dataclass
-class _Ask:
-    """A gate-recording call of this process waiting for the run to look at the gates."""
-
-    gate_id: str | None
-    on_reader: bool
-    done: threading.Event = field(default_factory=threading.Event)
-    answer: RunBlock | None = None
-
-    def reply(self, answer: RunBlock) -> None:
-        self.answer = answer
-        self.done.set()
 
 
 class _Respawn(Exception):
@@ -269,17 +265,17 @@ class _Follow:
     base: int = 0  # the host goal's tokensUsed when this run set it active
     ending_by: str | None = None  # who paused it, while the last turn finishes
     ending_reason: str | None = None
-    pause_requested: threading.Event = field(default_factory=threading.Event)
+    pause_requested: bool = False  # the owner's Pause, taken from the inbox
     stop_requested: threading.Event = field(default_factory=threading.Event)  # shutdown
     recovering: bool = False
     started: float = 0.0
     warm: Any = None
     watch: Any = None
-    # Gate-recording calls of this process (`running_goals`), answered on this run's thread.
-    asks: queue.SimpleQueue[_Ask] = field(default_factory=queue.SimpleQueue)
+    # The run's one ordered input queue: codex's notifications (routed here while the run
+    # holds the thread) and what the owner and this process did (`run_inbox`).
+    inbox: RunInbox = field(default_factory=RunInbox)
+    state: RunState = field(default_factory=RunState)  # moves checked by `run_states.MOVES`
     follower_thread: threading.Thread | None = None
-    nowait: bool = False  # while answering a call the app-server's reader makes
-    deferred_interrupts: list[str] = field(default_factory=list)
     gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
     loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
@@ -287,6 +283,10 @@ class _Follow:
     guard_tripped: bool = False  # the runaway guard paused the run at a turn's end
     repeats: int = 0  # turns in a row with no tool call and the same answer
     last_answer: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.recovering:
+            self.state = RunState(RECOVERING)
 
     @property
     def goal_id(self) -> str:
@@ -304,7 +304,8 @@ class _Follow:
             with controller.running_goals.following(self.goal_id, self):
                 return self._run_held()
         finally:
-            self._answer_asks()  # calls still waiting: the run is over
+            for item in self.inbox.owner_inputs():  # calls still waiting: the run is over
+                self._answer(item)
 
     def _run_held(self) -> RunResult:
         """Follow the run; when codex's app-server dies, start it again and resume the
@@ -318,6 +319,7 @@ class _Follow:
                 if self.ending_by is not None or self.stop_requested.is_set():
                     self._end(None, by="host", reason=code)  # it was ending anyway
                     raise died.error from None
+                self.state.move("codex_died")
                 if backoff is None:
                     why = f"{STOP_WORDS[code]} and could not be started again"
                     self._end(None, by="host", reason=why, failed=True)
@@ -335,6 +337,10 @@ class _Follow:
             with controller.held_thread(self.session_id, self.plan.approval_policy) as warm:
                 self.warm = warm
                 self.watch = GoalLoopWatch(warm.thread)
+                # From here codex's notifications come in the run's inbox, in order with
+                # everything else it is given; the reader only puts them there.
+                proc = warm.thread.proc
+                proc.route(self.inbox.queue)
                 try:
                     return self._follow()
                 except KeyboardInterrupt:
@@ -350,6 +356,7 @@ class _Follow:
                     self._end(None, by="host", reason=exc.error_code)
                     raise
                 finally:
+                    proc.route(None)
                     warm.running_turn_id = None
         except LoopxChatError as exc:
             if self.recovering and exc.error_code == "thread_busy":
@@ -363,6 +370,8 @@ class _Follow:
         except KeyboardInterrupt:
             # Before the goal was set (the thread was loading): nothing runs; say so.
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
+                if not self.state.terminal:
+                    self.state.move("paused")
                 self._end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
 
@@ -375,31 +384,46 @@ class _Follow:
             self.say(line)
         return run
 
-    # -- calls of this process (a gate recorded here) ------------------------------------
+    # -- inputs of this process (a gate recorded here, Pause, stop) -----------------------
     def look_now(self, gate_id: str | None) -> RunBlock:
-        """Called by a thread that just recorded (or decided) a gate of this goal: the run's
-        own thread looks at the gates now, and this returns once it has (bounded)."""
+        """Called by a thread that just recorded (`gate_id`) or decided (None) a gate of this
+        goal: the run takes it from its inbox in order, looks at the gates on its own thread,
+        and this returns what became of the gate (bounded). Never from codex's reader: that
+        only puts (`post_gate`)."""
         if threading.current_thread() is self.follower_thread:
             return self._answer_for(gate_id)  # recorded by the run itself: it looks next
-        ask = _Ask(gate_id, on_reader=on_reader_thread())
-        self.asks.put(ask)
+        answer = Answer()
+        self.inbox.put(GateDecided(answer) if gate_id is None else GateOpened(gate_id, answer))
         timeouts = self.runner.controller.config.timeouts
-        wait = READER_ASK_SEC if ask.on_reader else timeouts.request + timeouts.interrupt_settle
-        if ask.done.wait(wait) and ask.answer is not None:
-            return ask.answer
-        return RunBlock(False, NOT_ACKNOWLEDGED, self.record.run_id)
+        block = answer.wait(timeouts.request + timeouts.interrupt_settle)
+        return block if block is not None else RunBlock(False, NOT_ACKNOWLEDGED, self.record.run_id)
 
-    def _take_asks(self) -> list[_Ask]:
-        asks: list[_Ask] = []
-        while True:
-            try:
-                asks.append(self.asks.get_nowait())
-            except queue.Empty:
-                return asks
+    def post_gate(self, gate_id: str) -> None:
+        """A host gate codex's request became (on the app-server's reader): put in the inbox
+        after the notifications that came before it; never waits on the run."""
+        self.inbox.put(GateOpened(gate_id))
 
-    def _answer_asks(self, asks: list[_Ask] | None = None) -> None:
-        for ask in self._take_asks() if asks is None else asks:
-            ask.reply(self._answer_for(ask.gate_id))
+    def pause(self) -> None:
+        """The owner's Pause: taken in order, the goal paused, the running turn finishes."""
+        self.inbox.put(PauseAsked())
+
+    def stop(self) -> None:
+        """This process stops: the goal is paused now and the running turn interrupted."""
+        self.stop_requested.set()  # also ends a wait to start codex again
+        self.inbox.put(StopAsked())
+
+    def _take(self, item: OwnerInput) -> RunResult | None:
+        """One input of the owner or this process, taken in order: look at the goal's
+        records now, then answer a caller that waits."""
+        if isinstance(item, PauseAsked):
+            self.pause_requested = True
+        ended = self._look_at_records()
+        self._answer(item)
+        return ended
+
+    def _answer(self, item: OwnerInput) -> None:
+        if isinstance(item, (GateOpened, GateDecided)) and item.answer is not None:
+            item.answer.give(self._answer_for(getattr(item, "gate_id", None)))
 
     def _answer_for(self, gate_id: str | None) -> RunBlock:
         run_id = self.record.run_id
@@ -445,6 +469,7 @@ class _Follow:
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
         self.goal = self.watch.get()
         self.loop_started = True
+        self.state.move("recovered")
         self._note(
             "recovered", pid=os.getpid(), host_status=self.goal.status if self.goal else None
         )
@@ -463,6 +488,7 @@ class _Follow:
         )
         self.goal = goal
         self.loop_started = True
+        self.state.move("loop_started")
         self._note(
             "started",
             host_status=goal.status,
@@ -478,20 +504,22 @@ class _Follow:
         last_event = time.monotonic()
         while True:
             now = time.monotonic()
-            asks = self._take_asks()
-            if asks or self._gates_changed() or now >= next_poll:
+            if self._gates_changed() or now >= next_poll:  # what another process recorded
                 next_poll = now + self.runner.poll_sec
-                self.nowait = any(ask.on_reader for ask in asks)
-                try:
-                    ended = self._look_at_records()
-                finally:
-                    self.nowait = False
-                self._answer_asks(asks)
+                ended = self._look_at_records()
                 if ended is not None:
                     return ended
-            while self.deferred_interrupts:
-                self.watch.interrupt(self.deferred_interrupts.pop())
-            event = self.watch.next_event(timeout=STEP_SEC)
+            # The next input, in the order it came: codex's, or the owner's.
+            got, item = self.inbox.take(STEP_SEC)
+            event = None
+            if got and item is None:
+                raise self.watch.ended()
+            if isinstance(item, Notification):
+                event = self.watch.see(item)
+            elif item is not None:
+                ended = self._take(item)
+                if ended is not None:
+                    return ended
             if event is not None:
                 last_event = time.monotonic()
                 self._on(event)
@@ -538,6 +566,7 @@ class _Follow:
             return False
         now = time.time()
         if self.usage_wait_until is None:
+            self.state.move("usage_limited")
             resets = self.watch.usage_resets_at
             self.usage_wait_until = float(resets) if resets is not None else now + USAGE_WAIT_SEC
             self._note("usage_wait", usage_resets_at=int(self.usage_wait_until))
@@ -546,6 +575,7 @@ class _Follow:
         self.usage_wait_until = None
         if self._set("active") is None:
             return False  # codex refused: the run ends at the limit, as without the flag
+        self.state.move("usage_resumed")
         self._note("usage_resumed", host_status="active")
         return True
 
@@ -694,7 +724,7 @@ class _Follow:
             return None  # an unreadable record is reported by status; the loop goes on
         if self.stop_requested.is_set():
             return self._stop_now("loopx-chat (the service stopped)", None)
-        if self.ending_by is None and self.pause_requested.is_set():
+        if self.ending_by is None and self.pause_requested:
             self._wind_down("owner (Pause)")
         if stopped is not None and self.ending_by is None:  # `plan` refused a stopped goal
             self._wind_down(f"{stopped.get('actor')} (goal stop)")
@@ -717,6 +747,8 @@ class _Follow:
         except the turn that is itself waiting on a host gate (codex asked in it)."""
         first = gates[0]
         newly = not self.blocked_on
+        if newly and self.state.can("gate_opened"):
+            self.state.move("gate_opened")
         self.blocked_on += [g.gate_id for g in gates]
         self.blocked_at = self.blocked_at if not newly else first.created_at
         goal = self.goal
@@ -737,19 +769,14 @@ class _Follow:
         """Set the host goal `blocked` (once) and interrupt any turn started at or after the
         first gate, except a turn that is itself waiting on a host gate (codex asked in it)."""
         first = gates[0]
-        # A host gate this process holds was recorded on an app-server's reader, which may
-        # still be waiting on this run (`look_now`): nothing here may wait for codex's answer.
-        held = [g for g in gates if (g.host or {}).get("holder_pid") == os.getpid()]
-        nowait = self.nowait or bool(held)
-        goal = self._set("blocked", nowait=nowait)
+        # Codex's reader never waits on this run (it only puts in the inbox), so the run may
+        # wait for codex's answers here, whoever recorded the gate.
+        goal = self._set("blocked")
         self.goal_blocked = True
         asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
         for upstream, turn in list(self.open_turns.items()):
             if turn.created_at >= first.created_at and upstream not in asking:
-                if nowait:
-                    self.deferred_interrupts.append(upstream)
-                else:
-                    self.watch.interrupt(upstream)
+                self.watch.interrupt(upstream)
         return goal
 
     def _unblock(self) -> RunResult | None:
@@ -774,6 +801,8 @@ class _Follow:
                 desk.mark_carried(self.goal_id, carried)
         self.goal_blocked = False
         self.goal = goal or self.goal
+        if self.state.state == BLOCKED_STATE:
+            self.state.move("gates_cleared")
         self._note(
             "unblocked",
             gate_ids=[g.gate_id for g in decided],
@@ -786,6 +815,7 @@ class _Follow:
         """Pause the goal; the turn that runs finishes and is recorded, and no new one starts
         (codex's own rule for a client's pause), then the run ends."""
         self.ending_by, self.ending_reason = by, reason
+        self.state.move("paused")
         self.blocked_on = []
         self.goal_blocked = False
         self._set("paused")
@@ -801,17 +831,9 @@ class _Follow:
         # compact facts): joined, not filtered again, so neither is cut to one record's size.
         return " ".join(lines) + " Then: " + self.plan.objective.text
 
-    def _set(
-        self, status: str, *, nowait: bool = False, objective: str | None = None
-    ) -> HostGoalState | None:
+    def _set(self, status: str, *, objective: str | None = None) -> HostGoalState | None:
         try:
-            if (nowait or self.nowait) and objective is None:
-                # Codex's reader waits on this run (a host request being recorded): the set
-                # is written now, and codex's own `thread/goal/updated` confirms it.
-                self.watch.send_set(status)
-                goal = replace(self.goal, status=status) if self.goal is not None else None
-            else:
-                goal = self.watch.set(status, objective=objective)
+            goal = self.watch.set(status, objective=objective)
         except CodexError:
             return None
         self.goal = goal
@@ -820,17 +842,22 @@ class _Follow:
     # -- ending ----------------------------------------------------------------------------
     def _stop_now(self, by: str, exit_code: int | None, reason: str | None = None) -> RunResult:
         """Pause the goal, interrupt the turn that runs, wait briefly for its outcome."""
+        if not self.state.terminal:
+            self.state.move("paused")
         self._set("paused")
         for upstream in list(self.open_turns):
             self.watch.interrupt(upstream)
         settle = time.monotonic() + self.runner.controller.config.timeouts.interrupt_settle
         while self.open_turns and time.monotonic() < settle:
-            try:
-                event = self.watch.next_event(timeout=0.1)
-            except CodexError:
-                break
-            if event is not None:
-                self._on(event)
+            got, item = self.inbox.take(0.1)
+            if got and item is None:
+                break  # codex is gone: its turn is recorded interrupted below
+            if isinstance(item, Notification):
+                event = self.watch.see(item)
+                if event is not None:
+                    self._on(event)
+            elif item is not None:
+                self._answer(item)  # the run is ending: said so
         self._settle_open("controller_stopped")
         return self._finish(by=by, reason=reason, exit_code=exit_code)
 
@@ -851,6 +878,7 @@ class _Follow:
                 by = "the account's usage limit"
         ledger_tokens = self.spent()
         facts, differences = self._compare(ledger_tokens)
+        self.state.end_as(status)
         code = exit_code if exit_code is not None else exit_code_for(status)
         result = RunResult(
             run=self.record,
@@ -883,6 +911,8 @@ class _Follow:
         failed: bool = False,
         result: dict[str, Any] | None = None,
     ) -> GoalRun:
+        if (failed or (goal is None and by == "host")) and not self.state.terminal:
+            self.state.move("failed")
         resets = self.watch.usage_resets_at if self.watch is not None else None
         return self.runner.runs.note(
             self.goal_id,

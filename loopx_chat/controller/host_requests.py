@@ -378,8 +378,9 @@ class HostRequestDesk:
         self._bindings: dict[str, Binding] = {}
         self._live: dict[str, Live] = {}
         self.listeners: list[Callable[[Live], None]] = []
-        # Called with each host gate once it is recorded, before any listener hears of it:
-        # a goal run of this process blocks the host goal there (`running_goals`).
+        # Called with each host gate once it is recorded, before any listener hears of it,
+        # on the app-server's reader: it puts the gate in the inbox of a goal run of this
+        # process (`running_goals.gate_posted`) and must never wait on that run.
         self.on_gate: Callable[[Gate], object] | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None

@@ -128,7 +128,7 @@ class RunPool:
         held = self._held().get(goal_id)
         if held is not None:
             follow, thread = held
-            follow.pause_requested.set()
+            follow.pause()
             # The goal is paused at once; its running turn may take a while to finish, and
             # the answer does not wait for more than a moment of it (the card follows).
             thread.join(timeout=PAUSE_WAIT_SEC)
@@ -183,7 +183,7 @@ class RunPool:
             self.closed = True
             held = list(self._held().values())
         for follow, _ in held:
-            follow.stop_requested.set()
+            follow.stop()
         grace = self.runner.controller.config.timeouts.interrupt_settle + 2
         for _, thread in held:
             thread.join(timeout=grace)

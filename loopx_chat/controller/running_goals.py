@@ -1,15 +1,17 @@
 """The goal runs this process follows, and the one seam every gate-recording path here calls.
 
 Owns the per-process registry (one per `ChatController`, the one registry of the runs this
-process runs): a run is in it while it follows its goal (`following`), and a run started on a
-thread of its own (the service's `RunPool`) from its start until that thread ends
+process runs): a run is in it while it follows its goal (`following`), and a run started on
+a thread of its own (the service's `RunPool`) from its start until that thread ends
 (`background`, `background_runs`): the pool counts, pauses and stops its runs through it and
-keeps no list of its own. A gate opened or decided in this process (the service's
-`POST /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at
-the goal's gates now and waits until it has: the host goal is `blocked` (a turn started
-since the gate interrupted), or `active` again, or paused on a rejection, before the
-recording call returns to its caller. A run another process follows (a foreground
-`goal run`) is waited for through the goal's run log instead (`goals.run_block`).
+keeps no list of its own. A gate opened or decided in this process (the service's `POST
+/api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at the
+goal's gates now (a record in the run's inbox) and waits until it has: the host goal is
+`blocked` (a turn started since the gate interrupted), or `active` again, or paused on a
+rejection, before the recording call returns to its caller. A host gate codex's request
+became is only put in the inbox (`gate_posted`): codex's reader never waits on a run. A run
+another process follows (a foreground `goal run`) is waited for through the goal's run log
+instead (`goals.run_block`).
 
 It never sets a goal and never talks to Codex itself: the run does, on its own thread, so
 the two never race over the host goal.
@@ -38,6 +40,10 @@ class GateFollower(Protocol):
 
     def look_now(self, gate_id: str | None) -> RunBlock:
         """Look at the goal's gates now, on the run's own thread; what became of `gate_id`."""
+        ...
+
+    def post_gate(self, gate_id: str) -> None:
+        """Put the gate in the run's inbox and return at once (codex's reader calls this)."""
         ...
 
 
@@ -113,6 +119,13 @@ class RunningGoals:
 
             return RunBlock(None, ADVISORY)
         return follower.look_now(gate.gate_id)
+
+    def gate_posted(self, gate: Gate) -> None:
+        """A host gate codex's request became, on the app-server's reader: put in the run's
+        inbox (in order after codex's notifications before it), never waited on."""
+        follower = self.follower(gate.goal_id)
+        if follower is not None and gate.blocking:
+            follower.post_gate(gate.gate_id)
 
     def gate_decided(self, goal_id: str) -> None:
         """A gate of the goal was decided: the run here sets the goal `active` again (the

@@ -51,6 +51,8 @@ from loopx_chat.launchagent.plist import (
 from loopx_chat.launchagent.probe import ServiceProbe, probe_capabilities, service_facts
 from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
+from loopx_chat.state.push_options import KEEP, NO_PUSH, PushChoice, PushPlan, push_plan
+from loopx_chat.state.push_secrets import PushCheck, keep_push_secrets
 from loopx_chat.state.service_runtime import ensure_secret
 
 PLIST_MODE = 0o644
@@ -284,11 +286,13 @@ class LaunchAgentInstaller:
         notify_url: str | None = None,
         approval: str | None = None,
         public_url: str | None = None,
+        push: PushPlan = NO_PUSH,
     ) -> tuple[bytes, list[str], list[str]]:
         """(plist bytes, keys kept from the user's plist, keys dropped from a foreign one).
 
         `notify` / `notify_url` / `approval` not given keep what the installed plist says
-        (desktop when it says nothing usable; no `--approval`, the service's `never`)."""
+        (desktop when it says nothing usable; no `--approval`, the service's `never`);
+        `push` was decided already (`push_plan`: names only, never a secret)."""
         if notify is None and existing is not None:
             notify = existing.option("--notify")
         if notify not in NOTIFY_MODES:
@@ -338,6 +342,7 @@ class LaunchAgentInstaller:
                 *notify_args,
                 *approval_args,
                 *public_args,
+                *push.argv(),
             ),
             environment=env,
             working_directory=self.ctx.user_home,
@@ -367,9 +372,14 @@ class LaunchAgentInstaller:
         notify_url: str | None = None,
         approval: str | None = None,
         public_url: str | None = None,
+        push: PushChoice = KEEP,
+        check_push: PushCheck | None = None,
     ) -> Report:
+        """`push` not given keeps the installed plist's push options; their secrets are
+        kept in the state dir (`state/push_secrets.py`), checked by `check_push` first."""
         current = self.read_existing()  # fails closed before any launchctl call
         existing = current[1] if current else None
+        plan = push_plan(push, existing.program_arguments if existing else ())
         binding, before = resolve_install_binding(
             explicit=explicit_home,
             existing=existing,
@@ -393,6 +403,14 @@ class LaunchAgentInstaller:
             notify_url=notify_url,
             approval=approval,
             public_url=public_url,
+            push=plan,
+        )
+        moved = keep_push_secrets(
+            self.service_state_dir(existing),
+            plan,
+            self.ctx.environ,
+            check_push,
+            in_definition=existing.environment if existing else {},
         )
         # The owner's secret before launchd starts the service: one others could read refuses
         # the install here, before anything changes.
@@ -432,6 +450,7 @@ class LaunchAgentInstaller:
                 "source": explicit_source if explicit_home else binding.source,
             }
         report.kept, report.dropped = kept, dropped
+        report.notes += moved
         if backup is not None:
             report.notes.append(f"previous plist kept at {backup}")
         return report

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.state.push_options import SECRET_NAMES
 
 DEFAULT_LABEL_PREFIX = "com.loopx"
 LABEL_SUFFIX = "chat"
@@ -97,6 +98,9 @@ OWN_ENV_KEYS = frozenset(
         "LOOPX_CHAT_STATE_DIR",
         # a second home variable beside ours would only confuse: the binding is ours
         "CODEX_HOME",
+        # a push secret is never written here (it would be readable by others): an install
+        # moves one it finds to the state dir's 0600 file (state/push_secrets.py)
+        *SECRET_NAMES,
     }
 )
 # Keys of ours that a user may have changed on purpose; an upgrade keeps their value.

@@ -24,8 +24,9 @@ from loopx_chat.errors import UsageError
 from loopx_chat.notify.notice import Notice
 from loopx_chat.notify.push import PushSender
 from loopx_chat.notify.webhook import BACKOFF_SEC, TIMEOUT_SEC, USER_AGENT
+from loopx_chat.state.push_options import NTFY_TOKEN_ENV
 
-TOKEN_ENV = "LOOPX_CHAT_NTFY_TOKEN"
+TOKEN_ENV = NTFY_TOKEN_ENV
 _TOPIC = re.compile(r"[A-Za-z0-9_-]{1,64}")
 TAGS = {"host_gate": "question", "owner_gate": "question", "blocked": "warning"}
 

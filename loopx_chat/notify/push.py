@@ -25,13 +25,11 @@ from loopx_chat.notify.webhook import (
     BACKOFF_SEC,
     TIMEOUT_SEC,
     USER_AGENT,
+    BodyHint,
     no_proxy_opener,
     post_once,
     with_retries,
 )
-
-# The channels `serve --push` takes, in the order they are offered.
-PUSH_CHANNELS = ("pushover", "telegram", "slack")
 
 
 def is_loopback(host: str | None) -> bool:
@@ -55,9 +53,9 @@ def secret_from(environ: Mapping[str, str], name: str, shape: re.Pattern[str], f
             error_code="usage_error",
             remedy=Remedy(
                 summary=f"{flag} reads its secret from {name}.",
-                next_action=f"Set {name} where serve runs (export it in the shell, or the "
-                "LaunchAgent's EnvironmentVariables or the unit's Environment=), or drop "
-                f"{flag}.",
+                next_action=f"Set {name} where serve runs (export it in the shell; for the "
+                "LaunchAgent or systemd service, run `loopx-chat service install` from a "
+                f"shell that has it: it is kept in the state dir, 0600), or drop {flag}.",
             ),
         )
     if not shape.fullmatch(value):
@@ -124,10 +122,14 @@ class PushSender:
         """The URL, body and headers of this notice's request. Pure."""
         raise NotImplementedError
 
+    # The wait a channel's API asks for in a 429's body, when it says so there rather than
+    # in `Retry-After` (None: this API does not). Pure.
+    retry_hint: BodyHint | None = None
+
     def send(self, notice: Notice) -> Outcome:
         url, body, headers = self._request(notice)
         code = with_retries(
-            lambda: post_once(self._opener, url, body, headers, self._timeout),
+            lambda: post_once(self._opener, url, body, headers, self._timeout, self.retry_hint),
             self._backoff,
             self._sleep,
         )

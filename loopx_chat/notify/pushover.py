@@ -16,9 +16,9 @@ from typing import Any
 
 from loopx_chat.notify.notice import Notice
 from loopx_chat.notify.push import PushSender, api_base, form_request, link_words, secret_from
+from loopx_chat.state.push_options import CHANNEL_SECRETS
 
-TOKEN_ENV = "LOOPX_CHAT_PUSHOVER_TOKEN"
-USER_ENV = "LOOPX_CHAT_PUSHOVER_USER"
+TOKEN_ENV, USER_ENV = CHANNEL_SECRETS["pushover"]
 API_ENV = "LOOPX_CHAT_PUSHOVER_API"  # tests and self-hosted relays only
 API = "https://api.pushover.net"
 PATH = "/1/messages.json"

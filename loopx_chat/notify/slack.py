@@ -22,8 +22,9 @@ from loopx_chat.notify.push import (
     link_words,
     secret_from,
 )
+from loopx_chat.state.push_options import CHANNEL_SECRETS
 
-URL_ENV = "LOOPX_CHAT_SLACK_WEBHOOK_URL"
+(URL_ENV,) = CHANNEL_SECRETS["slack"]
 _ANY_URL = re.compile(r"\S+")  # its form is checked by `checked_endpoint`
 # Slack's three control characters in message text, as it asks them escaped.
 _ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))

@@ -7,11 +7,13 @@ such a link goes in the text instead (with its preview off). The bot's token com
 `LOOPX_CHAT_TELEGRAM_TOKEN` in the service's environment, never argv; it sits in the URL's
 path, so that URL is never logged, shown or put in an error. The chat is `serve
 --telegram-chat ID` (not a secret: the bot is). A notice names only the goal, the kind and
-the link. Never raises from `send`.
+the link. A 429 that says `parameters.retry_after` in its body is waited for as a
+`Retry-After` would be (notify/webhook.py). Never raises from `send`.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.parse
 from collections.abc import Mapping
@@ -27,8 +29,9 @@ from loopx_chat.notify.push import (
     link_words,
     secret_from,
 )
+from loopx_chat.state.push_options import CHANNEL_SECRETS
 
-TOKEN_ENV = "LOOPX_CHAT_TELEGRAM_TOKEN"
+(TOKEN_ENV,) = CHANNEL_SECRETS["telegram"]
 API_ENV = "LOOPX_CHAT_TELEGRAM_API"  # tests and self-hosted Bot API servers only
 API = "https://api.telegram.org"
 # A bot token as @BotFather gives it: the bot's id, a colon, then A-Z a-z 0-9 _ -.
@@ -67,8 +70,23 @@ def message_of(notice: Notice, chat: str) -> dict[str, object]:
     return {"chat_id": chat, "text": text, "reply_markup": {"inline_keyboard": [[button]]}}
 
 
+def retry_after_of(body: bytes) -> float | None:
+    """The wait a Bot API 429 asks for: `{"ok": false, "parameters": {"retry_after": N}}`
+    (https://core.telegram.org/bots/api#responseparameters); None when it says none."""
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    params = doc.get("parameters") if isinstance(doc, dict) else None
+    wait = params.get("retry_after") if isinstance(params, dict) else None
+    if isinstance(wait, bool) or not isinstance(wait, int) or wait < 0:
+        return None
+    return float(wait)
+
+
 class TelegramSender(PushSender):
     channel = "telegram"
+    retry_hint = staticmethod(retry_after_of)
 
     def __init__(self, environ: Mapping[str, str], chat: str | None, **retry: Any) -> None:
         super().__init__(**retry)

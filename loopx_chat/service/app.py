@@ -105,7 +105,12 @@ HTTP_STATUS: Mapping[Outcome, int] = {
     Outcome.UNAVAILABLE: 503,
     Outcome.TIMEOUT: 504,
 }
-RETRY_AFTER_SEC = {"busy": 5, "too_many_streams": 5, "too_many_running": 30}
+RETRY_AFTER_SEC = {
+    "busy": 5,
+    "too_many_streams": 5,
+    "too_many_running": 30,
+    "too_many_login_codes": 60,
+}
 
 
 @dataclass(frozen=True)
@@ -135,6 +140,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", r"/api/auth/login", "_login_route"),
         ("POST", r"/api/auth/prove", "_prove_route"),
         ("POST", r"/api/auth/codes", "_codes_route"),
+        ("POST", r"/api/auth/pair", "_pair_route"),
         ("GET", r"/api/page", "_page_data"),
         ("GET", r"/status\.json", "_status_json"),
         ("GET", r"/api/status/events", "_status_events_route"),
@@ -959,8 +965,14 @@ class ServiceApp:
                 "device": decision.device,
                 # A device paired without --full: the page leaves out what it may not start.
                 "full": self._full(decision),
+                # The desk's browser (`open`, full): the page offers "Pair a phone".
+                "may_pair": self._may_pair(decision),
             },
         )
+
+    def _may_pair(self, decision: AccessDecision) -> bool:
+        device = self.devices.device(decision.device_id)
+        return device is not None and device.may_pair
 
     def _codes_route(self, request: Request, decision: AccessDecision) -> Response:
         """A one-time login code, for the owner's CLI (`open`, `pair`) or a program."""
@@ -970,11 +982,10 @@ class ServiceApp:
                 error_code="forbidden_request",
             )
         doc = self._json(request.body) if request.body else {}
-        name = doc.get("name")
-        full = doc.get("full", True)
-        if (name is not None and not isinstance(name, str)) or not isinstance(full, bool):
-            raise UsageError("name must be a string and full a boolean")
-        code, expires = self.devices.issue_code(name, full=full)
+        name, full, desk = doc.get("name"), doc.get("full", True), doc.get("desk", False)
+        if not isinstance(desk, bool):
+            raise UsageError("desk must be a boolean")
+        code, expires = self.devices.issue_code(self._grant_name(name, full), full=full, desk=desk)
         return json_response(
             200,
             {
@@ -984,6 +995,52 @@ class ServiceApp:
                 "public_url": self.public.base_url if self.public else None,
             },
         )
+
+    @staticmethod
+    def _grant_name(name: object, full: object) -> str | None:
+        if (name is not None and not isinstance(name, str)) or not isinstance(full, bool):
+            raise UsageError("name must be a string and full a boolean")
+        return name
+
+    def _pair_route(self, request: Request, decision: AccessDecision) -> Response:
+        """ "Pair a phone" on the desk's page: a pairing code minted as `pair` mints it
+        (`DeviceRegistry.issue_code`, the same live-code limit), shown as a QR code drawn by
+        the CLI's encoder, the URL, the name and the expiry. Only the browser `open` signed
+        in at the machine, with full rights, may ask; a paired device (a phone) or one
+        without --full may not mint a way in for another. The answer is never cached, logged
+        or kept: it leaves in this response only."""
+        device = self.devices.device(decision.device_id)
+        if device is None or not device.may_pair:
+            raise UsageError(
+                "only the browser signed in at the machine (`loopx-chat open`) may pair "
+                "another device",
+                error_code="pairing_not_allowed",
+                remedy=Remedy(
+                    summary="A paired device cannot let others in (least privilege).",
+                    next_action="At the machine, run `loopx-chat pair` or use `Pair a phone` "
+                    "on the page `loopx-chat open` opens.",
+                ),
+            )
+        from loopx_chat.service.pairing_qr import qr_svg
+
+        doc = self._json(request.body) if request.body else {}
+        name, full = doc.get("name") or None, doc.get("full", False)
+        code, expires = self.devices.issue_code(self._grant_name(name, full), full=full)
+        base = self.public.base_url if self.public else f"http://127.0.0.1:{self.port}"
+        url = f"{base}/login#code={code}"
+        response = json_response(
+            200,
+            {
+                "ok": True,
+                "url": url,
+                "name": name,
+                "full": full,
+                "expires_in_sec": int(expires - time.time()),
+                "expires_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expires)),
+                "qr_svg": qr_svg(url),
+            },
+        )
+        return replace(response, headers=(("Cache-Control", "no-store"),))
 
     def _login_route(self, request: Request, decision: AccessDecision) -> Response:
         """A one-time code becomes this browser's own device key (once; never again)."""

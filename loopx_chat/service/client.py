@@ -313,9 +313,12 @@ class ServiceClient:
         """`POST` Run the goal (with the run's options), or `GET` its latest run: the run."""
         return dict(self._checked(method, f"/api/goals/{goal_id}/run", body)["run"])
 
-    def login_code(self, name: str | None = None, *, full: bool = True) -> dict[str, Any]:
-        """A one-time code that signs one browser in (`open`, `pair`): code, expires_in_sec."""
-        body: dict[str, Any] = {"full": full, **({"name": name} if name else {})}
+    def login_code(
+        self, name: str | None = None, *, full: bool = True, desk: bool = False
+    ) -> dict[str, Any]:
+        """A one-time code that signs one browser in (`open`, `pair`): code, expires_in_sec.
+        `desk`: the browser at the machine (`open`), whose page may show pairing codes."""
+        body: dict[str, Any] = {"full": full, "desk": desk, **({"name": name} if name else {})}
         return dict(self._checked("POST", "/api/auth/codes", body))
 
     def pause_goal(self, goal_id: str) -> dict[str, Any]:

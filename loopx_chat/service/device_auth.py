@@ -41,6 +41,9 @@ LOGIN_CODE_TTL_SEC = 300.0
 # a code has 128 bits, so this only keeps a guesser from costing the service anything.
 GUESS_LIMIT = 20
 GUESS_WINDOW_SEC = 60.0
+# Live (unspent, unexpired) codes at once, whoever asked (the owner's CLI or the desk's
+# page): more is refused until one is spent or expires, so no caller fills the memory.
+LIVE_CODES_LIMIT = 16
 
 
 def b64url(data: bytes) -> str:
@@ -171,6 +174,7 @@ class LoginGrant:
     name: str | None
     full: bool
     expires_at: float
+    desk: bool = False  # `loopx-chat open` at the machine, not a pairing from afar
 
 
 class LoginCodes:
@@ -180,10 +184,15 @@ class LoginCodes:
         self._codes: dict[str, LoginGrant] = {}
         self._failures: list[float] = []
 
-    def issue(self, now: float, name: str | None = None, *, full: bool = True) -> str:
+    def issue(
+        self, now: float, name: str | None = None, *, full: bool = True, desk: bool = False
+    ) -> str | None:
+        """A new code; None while `LIVE_CODES_LIMIT` codes are live."""
         self._codes = {c: g for c, g in self._codes.items() if g.expires_at > now}
+        if len(self._codes) >= LIVE_CODES_LIMIT:
+            return None
         code = secrets.token_urlsafe(16)
-        self._codes[code] = LoginGrant(name, full, now + LOGIN_CODE_TTL_SEC)
+        self._codes[code] = LoginGrant(name, full, now + LOGIN_CODE_TTL_SEC, desk)
         return code
 
     def redeem(self, code: object, now: float) -> LoginGrant | None:

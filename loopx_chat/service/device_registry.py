@@ -17,8 +17,14 @@ import threading
 import time
 from pathlib import Path
 
-from loopx_chat.errors import StateError
-from loopx_chat.service.device_auth import LOGIN_CODE_TTL_SEC, LoginCodes, LoginGrant, NonceCache
+from loopx_chat.errors import LoopxChatError, StateError
+from loopx_chat.service.device_auth import (
+    LIVE_CODES_LIMIT,
+    LOGIN_CODE_TTL_SEC,
+    LoginCodes,
+    LoginGrant,
+    NonceCache,
+)
 from loopx_chat.state import devices as store
 from loopx_chat.state.devices import Device
 
@@ -83,12 +89,22 @@ class DeviceRegistry:
         with contextlib.suppress(StateError, OSError):
             store.touch(self.state_dir, device_id, _utc(now))
 
-    def issue_code(self, name: str | None, *, full: bool = True) -> tuple[str, float]:
+    def issue_code(
+        self, name: str | None, *, full: bool = True, desk: bool = False
+    ) -> tuple[str, float]:
+        """The one place a login or pairing code is minted (the CLI's `open` and `pair`, a
+        program, the desk's page): valid name first, then the live-code limit."""
         if name is not None:
             store.valid_name(name)
         now = time.time()
         with self._lock:
-            code = self.codes.issue(now, name, full=full)
+            code = self.codes.issue(now, name, full=full, desk=desk)
+        if code is None:
+            raise LoopxChatError(
+                f"{LIVE_CODES_LIMIT} sign-in codes are waiting to be used; use one or wait "
+                "a few minutes for them to expire",
+                error_code="too_many_login_codes",
+            )
         return code, now + LOGIN_CODE_TTL_SEC
 
     def redeem(self, code: object) -> Device | None:
@@ -97,4 +113,6 @@ class DeviceRegistry:
             grant: LoginGrant | None = self.codes.redeem(code, time.time())
         if grant is None:
             return None
-        return store.add(self.state_dir, grant.name, _utc(time.time()), full=grant.full)
+        return store.add(
+            self.state_dir, grant.name, _utc(time.time()), full=grant.full, desk=grant.desk
+        )

@@ -440,6 +440,8 @@ border-radius:6px;font-size:12px}.decide.amend button{font-size:12px}.note{color
 button.armed{background:#0a60d0;color:#fff;border-color:#0a60d0}
 .decide-only button[data-run=run],.decide-only button[data-run=reopen],.decide-only .runbar .note{
 display:none}
+#pairing{flex-basis:100%}#pair-panel p{margin:6px 0}#pair-qr svg{display:block}
+#pair-url{word-break:break-all}
 @media (max-width:600px){
 header{padding:10px 14px}h1{font-size:18px}
 main{grid-template-columns:minmax(0,1fr);gap:10px;padding:10px}
@@ -453,6 +455,20 @@ main{grid-template-columns:minmax(0,1fr);gap:10px;padding:10px}
 """
 
 
+# "Pair a phone": shown by the script only on the desk's browser (`/api/page` says
+# `may_pair`); the code it asks for (POST /api/auth/pair) lives in this box until it expires
+# or is hidden, and nowhere else (never in the cards, never stored).
+_PAIRING = (
+    '<div id="pairing" hidden><button type="button" id="pair-open">Pair a phone</button>'
+    '<div id="pair-panel" hidden><p><input id="pair-name" maxlength="40" autocomplete="off" '
+    'placeholder="its name, e.g. phone" aria-label="device name"> <label><input '
+    'type="checkbox" id="pair-full"> may also start turns and runs</label> <button '
+    'type="button" id="pair-make">Show a pairing code</button> <button type="button" '
+    'id="pair-hide">Hide</button></p><div id="pair-qr"></div><p><code id="pair-url"></code>'
+    '</p><p id="pair-words" class="meta"></p></div></div>'
+)
+
+
 def render_shell() -> bytes:
     """The page without data (anyone may fetch it): its script signs the browser in or
     loads the cards through signed calls. Without JavaScript it says how to get in."""
@@ -462,7 +478,8 @@ def render_shell() -> bytes:
         "<title>loopx-chat: first screen</title>"
         f"<style>{_STYLE}</style></head><body><header><h1>loopx-chat</h1>"
         '<p id="about"></p><p id="said" role="status" aria-live="polite" '
-        f'data-said="{escape(json.dumps(SAID))}"></p><p id="live">signing in…</p></header>'
+        f'data-said="{escape(json.dumps(SAID))}"></p><p id="live">signing in…</p>'
+        f"{_PAIRING}</header>"
         '<main><p class="empty" id="signin">This page belongs to the user who runs loopx-chat. '
         "In their terminal, <code>loopx-chat open</code> signs this browser in with a one-time "
         "code.</p></main>"
@@ -528,6 +545,8 @@ PAGE_SCRIPT = r"""
   }
   function signedOut(why) {
     cred = null;
+    document.getElementById("pairing").hidden = true;
+    document.getElementById("pair-panel").hidden = true;
     live.classList.add("lost");
     live.textContent = why;
     main.innerHTML = '<p class="empty">This browser is not signed in. In the owner\'s ' +
@@ -781,6 +800,48 @@ PAGE_SCRIPT = r"""
       }
     }
   }
+  // "Pair a phone" (the desk's browser only): a pairing code as `loopx-chat pair` makes it,
+  // its QR code drawn by the service; kept in this box until it expires or is hidden.
+  const pairing = document.getElementById("pairing");
+  const pairPanel = document.getElementById("pair-panel");
+  const pairQr = document.getElementById("pair-qr");
+  const pairUrl = document.getElementById("pair-url");
+  const pairWords = document.getElementById("pair-words");
+  let pairTimer = null;
+  function pairClear() {
+    pairQr.textContent = "";
+    pairUrl.textContent = "";
+    pairWords.textContent = "";
+    if (pairTimer) { clearTimeout(pairTimer); pairTimer = null; }
+  }
+  document.getElementById("pair-open").addEventListener("click", function () {
+    pairPanel.hidden = false;
+  });
+  document.getElementById("pair-hide").addEventListener("click", function () {
+    pairClear();
+    pairPanel.hidden = true;
+  });
+  document.getElementById("pair-make").addEventListener("click", function () {
+    pairClear();
+    const name = document.getElementById("pair-name").value.trim();
+    const full = document.getElementById("pair-full").checked;
+    call("POST", "/api/auth/pair", {name: name || null, full: full})
+      .then(function (r) { return r.json(); }).then(function (doc) {
+        if (!doc.ok) { pairWords.textContent = "No code: " + doc.error; return; }
+        const svg = new DOMParser().parseFromString(doc.qr_svg, "image/svg+xml")
+          .documentElement;
+        pairQr.appendChild(document.importNode(svg, true));
+        pairUrl.textContent = doc.url;
+        pairWords.textContent = "Scan it with the phone's camera. It works once, for " +
+          (doc.name || "a device named by the service") + " (" +
+          (doc.full ? "full" : "decide, hold and pause only") + "), until " +
+          new Date(Date.now() + doc.expires_in_sec * 1000).toLocaleTimeString() + ".";
+        pairTimer = setTimeout(function () {
+          pairClear();
+          pairWords.textContent = "That code expired.";
+        }, doc.expires_in_sec * 1000);
+      }).catch(function () { pairWords.textContent = "No code: the service did not answer"; });
+  });
   async function start() {
     const code = new URLSearchParams(location.hash.slice(1)).get("code");
     if (code) {
@@ -798,6 +859,7 @@ PAGE_SCRIPT = r"""
         const doc = await response.json();
         header = doc;
         document.body.classList.toggle("decide-only", doc.full === false);
+        pairing.hidden = doc.may_pair !== true;
         show(doc);
         await follow();
       } catch (e) {

@@ -7,13 +7,14 @@ with nothing changed is answered with the bytes in memory. The index is brought 
 through this service (`invalidate`), and otherwise at most every `sweep_sec` for another
 process's writes; the host's rollouts are scanned at most every `host_refresh_sec`. The
 document is rebuilt only when an entry, the host's facts for the goals' threads, or the
-archive's minute moved. One request refreshes at a time; while it does, requests that wrote
-nothing get the previous document, and a request after a write waits, so a client always
-reads its own writes.
+archive's minute moved. One request refreshes at a time; while it does, requests after
+no write get the previous document, and a request after a write waits for a refresh that
+began after that write, so a client always reads its own writes.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -47,7 +48,13 @@ class StatusCache:
         self._sweep = sweep_sec
         self._host_refresh = host_refresh_sec
         self._lock = threading.Lock()
-        self._dirty = True
+        # Writes are counted, not flagged: a flag cleared by a refresh already under way let
+        # a read after a write take the document from before it (the refresh had listed the
+        # goals before the write landed). A read is due until a refresh that *began* after the
+        # last write has finished; `next` on a count is atomic, so no lock is taken to count.
+        self._counter = itertools.count(1)
+        self._writes = 0  # the number of the latest write through this service
+        self._covered = -1  # the latest write a finished refresh began after
         self._swept_at = float("-inf")
         self._host_at = float("-inf")
         self._host: Mapping[str, ThreadFacts] | None = None
@@ -59,11 +66,11 @@ class StatusCache:
 
     def invalidate(self) -> None:
         """Look at the disk again on the next read (after a write through the service)."""
-        self._dirty = True
+        self._writes = next(self._counter)
 
     def _due(self, now: float) -> bool:
         return (
-            self._dirty
+            self._writes != self._covered
             or self._key is None
             or now - self._swept_at >= self._sweep
             or now - self._host_at >= self._host_refresh
@@ -72,18 +79,17 @@ class StatusCache:
     def get(self) -> tuple[dict[str, Any], bytes]:
         if not self._due(time.monotonic()):
             return self._doc, self._body
-        # Another request may be refreshing: wait for it. Taking the previous document instead
-        # served a document from before a write whose mark that refresh had already cleared
-        # (a client's own write not shown on its next read).
+        # Another request may be refreshing: wait for it, then look again if it began before
+        # the latest write.
         self._lock.acquire()
         try:
             now = time.monotonic()
-            if self._dirty or self._key is None or now - self._swept_at >= self._sweep:
-                # Cleared before looking: a write during the refresh makes the next read
-                # look again rather than serve a document that missed it.
-                self._dirty = False
+            writes = self._writes
+            if writes != self._covered or self._key is None or now - self._swept_at >= self._sweep:
                 self._swept_at = now
                 self.index.refresh()
+                # Only once it finished: a refresh that failed leaves the write uncovered.
+                self._covered = writes
             if now - self._host_at >= self._host_refresh:
                 self._host_at = now
                 self._refresh_host()

@@ -41,6 +41,13 @@ class Device:
     last_seen: str | None = None
     revoked_at: str | None = None
     full: bool = True  # may start turns and runs (a phone paired without --full may not)
+    # Signed in at the machine by `loopx-chat open` (not paired from afar): with `full`, the
+    # only kind of browser whose page may show a pairing code for another device.
+    desk: bool = False
+
+    @property
+    def may_pair(self) -> bool:
+        return self.active and self.full and self.desk
 
     @property
     def active(self) -> bool:
@@ -63,6 +70,7 @@ class Device:
             "last_seen": self.last_seen,
             "revoked_at": self.revoked_at,
             "full": self.full,
+            "desk": self.desk,
         }
 
     def to_record(self) -> dict[str, Any]:
@@ -95,6 +103,7 @@ def _from_record(doc: object) -> Device | None:
             last_seen=doc.get("last_seen") if isinstance(doc.get("last_seen"), str) else None,
             revoked_at=doc.get("revoked_at") if isinstance(doc.get("revoked_at"), str) else None,
             full=doc.get("full") is True,
+            desk=doc.get("desk") is True,  # a record from before the field: never a desk's
         )
     except KeyError:
         return None
@@ -163,7 +172,9 @@ def _lock(state_dir: Path) -> Any:
     return FileLock(str(state_dir / ".devices.lock"), mode=0o600)
 
 
-def add(state_dir: Path, name: str | None, now: str, *, full: bool = True) -> Device:
+def add(
+    state_dir: Path, name: str | None, now: str, *, full: bool = True, desk: bool = False
+) -> Device:
     """A new device with a fresh key. A name in use by an active device is refused; with no
     name, `browser-N` (the first free N)."""
     with _lock(state_dir):
@@ -186,6 +197,7 @@ def add(state_dir: Path, name: str | None, now: str, *, full: bool = True) -> De
             created_at=now,
             key=key,
             full=full,
+            desk=desk,
         )
         _save(state_dir, (*devices, device))
         return device

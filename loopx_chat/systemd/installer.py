@@ -22,6 +22,8 @@ from typing import Any
 from loopx_chat.errors import Remedy, UsageError
 from loopx_chat.state.location import default_state_dir
 from loopx_chat.state.private_files import atomic_write_bytes
+from loopx_chat.state.push_options import KEEP, NO_PUSH, PushChoice, PushPlan, push_plan
+from loopx_chat.state.push_secrets import PushCheck, keep_push_secrets
 from loopx_chat.state.service_runtime import ensure_secret
 from loopx_chat.systemd.binding import (
     InstalledUnit,
@@ -43,6 +45,7 @@ from loopx_chat.systemd.unit import (
     ParsedUnit,
     ServiceUnitError,
     UnitSpec,
+    Unreadable,
     merge_user_lines,
     parse_unit,
     render_service,
@@ -128,6 +131,14 @@ def classify(installed: bool, state: UnitState) -> str:
     if state.running:
         return "running"
     return "failed" if state.active == "failed" else "installed_not_running"
+
+
+def _installed_argv(unit: ParsedUnit) -> tuple[str, ...]:
+    """The installed service's argv, or none when it holds what only systemd expands."""
+    try:
+        return unit.exec_start()
+    except Unreadable:
+        return ()
 
 
 class ServiceInstaller:
@@ -216,8 +227,11 @@ class ServiceInstaller:
         notify: str | None,
         notify_url: str | None,
         approval: str | None,
+        public_url: str | None = None,
+        push: PushPlan = NO_PUSH,
     ) -> tuple[str, str, list[str], list[str]]:
-        """(service text, socket text, kept, dropped); options not given keep the unit's."""
+        """(service text, socket text, kept, dropped); options not given keep the unit's
+        (`push` was decided already: `push_plan`, names only, never a secret)."""
         unit = installed.unit if installed else None
         if notify is None and unit is not None:
             notify = unit.option("--notify")
@@ -233,6 +247,8 @@ class ServiceInstaller:
         if approval is None and unit is not None:
             approval = unit.option("--approval")
         approval = approval if approval in APPROVAL_MODES and approval != "never" else None
+        if public_url is None and unit is not None:
+            public_url = unit.option("--public-url")
         state_dir = self.ctx.state_dir or (
             unit.environment().get("LOOPX_CHAT_STATE_DIR") if unit else None
         )
@@ -243,6 +259,8 @@ class ServiceInstaller:
                 *("--host", DEFAULT_HOST, "--port", str(port), "--notify", notify),
                 *(("--notify-url", notify_url) if notify_url else ()),
                 *(("--approval", approval) if approval else ()),
+                *(("--public-url", public_url) if public_url else ()),
+                *push.argv(),
             ),
             environment=service_environment(
                 binding,
@@ -322,10 +340,16 @@ class ServiceInstaller:
         notify: str | None = None,
         notify_url: str | None = None,
         approval: str | None = None,
+        public_url: str | None = None,
+        push: PushChoice = KEEP,
+        check_push: PushCheck | None = None,
     ) -> ServiceReport:
+        """`push` not given keeps the installed unit's push options; their secrets are kept
+        in the state dir (`state/push_secrets.py`), checked by `check_push` first."""
         current = self.installed()  # fails closed before any systemctl call
         old_socket = self._read(self.socket_path)
         installed = current[1] if current else None
+        plan = push_plan(push, _installed_argv(installed.unit) if installed else ())
         self.systemctl.reachable()
         binding, before = resolve_binding(
             explicit=explicit_home,
@@ -346,9 +370,19 @@ class ServiceInstaller:
             notify=notify,
             notify_url=notify_url,
             approval=approval,
+            public_url=public_url,
+            push=plan,
+        )
+        state_dir = self.service_state_dir(installed.unit if installed else None)
+        moved = keep_push_secrets(
+            state_dir,
+            plan,
+            self.ctx.environ,
+            check_push,
+            in_definition=installed.unit.environment() if installed else {},
         )
         # As the LaunchAgent's: a secret others could read refuses here, before any write.
-        ensure_secret(self.service_state_dir(installed.unit if installed else None))
+        ensure_secret(state_dir)
         previous = current[0] if current else None
         socket_changed = old_socket != socket
         backups = [
@@ -372,6 +406,7 @@ class ServiceInstaller:
                 "source": explicit_source if explicit_home else binding.source,
             }
         report.kept, report.dropped = kept, dropped
+        report.notes += moved
         report.notes += [f"previous unit kept at {b}" for b in backups if b is not None]
         return report
 

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.state.push_options import SECRET_NAMES
 
 SERVICE_UNIT = "loopx-chat.service"
 SOCKET_UNIT = "loopx-chat.socket"
@@ -73,6 +74,9 @@ OWN_ENV_KEYS = frozenset(
         "LOOPX_CHAT_STATE_DIR",
         # a second home variable beside ours would only confuse: the binding is ours
         "CODEX_HOME",
+        # a push secret is never written here (it would be readable by others): an install
+        # moves one it finds to the state dir's 0600 file (state/push_secrets.py)
+        *SECRET_NAMES,
     }
 )
 SERVICE_PROGRAMS = frozenset({"loopx-chat", "loopx"})

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loopx_chat.cli.pair_cmd import qr_text
+from loopx_chat.service.pairing_qr import qr_text
 from tests.helpers.qr import terminal_modules
 
 

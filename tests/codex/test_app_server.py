@@ -225,6 +225,26 @@ def test_a_request_that_is_never_answered_times_out_and_leaves_no_waiter(tmp_pat
     assert not proc.alive
 
 
+def test_a_routed_process_puts_its_end_in_the_inbox_and_gives_it_back(tmp_path: Path) -> None:
+    """A goal run's inbox gets codex's notifications and its end (None) while routed; routed
+    back, the connection's own queue has them again, the end still the end, and what the
+    run's inbox held of its own stays there."""
+    import queue
+
+    proc = _peer(tmp_path, "exit")
+    inbox: queue.Queue[object] = queue.Queue()
+    inbox.put("the run's own")
+    proc.route(inbox)
+    assert proc.wait_exit(10) == 3
+    proc._reader.join(10)  # the reader put the end marker where the notifications go
+    assert list(inbox.queue)[-1] is None
+    proc.route(None)
+    assert list(inbox.queue) == ["the run's own"]
+    with pytest.raises(ProcessGone):
+        proc.next_notification(timeout=10)
+    proc.close(1)
+
+
 def test_after_the_process_exits_every_call_says_it_is_gone(tmp_path: Path) -> None:
     proc = _peer(tmp_path, "exit")
     assert proc.wait_exit(10) == 3

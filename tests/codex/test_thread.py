@@ -64,7 +64,7 @@ def _open(tmp_path: Path, script: Script | None = None, **timeouts: float) -> Co
 def test_the_real_app_server_and_the_scripted_host_have_the_seams_signatures(
     connection: type,
 ) -> None:
-    for name in ("request", "notify", "reply", "next_notification", "close", "wait_exit"):
+    for name in ("request", "notify", "reply", "next_notification", "route", "close", "wait_exit"):
         wanted = inspect.signature(getattr(HostConnection, name))
         assert inspect.signature(getattr(connection, name)) == wanted, name
     assert isinstance(connection.alive, property)

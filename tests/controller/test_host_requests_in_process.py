@@ -11,15 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from loopx_chat.codex.host_connection import ServerRequestPolicy
-from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.host_requests import Choice, HostRequestDesk, reply_for
 from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore
 from tests.helpers.fakes.replay import Answer
-from tests.helpers.fakes.scripted_host import Script, ScriptedCodex
-
-QUICK = Timeouts(startup=2, request=2, idle=2, hard=30, close_grace=1, interrupt_settle=1)
+from tests.helpers.fakes.scripted_host import Script, ScriptedCodex, asking_thread
 
 
 @pytest.fixture
@@ -28,23 +25,8 @@ def desk(tmp_path: Path) -> HostRequestDesk:
 
 
 def _thread(tmp_path: Path, codex: ScriptedCodex, desk: HostRequestDesk) -> CodexThread:
-    home = tmp_path / "home"
-    home.mkdir()
-    launch = HostLaunch(
-        executable=tmp_path / "never-run",
-        codex_home=home.resolve(),
-        work_dir=tmp_path,
-        environ={},
-        log_path=tmp_path / "stderr.log",
-        options=ThreadOptions(
-            approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=desk.take)
-        ),
-        timeouts=QUICK,
-        connect=codex,
-    )
-    thread = CodexThread.open(launch, resume_thread_id=None)
-    assert thread.thread_id is not None
-    desk.bind(thread.thread_id, "s", "g")
+    thread: CodexThread = asking_thread(tmp_path, codex, desk.take)
+    desk.bind(str(thread.thread_id), "s", "g")
     return thread
 
 

@@ -21,6 +21,9 @@ class Follower:
         self.asked.append(gate_id)
         return RunBlock(True, "blocked", "run-1")
 
+    def post_gate(self, gate_id: str) -> None:
+        self.asked.append(f"posted {gate_id}")
+
 
 def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -> None:
     goals = GateStore(tmp_path)
@@ -40,6 +43,8 @@ def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -
         assert registry.after_gate(goals, gate).run_blocked is True
     assert run.asked == [gate.gate_id, None, gate.gate_id]
     assert registry.follower("g") is None and not registry.follows_session("s-1")
+    registry.gate_posted(gate)  # no run here: nowhere to put it
+    assert run.asked == [gate.gate_id, None, gate.gate_id]
     # No run here and none in another process: the answer says so without waiting.
     assert registry.after_gate(goals, gate) == RunBlock(None, "no running goal")
 
@@ -77,3 +82,15 @@ def test_a_background_run_is_held_from_its_start_until_its_thread_ends(tmp_path:
     release.set()
     thread.join()
     assert registry.background_runs() == {}
+
+
+def test_a_host_gate_is_only_put_in_the_runs_inbox_never_waited_on(tmp_path: Path) -> None:
+    """Codex's reader records a host gate and hands it on without waiting on the run."""
+    goals = GateStore(tmp_path)
+    registry, run = RunningGoals(), Follower()
+    gate = goals.request_gate("g", "Run it?")
+    advisory = goals.request_gate("g", "FYI", blocking=False)
+    with registry.following("g", run):
+        assert registry.gate_posted(gate) is None
+        registry.gate_posted(advisory)  # advisory: the run has nothing to block
+    assert run.asked == [f"posted {gate.gate_id}"]

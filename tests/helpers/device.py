@@ -26,7 +26,7 @@ class Device:
         """Check the service as the page does (it must know this device's key); the run id
         every signature then names."""
         challenge = secrets.token_urlsafe(24)
-        doc = _post(
+        doc = post(
             self.port, "/api/auth/prove", {"device_id": self.device_id, "challenge": challenge}, {}
         )
         assert doc["ok"], doc
@@ -48,7 +48,7 @@ class Device:
         }
 
 
-def _post(port: int, path: str, doc: dict, headers: dict[str, str]) -> dict:
+def post(port: int, path: str, doc: dict, headers: dict[str, str]) -> dict:
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     body = json.dumps(doc).encode()
     conn.request(
@@ -62,19 +62,21 @@ def _post(port: int, path: str, doc: dict, headers: dict[str, str]) -> dict:
     return reply
 
 
-def login_code(port: int, secret: str, name: str | None = None) -> str:
-    doc = _post(
+def login_code(port: int, secret: str, name: str | None = None, *, desk: bool = False) -> str:
+    """`desk`: as `loopx-chat open` asks (the browser at the machine), not a pairing."""
+    doc = post(
         port,
         "/api/auth/codes",
-        {"name": name} if name else {},
+        {"desk": desk, **({"name": name} if name else {})},
         {"Authorization": f"Bearer {secret}"},
     )
     assert doc["ok"], doc
     return str(doc["code"])
 
 
-def sign_in(port: int, secret: str, name: str | None = None) -> Device:
-    doc = _post(port, "/api/auth/login", {"code": login_code(port, secret, name)}, {})
+def sign_in(port: int, secret: str, name: str | None = None, *, desk: bool = False) -> Device:
+    code = login_code(port, secret, name, desk=desk)
+    doc = post(port, "/api/auth/login", {"code": code}, {})
     assert doc["ok"], doc
     key = base64.urlsafe_b64decode(doc["key"] + "=" * (-len(doc["key"]) % 4))
     return Device(doc["device_id"], doc["name"], key, port)
@@ -83,7 +85,8 @@ def sign_in(port: int, secret: str, name: str | None = None) -> Device:
 def browser_sign_in(page, port: int, secret: str, name: str | None = None) -> None:  # type: ignore[no-untyped-def]
     """Sign a Playwright page in as `loopx-chat open` would: to /login with a one-time code
     in the fragment; the page's script makes its own key and lands on `/`."""
-    page.goto(f"http://127.0.0.1:{port}/login#code={login_code(port, secret, name)}")
+    code = login_code(port, secret, name, desk=True)
+    page.goto(f"http://127.0.0.1:{port}/login#code={code}")
     page.wait_for_function("() => location.pathname === '/' && !location.hash")
 
 
@@ -94,7 +97,7 @@ def redeem(url: str) -> Device:
     parts = urlsplit(url)
     port = int(parts.port or 80)
     code = parse_qs(parts.fragment)["code"][0]
-    doc = _post(port, "/api/auth/login", {"code": code}, {})
+    doc = post(port, "/api/auth/login", {"code": code}, {})
     assert doc["ok"], doc
     key = base64.urlsafe_b64decode(doc["key"] + "=" * (-len(doc["key"]) % 4))
     return Device(doc["device_id"], doc["name"], key, port)

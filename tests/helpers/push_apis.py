@@ -94,11 +94,35 @@ CHECKS: dict[str, Callable[[Seen], tuple[str | None, bytes]]] = {
 }
 
 
+@dataclass(frozen=True)
+class Reply:
+    """A refusal the stand-in gives instead of its API's answer: a status, headers (say a
+    `Retry-After`) and a body (say Telegram's 429 with `parameters.retry_after`)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+
+
+def telegram_429(retry_after: int) -> Reply:
+    """Telegram's flood-control answer, as its Bot API documents it."""
+    doc = {
+        "ok": False,
+        "error_code": 429,
+        "description": f"Too Many Requests: retry after {retry_after}",
+        "parameters": {"retry_after": retry_after},
+    }
+    return Reply(429, (("Content-Type", "application/json"),), json.dumps(doc).encode())
+
+
 class PushReceiver:
-    def __init__(self, api: str, statuses: tuple[int, ...] = ()) -> None:
+    def __init__(
+        self, api: str, statuses: tuple[int, ...] = (), replies: tuple[Reply, ...] = ()
+    ) -> None:
         self.seen: list[Seen] = []
         self.refused: list[str] = []
         self.statuses = list(statuses)
+        self.replies = list(replies)  # given first, one per request, in order
         check = CHECKS[api]
         outer = self
 
@@ -113,7 +137,13 @@ class PushReceiver:
                     status = outer.statuses.pop(0) if len(outer.statuses) > 1 else outer.statuses[0]
                 if why:
                     outer.refused.append(why)
+                headers: tuple[tuple[str, str], ...] = ()
+                if outer.replies:
+                    reply = outer.replies.pop(0)
+                    status, headers, answer = reply.status, reply.headers, reply.body
                 self.send_response(status)
+                for name, value in headers:
+                    self.send_header(name, value)
                 self.send_header("Content-Length", str(len(answer)))
                 self.end_headers()
                 self.wfile.write(answer)

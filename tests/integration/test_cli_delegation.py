@@ -303,8 +303,9 @@ def test_a_service_that_is_down_is_skipped(
 
 
 @contextmanager
-def _hung_socket(state: Path) -> Iterator[None]:
-    """The owner's socket of `state`, accepting connections and never answering."""
+def _hung_socket(state: Path) -> Iterator[list[socket.socket]]:
+    """The owner's socket of `state`, accepting connections and never answering: the
+    connections it took."""
     from loopx_chat.state import owner_socket
 
     server = owner_socket.listen(state)
@@ -322,7 +323,7 @@ def _hung_socket(state: Path) -> Iterator[None]:
     worker = threading.Thread(target=accept, daemon=True)
     worker.start()
     try:
-        yield
+        yield held
     finally:
         stop.set()
         worker.join()

@@ -184,10 +184,16 @@ def test_the_approval_reaches_page_and_webhook_and_is_answered_through_the_servi
         assert status in (201, 202), doc
         gate = _until(lambda: _pending_host_gate(state), what="the host gate")
         assert gate.question == "Codex asks to run `touch` (2 arguments)"
-        # The page shows the live command and folder, escaped; status.json does not.
-        _, page_doc = service.call("GET", "/api/page")
-        page = page_doc["cards_html"]
-        assert f"touch {sub}/f {sub}/{CANARY}" in page and "Approve for this session" in page
+
+        # The page shows the live command and folder, escaped; status.json does not. The gate
+        # is on record a moment before the service holds its request (and has its details):
+        # the card shows them from the redraw that follows.
+        def card_with_command() -> str | None:
+            html = str(service.call("GET", "/api/page")[1]["cards_html"])
+            return html if f"touch {sub}/f {sub}/{CANARY}" in html else None
+
+        page = _until(card_with_command, what="the card with the live command")
+        assert "Approve for this session" in page
         _, status_doc = service.call("GET", "/status.json")
         assert CANARY not in json.dumps(status_doc)
         notice = _until(

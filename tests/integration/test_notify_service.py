@@ -295,3 +295,41 @@ def test_serve_refuses_a_push_channel_without_its_secret(tmp_path: Path) -> None
         assert "[usage_error]" in done.stderr and needle in done.stderr, done.stderr
         assert [s for s in SECRETS if s in done.stderr + done.stdout] == []
     assert not state.exists()
+
+
+def test_serve_started_without_the_secrets_takes_those_kept_at_install(tmp_path: Path) -> None:
+    """As launchd or systemd start it: no push secret in its environment, the ones `service
+    install` kept (0600, state dir) used instead; a secret the environment has wins."""
+    from loopx_chat.state import push_secrets
+
+    state = tmp_path / "state"
+    pushover, kept_slack, env_slack = (PushReceiver(n) for n in ("pushover", "slack", "slack"))
+    _cli(state, "gate", "request", "--goal", "ship-it", "--question", "Deploy?")
+    everything = push_env({"pushover": pushover, "slack": kept_slack})
+    push_secrets.save(state, everything)  # only the secrets' names are kept
+    assert sorted(push_secrets.load(state)) == [
+        "LOOPX_CHAT_PUSHOVER_TOKEN",
+        "LOOPX_CHAT_PUSHOVER_USER",
+        "LOOPX_CHAT_SLACK_WEBHOOK_URL",
+    ]
+    env = {
+        **_clean_env(tmp_path),
+        "LOOPX_CHAT_PUSHOVER_API": pushover.origin,  # where the stand-in listens: no secret
+        "LOOPX_CHAT_SLACK_WEBHOOK_URL": push_env({"slack": env_slack})[
+            "LOOPX_CHAT_SLACK_WEBHOOK_URL"
+        ],
+    }
+    proc, _port = _serve_with(
+        state, env, "--notify", "none", "--push", "pushover", "--push", "slack"
+    )
+    try:
+        _until(lambda: bool(pushover.seen) and bool(env_slack.seen))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+        for receiver in (pushover, kept_slack, env_slack):
+            receiver.close()
+    assert not pushover.refused and kept_slack.seen == []
+    assert proc.stderr is not None
+    service_log = proc.stderr.read()
+    assert [s for s in SECRETS if s.encode() in service_log] == []

@@ -374,6 +374,9 @@ def test_another_local_user_gets_401_everywhere_and_changes_nothing(
         if path.endswith("/rendered"):
             # Only the owner's page reports what it rendered; a program would forge it.
             assert (status, json.loads(raw)["error_code"]) == (403, "forbidden_request")
+        elif path == "/api/auth/pair":
+            # Only the browser `open` signed in at the machine shows a pairing code.
+            assert (status, json.loads(raw)["error_code"]) == (403, "pairing_not_allowed")
         elif path in ("/api/auth/login", "/api/auth/prove"):
             # A code or a device the service does not know, whoever asks.
             assert (status, json.loads(raw)["error_code"]) == (401, "login_code_invalid")

@@ -28,8 +28,7 @@ from loopx_chat.launchagent.plist import (
 )
 
 # The binding helpers are the decoder tests' own (one definition).
-from tests.helpers.fakes import FAKE_LAUNCHCTL
-from tests.helpers.launchd import HOME, resolve_binding, service_plist
+from tests.helpers.launchd import HOME, launchagent_cli, resolve_binding, service_plist
 from tests.helpers.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -199,7 +198,14 @@ def _installer(tmp_path: Path, runner: ScriptedRunner, **env: str):  # type: ign
     from loopx_chat.launchagent.installer import InstallerContext, LaunchAgentInstaller
 
     ctx = InstallerContext(
-        environ={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **env},
+        # A state dir of the test's own: the platform's default is found from this process's
+        # home, not from `environ`, and install makes the owner's secret there.
+        environ={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(tmp_path),
+            "LOOPX_CHAT_STATE_DIR": str(tmp_path / "state"),
+            **env,
+        },
         user_home=str(tmp_path),
         uid=501,
         platform="darwin",
@@ -287,25 +293,7 @@ def test_symlinked_plist_is_refused(tmp_path: Path) -> None:
 
 
 def test_install_with_no_home_named_binds_the_default_codex_home(tmp_path: Path) -> None:
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    fake = bindir / "launchctl"
-    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_LAUNCHCTL}" "$@"\n')
-    fake.chmod(0o755)
-    env = {
-        "PATH": f"{bindir}:{os.environ['PATH']}",
-        "HOME": str(tmp_path),
-        "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN": "1",
-        "FAKE_LAUNCHCTL_STATE": str(tmp_path / "state.json"),
-    }
-    done = subprocess.run(
-        [sys.executable, "-m", "loopx_chat", "launchagent", "install", "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = launchagent_cli(tmp_path, "install")
     assert done.returncode == 0, done.stderr
     import json
 
@@ -334,26 +322,7 @@ def test_control_characters_are_refused_not_a_traceback() -> None:
 
 
 def _la(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    bindir = tmp_path / "bin"
-    bindir.mkdir(exist_ok=True)
-    fake = bindir / "launchctl"
-    fake.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{FAKE_LAUNCHCTL}" "$@"\n')
-    fake.chmod(0o755)
-    env = {
-        "PATH": f"{bindir}:{os.environ['PATH']}",
-        "HOME": str(tmp_path),
-        "LOOPX_LAUNCHAGENT_ALLOW_NON_DARWIN": "1",
-        "FAKE_LAUNCHCTL_STATE": str(tmp_path / "launchd.json"),
-        **extra,
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "loopx_chat", "launchagent", *args, "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return launchagent_cli(tmp_path, *args, **extra)
 
 
 def _jobs(tmp_path: Path) -> dict[str, Any]:

@@ -38,6 +38,7 @@ from loopx_chat.codex.host_connection import (
     RpcError,
     ServerRequest,
     ServerRequestPolicy,
+    rehome,
 )
 from tests.helpers.fakes.replay import ANSWERS, Answer, Conversation, Replayer, load
 
@@ -108,7 +109,8 @@ class ScriptedHost:
         )
         self._lock = threading.RLock()  # a holder may reply while the recording plays
         self._ids = itertools.count(1)
-        self._notes: queue.Queue[Notification | None] = queue.Queue()
+        self._notes: queue.Queue[Any] = queue.Queue()
+        self._route_lock = threading.Lock()
         self._ended = threading.Event()
 
     @property
@@ -172,6 +174,16 @@ class ScriptedHost:
         self._notes.put(None)  # the end stays the end for the next caller
         raise ProcessGone("scripted host ended")
 
+    def route(self, inbox: queue.Queue[Any] | None) -> None:
+        with self._route_lock:
+            target: queue.Queue[Any] = queue.Queue() if inbox is None else inbox
+            rehome(self._notes, target)
+            self._notes = target
+
+    def _note(self, item: Notification | None) -> None:
+        with self._route_lock:
+            self._notes.put(item)
+
     def close(self, grace: float = 3.0) -> int | None:
         self.closed_by_client = True
         self._end()
@@ -219,7 +231,7 @@ class ScriptedHost:
                 self._answer_server_request(reply)
             else:
                 params = reply.get("params")
-                self._notes.put(Notification(method, params if isinstance(params, dict) else {}))
+                self._note(Notification(method, params if isinstance(params, dict) else {}))
         return response
 
     def _answer_server_request(self, request: dict[str, Any]) -> None:
@@ -264,7 +276,7 @@ class ScriptedHost:
     def _end(self) -> None:
         if not self._ended.is_set():
             self._ended.set()
-            self._notes.put(None)
+            self._note(None)
 
 
 class ScriptedCodex:
@@ -300,3 +312,27 @@ class ScriptedCodex:
     def requests(self, method: str) -> list[dict[str, Any]]:
         """Every client request of `method`, over all hosts, in start order."""
         return [m for h in self.hosts for m in h.received if m.get("method") == method]
+
+
+def asking_thread(tmp_path: Path, codex: ScriptedCodex, holder: Callable[..., bool]) -> Any:
+    """A `CodexThread` opened on a scripted host with approval policy `untrusted`, codex's
+    requests offered to `holder` (the host-request desk's `take`)."""
+    from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+
+    home = tmp_path / "home"
+    home.mkdir()
+    launch = HostLaunch(
+        executable=tmp_path / "never-run",
+        codex_home=home.resolve(),
+        work_dir=tmp_path,
+        environ={},
+        log_path=tmp_path / "stderr.log",
+        options=ThreadOptions(
+            approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=holder)
+        ),
+        timeouts=Timeouts(startup=2, request=2, idle=2, hard=30, close_grace=1, interrupt_settle=1),
+        connect=codex,
+    )
+    thread = CodexThread.open(launch, resume_thread_id=None)
+    assert thread.thread_id is not None
+    return thread
