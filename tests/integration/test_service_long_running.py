@@ -4,7 +4,8 @@ Sessions are opened, given a turn and left, through the service's own handler, o
 codex against the loopback mock, with a cap of two loaded threads (so each new session lets
 an older one go, as `serve --max-warm` does). Afterwards what the service holds per session
 or per thread is bounded by the cap and the idle sessions' lock table, not by how many
-sessions it has seen.
+sessions it has seen; the rows that grow with the sessions are one per session (or rollout
+file) on disk.
 """
 
 from __future__ import annotations
@@ -75,6 +76,14 @@ def test_open_turn_close_cycles_leave_no_table_growing_with_sessions(
         assert sizes["asking threads"] <= MAX_WARM, sizes
         assert sizes["warm session locks"] <= IDLE_LOCKS + MAX_WARM, sizes
         assert sizes["store session locks"] <= IDLE_LOCKS + MAX_WARM, sizes
+        # What does grow with the sessions is data on disk, one compact row each: the status
+        # index's row per session (its stat, goal and creation time) and the rollout
+        # scanner's row per rollout file; never a row per request or per turn.
+        assert set(app._status_cache.index._sessions) == set(seen)
+        rollouts = list(bound_home.rglob("rollout-*.jsonl"))
+        assert app._scanner._cached is not None
+        # (It looks at most every 2 s, so it may not have seen the newest ones yet.)
+        assert 0 < len(app._scanner._cached[1]) <= len(rollouts)
         # The first session was forgotten everywhere, and still takes a turn as before.
         first = seen[0]
         assert first not in warm.pids()
