@@ -17,7 +17,7 @@ from loopx_chat.goals.goal_facts import (
     known_goal_ids,
 )
 from loopx_chat.goals.quota import record_quota
-from loopx_chat.goals.status import goal_status
+from loopx_chat.goals.status_row import goal_status
 
 
 @click.command("quota")

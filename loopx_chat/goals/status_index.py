@@ -51,6 +51,12 @@ from loopx_chat.goals.gate_store import (
     is_valid_goal_id,
 )
 from loopx_chat.goals.status_render import RowTexts
+from loopx_chat.goals.status_row import (
+    displayed_blocker_refs,
+    goal_problem,
+    goal_status,
+    record_summary,
+)
 from loopx_chat.state.jsonl import read_records
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import SESSION_FILE, SessionStore, StoreProblem
@@ -227,7 +233,6 @@ def fold_goal(
     unreadable). `sessions` are the goal's own sessions, oldest first; `audited` keeps each
     file's raw-material findings by its stat across folds; `unreadable` are the sessions
     attributed to the goal that cannot be read (each a fail-closed owner gate on the row)."""
-    from loopx_chat.goals.status import goal_problem
 
     activity = max((s[3] for s in signature), default=-1)  # -1: no file, nothing known
     names = [s[0] for s in signature if "/" not in s[0] and s[0].endswith(".jsonl")]
@@ -272,7 +277,6 @@ def _fold(
         latest_event,
         run_answer_gate,
     )
-    from loopx_chat.goals.status import displayed_blocker_refs, goal_status, record_summary
     from loopx_chat.goals.unreadable import unreadable_fields, with_unreadable
 
     turns = [t for s in sessions for t in store.list_turns(s.session_id)]

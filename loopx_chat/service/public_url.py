@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from loopx_chat.errors import UsageError
-from loopx_chat.service.security import LOOPBACK_NAMES
+
+# The names a Host or Origin header may give the loopback interface (security.py checks them).
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 
 DEFAULT_PORTS = {"https": 443, "http": 80}
 

@@ -15,13 +15,10 @@ is accepted besides loopback, exactly: its scheme, host and port, nothing else.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-if TYPE_CHECKING:
-    from loopx_chat.service.public_url import PublicOrigin
+from loopx_chat.service.public_url import LOOPBACK_NAMES, PublicOrigin
 
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]", "::1"})
 LOOPBACK_BIND_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 

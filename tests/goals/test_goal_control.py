@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from loopx_chat.cli import main
 from loopx_chat.goals.gate_store import Gate, Handoff
 from loopx_chat.goals.goal_facts import FAILURE_THRESHOLD, GoalFacts, facts_from_records
-from loopx_chat.goals.status import goal_status
+from loopx_chat.goals.status_row import goal_status
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 
 GOAL = "g"

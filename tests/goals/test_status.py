@@ -12,7 +12,7 @@ from loopx_chat.cli import main
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import facts_from_records
-from loopx_chat.goals.status import goal_status
+from loopx_chat.goals.status_row import goal_status
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 
 HOME = "/Users/me/.codex"

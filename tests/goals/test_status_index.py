@@ -30,15 +30,9 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import facts_from_state, known_goal_ids
 from loopx_chat.goals.goal_ledger import REWARD_SCHEMA, GoalLedger
 from loopx_chat.goals.goal_runs import RUN_SCHEMA
-from loopx_chat.goals.status import (
-    collect_status,
-    displayed_blocker_refs,
-    goal_problem,
-    goal_record_summary,
-    goal_status,
-    waits_on_owner,
-)
+from loopx_chat.goals.status import collect_status, goal_record_summary, waits_on_owner
 from loopx_chat.goals.status_index import StatusIndex, index_path
+from loopx_chat.goals.status_row import displayed_blocker_refs, goal_problem, goal_status
 from loopx_chat.goals.unreadable import attribute, unreadable_fields, with_unreadable
 from loopx_chat.state.jsonl import append_record
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord

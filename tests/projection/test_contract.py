@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 from loopx_chat.goals.gate_store import Gate
 from loopx_chat.goals.goal_facts import facts_from_records
-from loopx_chat.goals.status import goal_status
+from loopx_chat.goals.status_row import goal_status
 from loopx_chat.session_runtime import build_session_runtime_readonly_contract as build
 from loopx_chat.session_runtime._text import LOCAL_PATH_PATTERNS, SECRET_PATTERNS
 from loopx_chat.session_runtime.contract import CONTRACT_SCHEMA_FILE
