@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -409,7 +410,8 @@ class StatusIndex:
                 if exc.error_code != "session_not_found":  # as `SessionStore.list` says
                     problems[name] = (sig, exc.error_code)
                 continue
-            seen[name] = (sig, record.goal_id, record.created_at)
+            # The goal's name once for all its sessions, not a copy per row.
+            seen[name] = (sig, sys.intern(record.goal_id), record.created_at)
         self._sessions = seen
         self._problems = problems
         by_goal: dict[str, list[str]] = {}

@@ -39,6 +39,7 @@ from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
 from loopx_chat.errors import ERROR_CODES, StateError
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.real_codex import make_controller
+from tests.helpers.row_size import own_bytes
 from tests.helpers.waiting import run_in_thread, wait_for
 
 # ---------------------------------------------------------------------------------------------
@@ -983,6 +984,33 @@ def test_a_huge_text_line_is_streamed_not_held(home: Path, scanner: RolloutScann
     assert result.threads[THREAD_A].turns.completed == 1
     assert result.bytes_read == path.stat().st_size
     assert peak < 6 << 20, peak
+
+
+# What a long-lived scanner keeps per rollout file, not counting what rows share (issue 37):
+# measured 1,145 bytes, 2,673 before the rows were made compact.
+ROLLOUT_ROW_BYTES = 1250
+
+
+def test_a_kept_row_per_rollout_is_compact(tmp_path: Path, home: Path) -> None:
+    # The service keeps one row per rollout file for as long as it runs: the path, the
+    # progress and the facts, with one copy of what many rows name (kinds, models, counts).
+    for n in range(3):
+        thread = f"01a22654-8805-7283-882f-6664d5224a4{n}"
+        r = Rollout(thread)
+        _append(
+            _rollout_path(home, thread),
+            r.meta() + r.turn(f"a{n}") + r.turn(f"b{n}", "failed") + r.turn(f"c{n}"),
+        )
+    index = tmp_path / "state" / "rollout-index.json"
+    scanned = RolloutScanner(home, index)
+    first = scanned.scan()
+    loaded = RolloutScanner(home, index)  # its rows come from the index on disk
+    assert loaded.scan().threads == first.threads == scanned.scan().threads
+    for scanner in (scanned, loaded):
+        assert scanner._cached is not None
+        rows = list(scanner._cached[1].items())
+        sizes = [own_bytes(row, rows[:i] + rows[i + 1 :]) for i, row in enumerate(rows)]
+        assert max(sizes) <= ROLLOUT_ROW_BYTES, sizes
 
 
 @pytest.mark.parametrize("chunk", [512, 4096, 1 << 20])

@@ -21,10 +21,15 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.service.app import ServiceApp
 from loopx_chat.state.session_store import IDLE_LOCKS
 from tests.helpers.real_codex import make_controller
+from tests.helpers.row_size import own_bytes
 from tests.helpers.waiting import wait_for
 
 MAX_WARM = 2
 CYCLES = IDLE_LOCKS + 8  # more sessions than any table may keep
+# The most one (key, row) pair of the status index's sessions and of the rollout scanner may
+# hold on its own (`tests/helpers/row_size.own_bytes`), measured 535 and 1,235 (issue 37).
+SESSION_ROW_BYTES = 570
+ROLLOUT_ROW_BYTES = 1300
 
 
 def test_open_turn_close_cycles_leave_no_table_growing_with_sessions(
@@ -84,6 +89,18 @@ def test_open_turn_close_cycles_leave_no_table_growing_with_sessions(
         assert app._scanner._cached is not None
         # (It looks at most every 2 s, so it may not have seen the newest ones yet.)
         assert 0 < len(app._scanner._cached[1]) <= len(rollouts)
+        # Each of those rows is compact (issue 37): a few hundred bytes a session, about a
+        # kilobyte a rollout, not counting what rows share (the goal's name, kinds, models).
+        # Before, 588 and 2,208 bytes.
+        sessions = list(app._status_cache.index._sessions.items())
+        files = list(app._scanner._cached[1].items())
+        session_rows = [
+            own_bytes(row, sessions[:i] + sessions[i + 1 :]) for i, row in enumerate(sessions)
+        ]
+        file_rows = [own_bytes(row, files[:i] + files[i + 1 :]) for i, row in enumerate(files)]
+        print(f"row bytes: session {max(session_rows)}, rollout {max(file_rows)}")
+        assert max(session_rows) <= SESSION_ROW_BYTES, session_rows
+        assert max(file_rows) <= ROLLOUT_ROW_BYTES, file_rows
         # The first session was forgotten everywhere, and still takes a turn as before.
         first = seen[0]
         assert first not in warm.pids()

@@ -14,6 +14,7 @@ What it must never do:
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from loopx_chat.codex.rollouts.fields import (
@@ -44,6 +45,32 @@ _ID_OK = _ID.fullmatch
 _KIND_OK = _KIND.fullmatch
 _TIME_OK = _TIMESTAMP.fullmatch
 _KEPT_MODELS: dict[str, str | None] = {}  # stored name -> what the picker makes of it
+# The outcomes as the module's own constants, so a row loaded from the index shares them.
+_OUTCOME_OF = {outcome: outcome for outcome in OUTCOMES}
+
+
+def _shared(value: str | None) -> str | None:
+    """One copy of a short kind (history mode, error kind, model) for every row that names it.
+
+    A long-lived scanner keeps a row per rollout file, and each row parsed from JSON or bytes
+    has its own copy of these few repeated words.
+    """
+    return None if value is None else sys.intern(value)
+
+
+# One copy of each models tuple and each turn count, for every row that has the same: most
+# finished rollouts name the same model and the same few counts. Bounded by clearing.
+_ONE_COPY: dict[object, Any] = {}
+_ONE_COPY_MAX = 1024
+
+
+def _one_copy(value: Any) -> Any:
+    kept = _ONE_COPY.get(value)
+    if kept is None:
+        if len(_ONE_COPY) >= _ONE_COPY_MAX:
+            _ONE_COPY.clear()
+        kept = _ONE_COPY[value] = value
+    return kept
 
 
 def _kept_model(name: str) -> str | None:
@@ -91,14 +118,15 @@ class _Acc:
         self.failed = 0
         self.interrupted = 0
         # Started turns with no ending yet, in start order. Only SIGKILLed or still-running
-        # turns stay here, so the list stays short.
-        self.open_turns: list[str] = []
+        # turns stay here, so it stays short; a tuple, so the usual empty one costs nothing.
+        self.open_turns: tuple[str, ...] = ()
         self.last_id: str | None = None
         self.last_outcome: str | None = None
         self.last_error: str | None = None
         self.last_completed_at: int | None = None
-        self.tokens: tuple[int, ...] | None = None
-        self.models: set[str] = set()
+        self.tokens: TokenTotals | None = None  # the facts' own record, not a copy
+        # Sorted, a tuple: a kept row is compact and its facts share it.
+        self.models: tuple[str, ...] = ()
         self.latest: str | None = None
 
     # -- events ------------------------------------------------------------------------------
@@ -112,7 +140,7 @@ class _Acc:
         if turn_id is None or turn_id in self.open_turns or turn_id == self.last_id:
             return
         self.started += 1
-        self.open_turns.append(turn_id)
+        self.open_turns = (*self.open_turns, turn_id)
         self.last_id = turn_id
         self.last_outcome = "unfinished"
         self.last_error = None
@@ -125,7 +153,8 @@ class _Acc:
         # (or saw end already) changes nothing.
         if turn_id is None or turn_id not in self.open_turns:
             return
-        self.open_turns.remove(turn_id)
+        at = self.open_turns.index(turn_id)
+        self.open_turns = self.open_turns[:at] + self.open_turns[at + 1 :]
         if outcome == "completed":
             self.completed += 1
         elif outcome == "failed":
@@ -134,7 +163,7 @@ class _Acc:
             self.interrupted += 1
         if turn_id == self.last_id:
             self.last_outcome = outcome
-            self.last_error = error
+            self.last_error = _shared(error)
             self.last_completed_at = completed_at
 
     def apply(self, record: object) -> bool:
@@ -168,27 +197,31 @@ class _Acc:
                 )
             elif sub == "token_count":
                 info = payload.get("info")
-                tokens = (
-                    _pick_tokens(info.get("total_token_usage")) if isinstance(info, dict) else None
+                return isinstance(info, dict) and self.set_tokens(
+                    _pick_tokens(info.get("total_token_usage"))
                 )
-                if tokens is not None:
-                    self.tokens = tokens
-                    return True
         elif kind == "turn_context":
             model = _pick_model(payload.get("model"))
-            if model is not None:
-                self.models.add(model)
+            self.add_model(model)
         elif kind == "token_usage_record":
-            tokens = _pick_tokens(payload.get("thread_token_usage"))
-            if tokens is not None:
-                self.tokens = tokens
-                return True
+            return self.set_tokens(_pick_tokens(payload.get("thread_token_usage")))
         elif kind == "session_meta" and not self.meta_seen:
             # Only the file's first session_meta names its thread (a fork may carry others).
             self.meta_seen = True
             self.thread_id = _pick_id(payload.get("id"))
-            self.history_mode = _pick_kind(payload.get("history_mode"))
+            self.history_mode = _shared(_pick_kind(payload.get("history_mode")))
         return False
+
+    def set_tokens(self, tokens: tuple[int, ...] | None) -> bool:
+        """Take the thread's new totals (kept as the facts' own record); whether there were."""
+        if tokens is None:
+            return False
+        self.tokens = TokenTotals(*tokens)
+        return True
+
+    def add_model(self, model: str | None) -> None:
+        if model is not None and model not in self.models:
+            self.models = _one_copy(tuple(sorted((*self.models, sys.intern(model)))))
 
     # -- index form ----------------------------------------------------------------------------
 
@@ -208,8 +241,8 @@ class _Acc:
             self.last_outcome if self.last_id is not None else None,
             self.last_error if self.last_id is not None else None,
             self.last_completed_at if self.last_id is not None else None,
-            list(self.tokens) if self.tokens is not None else None,
-            sorted(self.models),
+            [getattr(self.tokens, key) for key in _TOKEN_KEYS] if self.tokens is not None else None,
+            list(self.models),
             self.latest,
         ]
 
@@ -269,30 +302,30 @@ class _Acc:
             for count in tokens:
                 if type(count) is not int:
                     raise ValueError("tokens")
-            tokens = tuple(tokens)
-        kept = set()
+            tokens = TokenTotals(*tokens)
+        kept: list[str] = []
         for model in models:
             # A stored name must be one the picker returns for itself ("path-redacted" for a
             # path); names repeat across files, so each is checked once per process.
             if type(model) is not str or _kept_model(model) != model:
                 raise ValueError("model")
-            kept.add(model)
+            kept.append(sys.intern(model))
         acc = cls.__new__(cls)  # every slot is set below: no defaults to write first
-        acc.mode = mode
+        acc.mode = _MODE_FAST if mode == _MODE_FAST else _MODE_EXACT if mode else None
         acc.meta_seen = meta
         acc.thread_id = tid
-        acc.history_mode = hm
+        acc.history_mode = _shared(hm)
         acc.started = started
         acc.completed = completed
         acc.failed = failed
         acc.interrupted = interrupted
-        acc.open_turns = open_turns
+        acc.open_turns = tuple(open_turns)
         acc.last_id = last_id
-        acc.last_outcome = outcome
-        acc.last_error = error
+        acc.last_outcome = _OUTCOME_OF.get(outcome)
+        acc.last_error = _shared(error)
         acc.last_completed_at = completed_at
         acc.tokens = tokens
-        acc.models = kept
+        acc.models = _one_copy(tuple(sorted(set(kept))))
         acc.latest = latest
         return acc
 
@@ -304,16 +337,18 @@ class _Acc:
             )
         # Positional, in field order: a scan builds one of these per thread, and keyword
         # passing costs a third more per dataclass.
-        turns = TurnCounts(
-            self.started, self.completed, self.failed, self.interrupted, len(self.open_turns)
+        turns = _one_copy(
+            TurnCounts(
+                self.started, self.completed, self.failed, self.interrupted, len(self.open_turns)
+            )
         )
         return ThreadFacts(
             thread_id,
             self.latest,
             turns,
             last,
-            TokenTotals(*self.tokens) if self.tokens is not None else None,
-            tuple(sorted(self.models)),
+            self.tokens,
+            self.models,
             self.history_mode,
             archived,
         )

@@ -37,7 +37,7 @@ import os
 import re
 from typing import Any
 
-from loopx_chat.codex.rollouts.accumulator import _MODE_EXACT, _MODE_FAST, _Acc
+from loopx_chat.codex.rollouts.accumulator import _MODE_EXACT, _MODE_FAST, _Acc, _shared
 from loopx_chat.codex.rollouts.fields import _pick_kind, _pick_model, _pick_tokens
 
 # 1 MiB reads: large enough that syscalls and Python overhead vanish, small enough that peak
@@ -333,7 +333,9 @@ class _FileReader:
         acc.see_time(header.group(1).decode("ascii"))
         acc.meta_seen = True
         acc.thread_id = found.group(1).decode("ascii")
-        acc.history_mode = mode.group(1).decode("ascii") if mode and mode.group(1) else None
+        acc.history_mode = (
+            _shared(mode.group(1).decode("ascii")) if mode and mode.group(1) else None
+        )
 
     def _totals(self, buf: bytes, line_start: int, hit: int, line_end: int) -> bool:
         """Token totals of a verified token_count line read in place; False if not that shape."""
@@ -343,7 +345,7 @@ class _FileReader:
         counts = _FLAT_COUNTS.match(buf, at + len(_TOTALS_AT), line_end)
         if counts is None or _HEADER_PREFIX.fullmatch(buf, line_start, hit) is None:
             return False
-        self.acc.tokens = _pick_tokens(json.loads(counts.group(0)))
+        self.acc.set_tokens(_pick_tokens(json.loads(counts.group(0))))
         return True
 
     def _turn_event(self, kind: int, buf: bytes, line_start: int, at: int, line_end: int) -> None:

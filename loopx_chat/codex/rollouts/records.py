@@ -30,7 +30,7 @@ from loopx_chat.errors import StateError
 OUTCOMES = ("completed", "failed", "interrupted", "unfinished")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TurnCounts:
     """Turns by outcome; `unfinished` were started with neither a completion nor an abort."""
 
@@ -50,7 +50,7 @@ class TurnCounts:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LastTurn:
     """The most recently started turn; `error_code` is codex's compact kind, never a message."""
 
@@ -68,7 +68,7 @@ class LastTurn:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TokenTotals:
     """The thread's running token totals as codex last reported them."""
 
@@ -82,7 +82,7 @@ class TokenTotals:
         return {key: getattr(self, key) for key in _TOKEN_KEYS}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ThreadFacts:
     """Compact facts about one Codex thread: ids, counts, kinds, times. No text, no path."""
 
@@ -108,7 +108,7 @@ class ThreadFacts:
         }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class HostPosition:
     """How far the host has got: a consumer keeps one and compares it with a later one."""
 
@@ -146,7 +146,7 @@ class HostPosition:
         return position
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     """One scan: the facts per thread plus what the scan cost and where the host stands."""
 
