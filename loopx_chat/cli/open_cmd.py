@@ -51,8 +51,10 @@ def sign_in_url(
         doc = client.login_code(name, full=full, desk=not public)
     except TRANSPORT_ERRORS:
         raise _not_running() from None
+    from loopx_chat.service.device_auth import login_url
+
     base = doc.get("public_url") if public else None
-    return f"{base or runtime.base_url}/login#code={doc['code']}"
+    return login_url(base or runtime.base_url, doc["code"])
 
 
 @click.command("open")

@@ -47,6 +47,7 @@ from loopx_chat.service import access, host_gates
 from loopx_chat.service.access import LOGIN_PATH, SCRIPT_PATH, Access, AccessDecision
 from loopx_chat.service.device_auth import (
     DIGEST_HEADER,
+    login_url,
     server_proof,
     signed_headers,
     vouches_before_body,
@@ -1027,7 +1028,7 @@ class ServiceApp:
         name, full = doc.get("name") or None, doc.get("full", False)
         code, expires = self.devices.issue_code(self._grant_name(name, full), full=full)
         base = self.public.base_url if self.public else f"http://127.0.0.1:{self.port}"
-        url = f"{base}/login#code={code}"
+        url = login_url(base, code)
         response = json_response(
             200,
             {

@@ -46,6 +46,12 @@ GUESS_WINDOW_SEC = 60.0
 LIVE_CODES_LIMIT = 16
 
 
+def login_url(base: str, code: str) -> str:
+    """The URL a one-time code signs a browser in at: the code in the fragment, which no
+    browser sends to any server, proxy or log."""
+    return f"{base}/login#code={code}"
+
+
 def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
