@@ -30,6 +30,7 @@ It never writes a loop of its own: it never calls `turn/start`. Only `thread/goa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -867,6 +868,10 @@ class _Follow:
             ledger.finish(turn, TurnOutcome(upstream, "interrupted", code, TokenCounts()))
             self.finished.append(replace(turn, status="interrupted"))
         self.open_turns.clear()
+        # What the records say runs, too: a Ctrl-C that lands between the ledger recording a
+        # turn codex started and the run adding it to `open_turns` left it `running` for good.
+        with contextlib.suppress(StateError):  # unreadable: left as it was, said elsewhere
+            ledger.settle_orphan(self.session_id, code or "controller_stopped")
 
     def _finish(
         self, by: str | None = None, reason: str | None = None, exit_code: int | None = None

@@ -251,13 +251,14 @@ class TurnLedger:
             outcome_slot.clear(folder)
         return final
 
-    def settle_orphan(self, session_id: str) -> None:
-        """A turn left `running` by a controller that died is recorded as interrupted."""
+    def settle_orphan(self, session_id: str, code: str = "app_server_exited") -> None:
+        """A turn left `running` by a controller that died (or was stopped between recording
+        the turn and following it) is recorded as interrupted, with `code`."""
         record = self.store.load(session_id)
         if record.active_turn_id:
-            self._settle(record)
+            self._settle(record, code)
 
-    def _settle(self, record: SessionRecord) -> None:
+    def _settle(self, record: SessionRecord, code: str = "app_server_exited") -> None:
         assert record.active_turn_id is not None
         if self.record_parked(record.session_id) is not None:
             return  # it finished; only the disk was full
@@ -267,7 +268,7 @@ class TurnLedger:
             self.store.update(record.session_id, active_turn_id=None, status=SessionStatus.READY)
             return
         if turn.status not in TERMINAL_TURN_STATUSES:
-            self._interrupted(turn, "app_server_exited")
+            self._interrupted(turn, code)
         else:
             self.store.update(record.session_id, active_turn_id=None, status=SessionStatus.READY)
 

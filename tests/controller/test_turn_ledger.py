@@ -109,6 +109,19 @@ def test_begin_settles_a_turn_a_dead_controller_left_running(store: SessionStore
     )
 
 
+def test_a_turn_recorded_but_never_followed_is_settled_with_the_stoppers_code(
+    store: SessionStore,
+) -> None:
+    # A goal run stopped (Ctrl-C) between the ledger recording a turn codex started and the
+    # run following it: the run settles it with its own reason, not as a dead app-server.
+    ledger = _ledger(store)
+    turn = ledger.begin(ledger.draft(SID, None, origin="goal_loop", run_id="run-1"))
+    ledger.settle_orphan(SID, "controller_stopped")
+    left = store.load_turn(SID, turn.turn_id)
+    assert (left.status, left.error_code) == ("interrupted", "controller_stopped")
+    assert store.load(SID).status == "ready"
+
+
 def test_a_busy_session_whose_turn_record_is_missing_is_set_ready(store: SessionStore) -> None:
     store.update(SID, status="busy", active_turn_id="gone")
     _ledger(store).settle_orphan(SID)
