@@ -133,7 +133,15 @@ def _app_servers(pid: int) -> list[psutil.Process]:
         children = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
-    return [c for c in children if "codex" in c.name()]
+    return [c for c in children if "codex" in _name(c)]
+
+
+def _name(process: psutil.Process) -> str:
+    """Its name, or "" when it ended since it was listed (a killed app-server's helpers)."""
+    try:
+        return process.name()
+    except psutil.NoSuchProcess:
+        return ""
 
 
 def _kill_app_server(pid: int, seen: set[int]) -> bool:
@@ -141,7 +149,10 @@ def _kill_app_server(pid: int, seen: set[int]) -> bool:
     for child in _app_servers(pid):
         if child.pid not in seen:
             seen.add(child.pid)
-            os.kill(child.pid, signal.SIGKILL)
+            try:
+                os.kill(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue  # it ended on its own since it was listed
             return True
     return False
 
