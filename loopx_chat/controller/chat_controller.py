@@ -933,11 +933,14 @@ class ChatController:
         try:
             # Inside the `try`: a SIGTERM raises wherever the main thread is, and one that lands
             # while the turn is being recorded must still settle it (`stopped` below).
-            self.turns.begin(turn)
+            # This process runs the turn before the record names it: an interrupt that reads the
+            # record the moment `begin` wrote it finds the turn ours, not a dead controller's
+            # to settle (it was recorded interrupted while it ran on, seen under load).
             warm.interrupt.clear()
             with warm.steer_lock:
                 warm.running_turn_id = turn.turn_id
                 warm.steered_client_ids.clear()
+            self.turns.begin(turn)
             try:
                 upstream_id, _ = warm.thread.start_turn(text)
             except CodexError as exc:
