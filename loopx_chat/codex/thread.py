@@ -188,7 +188,12 @@ class CodexThread:
         self.options = options or ThreadOptions()
         # The sandbox codex applies to the thread's next turn: the one it was opened with,
         # until a turn names another (`start_turn` sends it when `options.sandbox` differs).
-        self._sandbox_in_effect = self.options.sandbox
+        self._sandbox_in_effect: str | None = self.options.sandbox
+        # Likewise the approval policy (thread/start and thread/resume set it) and the
+        # collaboration mode (unknown after a resume: another client may have left Plan on).
+        # Naming either in `turn/start` costs codex 2-3 ms before it answers, every turn.
+        self._approval_in_effect: str | None = self.options.approval_policy
+        self._mode_in_effect: str | None = None
         self.model = model  # as thread/start or thread/resume reported it (Plan mode needs it)
         self.active_turn_id: str | None = None
         self._ended_turns: dict[str, None] = {}  # ordered: the last ENDED_TURNS_KEPT
@@ -368,30 +373,38 @@ class CodexThread:
     def start_turn(self, text: str) -> tuple[str, bool]:
         """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id.
 
-        The approval policy goes with every turn, and the collaboration mode too: Plan when
-        the options ask for it, else Default, named. Codex keeps a turn's mode for the
-        thread's later turns, and on a thread left in Plan mode its goal loop starts no
-        continuation turn at all (verified on 0.171.0, after a resume too), so a turn
-        without Plan mode must say so. The sandbox goes only when it differs from the one
-        codex applies now (a turn's own `--sandbox`, or back to the thread's after one)."""
+        Codex keeps a turn's approval policy, sandbox and collaboration mode for the
+        thread's later turns, so each goes only when it differs from what codex applies now
+        (naming one costs codex 2-3 ms before it answers, measured on 0.171.0). The mode
+        is Plan when the options ask for it, else Default, named on the first turn after a
+        load: on a thread left in Plan mode codex's goal loop starts no continuation turn
+        at all (verified on 0.171.0, after a resume too). A `turn/start` that fails leaves
+        all three unknown, so the next turn names them again."""
         params: dict[str, Any] = {
             "threadId": self.thread_id,
             "input": [{"type": "text", "text": text, "text_elements": []}],
-            "approvalPolicy": self.options.approval_policy,
         }
+        approval = self.options.approval_policy
+        if approval != self._approval_in_effect:
+            params["approvalPolicy"] = approval
         sandbox = self.options.sandbox
         if sandbox != self._sandbox_in_effect and sandbox in SANDBOX_POLICIES:
             params["sandboxPolicy"] = SANDBOX_POLICIES[sandbox]
-        if self.options.plan or self.model:
+        mode = "plan" if self.options.plan else "default"
+        if (self.options.plan or self.model) and mode != self._mode_in_effect:
             params["collaborationMode"] = {
-                "mode": "plan" if self.options.plan else "default",
+                "mode": mode,
                 "settings": {
                     "model": self.model,
                     "reasoning_effort": None,
                     "developer_instructions": None,
                 },
             }
-        result = _rpc(self.proc, "turn/start", params, self.timeouts.request, self.log_path)
+        try:
+            result = _rpc(self.proc, "turn/start", params, self.timeouts.request, self.log_path)
+        except BaseException:
+            self._approval_in_effect = self._sandbox_in_effect = self._mode_in_effect = None
+            raise
         turn = result.get("turn")
         turn_id = turn.get("id") if isinstance(turn, dict) else None
         if not isinstance(turn_id, str) or not turn_id:
@@ -402,7 +415,15 @@ class CodexThread:
             )
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
-        self._sandbox_in_effect = sandbox
+        if steered:  # a steer joins the running turn: what it named may not have applied
+            self._approval_in_effect = None if "approvalPolicy" in params else approval
+            self._sandbox_in_effect = None if "sandboxPolicy" in params else sandbox
+            if "collaborationMode" in params:
+                self._mode_in_effect = None
+        else:
+            self._approval_in_effect, self._sandbox_in_effect = approval, sandbox
+            if "collaborationMode" in params:
+                self._mode_in_effect = mode
         return turn_id, steered
 
     def wait_turn(

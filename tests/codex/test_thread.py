@@ -352,3 +352,32 @@ def test_an_interrupt_waits_only_briefly_for_its_answer(tmp_path: Path) -> None:
     assert outcome.status == "interrupted"
     assert ("turn/interrupt", thread_module.INTERRUPT_ANSWER_SEC) in waits
     assert ("turn/start", 30) in waits  # other requests keep the request timeout
+
+
+def test_turn_start_names_a_setting_only_when_it_differs_from_what_codex_applies(
+    tmp_path: Path,
+) -> None:
+    # Naming the approval policy or the collaboration mode in `turn/start` costs codex 2-3
+    # ms before it answers (bench/bench_controller.py): codex keeps them for the thread's
+    # later turns, so each goes when it changes, and the mode once after a load.
+    codex = ScriptedCodex()
+    thread = CodexThread.open(_launch(tmp_path, codex), resume_thread_id=None)
+    assert thread.model  # the recorded thread/start reports one: Default mode is named
+
+    def turn() -> dict[str, object]:
+        turn_id, _ = thread.start_turn("hello")
+        thread.wait_turn(turn_id)
+        return codex.hosts[0].received[-1]["params"]
+
+    first, second = turn(), turn()
+    assert first["collaborationMode"]["mode"] == "default" and "approvalPolicy" not in first
+    assert "collaborationMode" not in second and "approvalPolicy" not in second
+    thread.options = replace(thread.options, approval_policy="untrusted", plan=True)
+    third, fourth = turn(), turn()
+    assert (third["approvalPolicy"], third["collaborationMode"]["mode"]) == ("untrusted", "plan")
+    assert "collaborationMode" not in fourth and "approvalPolicy" not in fourth
+    thread.options = replace(thread.options, approval_policy="never", plan=False)
+    fifth = turn()
+    assert (fifth["approvalPolicy"], fifth["collaborationMode"]["mode"]) == ("never", "default")
+    assert all("sandboxPolicy" not in p for p in (first, second, third, fourth, fifth))
+    thread.close()

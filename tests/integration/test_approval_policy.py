@@ -8,6 +8,7 @@ import pytest
 
 from loopx_chat.codex.thread import ThreadOptions
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
+from loopx_chat.controller.turn_settings import TurnSettings
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
 
@@ -69,6 +70,44 @@ def test_a_resumed_thread_takes_the_policy_of_the_command_that_resumes_it(
         warm = c._warm.get(session_id)
         assert warm is not None and warm.thread.proc.stats.server_requests == 1
     assert not (work / "f").exists()
+
+
+def test_codex_keeps_a_turns_policy_for_later_turns_that_do_not_name_it(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+) -> None:
+    """`turn/start` names the policy only when it differs from the one codex applies (naming
+    it costs codex 2-3 ms a turn): the real codex asking, or not, is the oracle that the
+    policy of the turn before still holds when a turn does not name it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    untrusted = TurnSettings(approval_policy="untrusted")
+    with _controller(tmp_path, bound_home, base_env, codex_bin) as c:
+        session_id = c.open_session("g", work).session_id
+        c.submit_turn(session_id, "mock:text=hello")
+        warm = c._warm.get(session_id)
+        assert warm is not None
+        named: list[object] = []
+        request = warm.thread.proc.request
+
+        def recording(method: str, params: dict[str, object], *args: object) -> object:
+            if method == "turn/start":
+                named.append(params.get("approvalPolicy"))
+            return request(method, params, *args)
+
+        warm.thread.proc.request = recording  # type: ignore[method-assign]
+        asked: list[int] = []
+        for n, settings in enumerate((untrusted, untrusted, None, None, untrusted)):
+            before = warm.thread.proc.stats.server_requests
+            c.submit_turn(session_id, f"mock:shell=touch {work}/f{n}", settings=settings)
+            asked.append(warm.thread.proc.stats.server_requests - before)
+    assert named == ["untrusted", None, "never", None, "untrusted"]
+    assert asked == [1, 1, 0, 0, 1]
+    # Asked and declined (nobody decides): absent; never asked: it ran.
+    assert [(work / f"f{n}").exists() for n in range(5)] == [False, False, True, True, False]
 
 
 QUESTION = (
