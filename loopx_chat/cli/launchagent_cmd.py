@@ -170,9 +170,12 @@ def checked_install_options(
 def check_push(plan: PushPlan, environ: Mapping[str, str]) -> None:
     """What `serve` would refuse at every start, refused at install instead: a missing or
     malformed secret (`usage_error` naming the variable, never its value)."""
+    from loopx_chat.notify.ntfy import NtfySender
     from loopx_chat.service.notices import push_senders
 
     push_senders(plan.channels, environ, plan.telegram_chat)
+    if plan.ntfy_url:
+        NtfySender(plan.ntfy_url, environ)
 
 
 launchagent.add_command(

@@ -22,12 +22,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 from loopx_chat.errors import UsageError
 from loopx_chat.notify.notice import Notice
-from loopx_chat.notify.push import PushSender
+from loopx_chat.notify.push import PushSender, secret_from
 from loopx_chat.notify.webhook import BACKOFF_SEC, TIMEOUT_SEC, USER_AGENT
 from loopx_chat.state.push_options import NTFY_TOKEN_ENV
 
 TOKEN_ENV = NTFY_TOKEN_ENV
 _TOPIC = re.compile(r"[A-Za-z0-9_-]{1,64}")
+# ntfy's access tokens are `tk_` and letters and digits (its `user` package; Gatus checks the
+# prefix the same way). A password, a `Bearer ` prefix or a line break copied with it is
+# refused before it reaches a header.
+_TOKEN = re.compile(r"tk_[A-Za-z0-9]{1,125}")
 TAGS = {"host_gate": "question", "owner_gate": "question", "blocked": "warning"}
 
 
@@ -79,7 +83,8 @@ class NtfySender(PushSender):
     ) -> None:
         super().__init__(timeout=timeout, backoff=backoff, sleep=sleep)
         self.url = checked_topic_url(url)
-        self._token = environ.get(TOKEN_ENV) or None
+        given = environ.get(TOKEN_ENV, "").strip()
+        self._token = secret_from(environ, TOKEN_ENV, _TOKEN, "--ntfy-url") if given else None
 
     def _request(self, notice: Notice) -> tuple[str, bytes, dict[str, str]]:
         return (self.url, *request_of(notice, self._token))

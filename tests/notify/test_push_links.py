@@ -54,6 +54,21 @@ def test_the_ntfy_request_names_the_goal_kind_and_link_only() -> None:
     assert with_token["Authorization"] == "Bearer tk_secret"
 
 
+@pytest.mark.parametrize(
+    "token", ["Bearer tk_abc", "tk_abc\nX-Other: 1", "hunter2", "tk_", "tk_a b"]
+)
+def test_a_malformed_ntfy_token_is_refused_naming_the_variable_never_the_value(
+    token: str,
+) -> None:
+    with pytest.raises(UsageError) as refused:
+        NtfySender("https://ntfy.example/topic", {"LOOPX_CHAT_NTFY_TOKEN": token})
+    assert refused.value.error_code == "usage_error"
+    assert "LOOPX_CHAT_NTFY_TOKEN" in str(refused.value)
+    assert token.split()[-1] not in str(refused.value)
+    # No token at all is no Authorization header, as before.
+    assert NtfySender("https://ntfy.example/topic", {"LOOPX_CHAT_NTFY_TOKEN": " "})
+
+
 def test_ntfy_is_sent_as_its_publish_api_expects() -> None:
     receiver = NtfyReceiver(token="tk_abc")
     try:

@@ -92,6 +92,11 @@ def test_install_carries_push_options_and_keeps_secrets_out_of_the_unit(
         ),
         (("--push", "telegram"), SECRET_ENV, "--telegram-chat"),
         (("--ntfy-url", "ftp://ntfy.example/t"), {}, None),
+        (
+            ("--ntfy-url", "https://ntfy.example/t"),
+            {"LOOPX_CHAT_NTFY_TOKEN": "Bearer tk_copiedwiththeheader"},
+            "LOOPX_CHAT_NTFY_TOKEN",
+        ),
     ],
 )
 def test_a_push_serve_would_refuse_is_refused_with_nothing_changed(
