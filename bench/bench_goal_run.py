@@ -29,12 +29,10 @@ from pathlib import Path
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.offline_config import write_offline_codex_config
-from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.goals.gate_store import GateStore
-from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.model_mock.responses import MockResponsesServer
-from loopx_chat.state.session_store import SessionStore
+
+# B imports only what a bare client needs: the modules that seed each run's thread and goal
+# are imported by the parent alone (they cost B about 100 ms before its spawn when this
+# file imported them at the top, which flattered A's ratio).
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CODEX = ROOT / "tools" / "codex" / "node_modules" / ".bin" / "codex"
@@ -94,6 +92,9 @@ def bare(home: str, work: str, thread_id: str, budget: int, codex: str) -> None:
 
 
 def fresh_session(state: Path, home: Path, env: dict[str, str], codex: str, work: Path) -> str:
+    from loopx_chat.controller.chat_controller import ChatController
+    from loopx_chat.state.session_store import SessionStore
+
     with ChatController(
         store=SessionStore(state),
         environ={**env, "LOOPX_CHAT_CODEX_HOME": str(home)},
@@ -125,6 +126,12 @@ def main() -> None:
         home, work, thread, budget = args.bare
         bare(home, work, thread, int(budget), args.codex_bin)
         return
+    from loopx_chat.codex.offline_config import write_offline_codex_config
+    from loopx_chat.goals.gate_store import GateStore
+    from loopx_chat.goals.goal_ledger import GoalLedger
+    from loopx_chat.model_mock.responses import MockResponsesServer
+    from loopx_chat.state.session_store import SessionStore
+
     # Both sides import their modules from bytecode, as an installed package does (pip
     # compiles it): a shell with PYTHONDONTWRITEBYTECODE would recompile every module of each
     # process, and A imports more of them. The first pair, not counted, writes the caches.
