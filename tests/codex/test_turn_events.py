@@ -17,13 +17,12 @@ import pytest
 
 from loopx_chat.codex.goal_loop import GoalLoopWatch
 from loopx_chat.codex.host_connection import Notification
-from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts, TurnOutcome
+from loopx_chat.codex.thread import CodexThread, HostLaunch, TurnOutcome
 from loopx_chat.codex.turn_events import TurnEvent, TurnEvents
 from loopx_chat.state.session_records import TokenCounts
 from tests.helpers.fakes.replay import Answer, load, recorded_reply
-from tests.helpers.fakes.scripted_host import Script, ScriptedCodex
+from tests.helpers.fakes.scripted_host import Script, ScriptedCodex, scripted_launch
 
-QUICK = Timeouts(startup=2, request=2, idle=5, hard=30, close_grace=1, interrupt_settle=2)
 # Recorded scenarios with one turn of ours, and whether the turn is interrupted by us.
 TURNS = {"turn": False, "resume": False, "failed_turn": False, "approval": False, "interrupt": True}
 # What codex's `turn/completed` status is for us, written out here (not read from the module).
@@ -61,21 +60,10 @@ def _recorded(scenario: str) -> tuple[str, str, int]:
 
 
 def _launch(tmp_path: Path, scenario: str) -> tuple[HostLaunch, str | None]:
-    home = tmp_path / "home"
-    home.mkdir(parents=True, exist_ok=True)
     script = Script(answers={"turn/start": Answer(scenario, "turn/start")})
     if scenario == "resume":
         script = Script.replaying("resume", "turn/start")
-    launch = HostLaunch(
-        executable=tmp_path / "never-run",
-        codex_home=home.resolve(),
-        work_dir=tmp_path,
-        environ={},
-        log_path=tmp_path / "stderr.log",
-        options=ThreadOptions(),
-        timeouts=QUICK,
-        connect=ScriptedCodex(script),
-    )
+    launch = scripted_launch(tmp_path, ScriptedCodex(script), idle=5, interrupt_settle=2)
     return launch, ("0" * 8 if scenario == "resume" else None)
 
 
