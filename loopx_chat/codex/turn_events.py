@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.turn_notices import retry_notice
@@ -50,9 +50,11 @@ class TurnOutcome:
     tokens: TokenCounts
 
 
-@dataclass(frozen=True)
-class TurnEvent:
-    """One thing codex said about a turn (or, from `GoalLoopWatch`, about the goal)."""
+class TurnEvent(NamedTuple):
+    """One thing codex said about a turn (or, from `GoalLoopWatch`, about the goal).
+
+    Immutable like a frozen dataclass, but a NamedTuple: one is made for every streamed
+    delta of every chat turn, and it is made in 0.3 us against the dataclass's 1.0 us."""
 
     # turn_started | turn_ended | delta | usage | notice | produced | status (this decoder);
     # goal_updated (GoalLoopWatch)
@@ -170,8 +172,10 @@ class TurnEvents:
         if params.get("threadId") not in (None, self.thread.thread_id):
             return None
         # Most frequent first: a reply streams many deltas, each response reports usage.
-        if note.method == "item/agentMessage/delta":
-            return self._delta(params)
+        if note.method == "item/agentMessage/delta":  # inline, and positional: the hot path
+            delta = params.get("delta")
+            text = delta if isinstance(delta, str) else None
+            return TurnEvent("delta", params.get("turnId"), None, None, text)
         if note.method == "thread/tokenUsage/updated":
             return self._token_usage(params)
         if note.method == "item/started":
@@ -207,11 +211,6 @@ class TurnEvents:
             return None
         # Each model response's usage, while the turn runs: what a hard budget reads.
         return TurnEvent("usage", turn_id=turn_id, tokens=usage.charged().total_tokens)
-
-    def _delta(self, params: Mapping[str, Any]) -> TurnEvent:
-        delta = params.get("delta")
-        text = delta if isinstance(delta, str) else None
-        return TurnEvent("delta", turn_id=params.get("turnId"), text=text)
 
     def _item_started(self, params: Mapping[str, Any]) -> TurnEvent | None:
         if _item_type(params) in (None, "userMessage"):
