@@ -3,8 +3,10 @@
 Owns the handshake (`initialize` with `experimentalApi`, the `codexHome` check,
 `initialized`), `thread/start` / `thread/resume` with `sandbox` and `approvalPolicy` every
 time, the catalog-compatibility retry (once, same pinned home), and the turn loop with its
-idle and hard timeouts. It reports turns as compact outcomes (ids, status, error code,
-token counts); agent text goes only to the caller's `on_delta` callback, never into state.
+idle, hard, first-output and interrupt timers; what codex says about the turn is decoded by
+`turn_events.TurnEvents`, the decoder goal loops use too. It reports turns as compact
+outcomes (ids, status, error code, token counts); agent text goes only to the caller's
+`on_delta` callback, never into state.
 
 It speaks to an app-server only through `host_connection.HostConnection`, started by the
 launch's `connect` factory (the real subprocess, `AppServerProcess.spawn`, by default).
