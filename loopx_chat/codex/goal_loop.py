@@ -1,14 +1,11 @@
 """Codex's own goal loop on a loaded thread: the thread goal, and what the loop does.
 
 Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
-`active` starts continuation turns), `turn/interrupt` of a continuation turn, the goal's
-own notifications (`thread/goal/updated`, and the usage limit's reset time from
-`account/rateLimits/updated`), and which turn of the loop runs and since when it has been
-silent. A turn's events (started, ended with its outcome, tokens as they grow, deltas,
-notices) come from `turn_events.TurnEvents`, the decoder chat turns use too: a turn's tokens
-are the growth of the thread's total over the turn, reported as they grow (`usage`), so a
-run can hold its budget inside a turn; a finished turn says how many tool items it ran and
-a digest of its final answer (never the text).
+`active` starts continuation turns), `turn/interrupt` of a continuation turn, the goal's own
+notifications (`thread/goal/updated`; the usage limit's reset from a rate-limit notice),
+and which loop turn runs and since when it is silent. A turn's events (its
+tokens as they grow, so a run can hold its budget inside a turn; its end, tool items and
+answer digest) come from `turn_events.TurnEvents`, the decoder chat turns use too.
 
 It never decides whether a loop may run (the controller's goal run does, on the owner's
 recorded authority), never sets a goal `active` on its own account, and keeps no text:
@@ -24,19 +21,14 @@ from typing import Any
 
 from loopx_chat.codex.host_connection import Notification, ProcessGone
 from loopx_chat.codex.thread import CodexThread, _exited_error, _rpc
-from loopx_chat.codex.turn_events import TurnEvent, TurnEvents
+from loopx_chat.codex.turn_events import TurnEvent, TurnEvents, count
 from loopx_chat.errors import CodexError
 
-# What the loop's followers read: the decoder's other events (an item started, a status
-# change) only move `silent_since`, and a delta without text is no step of the loop.
+# What the loop's followers read: the other events only move `silent_since`.
 LOOP_KINDS = frozenset({"turn_started", "turn_ended", "delta", "usage", "notice"})
 LoopEvent = TurnEvent  # one step of the host's loop: a turn started or ended, the goal changed
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclass(frozen=True)
@@ -59,8 +51,8 @@ class HostGoalState:
             token_budget=budget
             if isinstance(budget, int) and not isinstance(budget, bool)
             else None,
-            tokens_used=_int(goal.get("tokensUsed")),
-            time_used_seconds=_int(goal.get("timeUsedSeconds")),
+            tokens_used=count(goal.get("tokensUsed")),
+            time_used_seconds=count(goal.get("timeUsedSeconds")),
         )
 
     def to_dict(self) -> dict[str, Any]:

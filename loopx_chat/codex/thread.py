@@ -472,8 +472,7 @@ class CodexThread:
             elif settle_deadline is not None and now > settle_deadline:
                 # The server never confirmed the interrupt: treat the turn as over.
                 self.turn_ended(turn_id)
-                code = _timeout_code(interrupt_sent_for)
-                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, events.charged(turn_id))
+                return events.stopped(turn_id, _timeout_code(interrupt_sent_for))
             elif retry_at is not None and now >= retry_at:
                 retry_at = None if self._send_interrupt(turn_id) else now + INTERRUPT_RETRY_SEC
             try:
@@ -481,7 +480,7 @@ class CodexThread:
             except ProcessGone:
                 self.active_turn_id = None
                 code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
-                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, events.charged(turn_id))
+                return events.stopped(turn_id, code)
             if note is None:
                 continue
             last_event = time.monotonic()
@@ -489,7 +488,7 @@ class CodexThread:
             if event is None or event.turn_id not in (None, turn_id):
                 continue
             kind = event.kind
-            if kind == "delta":
+            if kind == "delta" or kind == "produced":  # only a delta has text
                 produced = True
                 if on_delta is not None and event.text is not None:
                     on_delta(event.text)
@@ -500,11 +499,8 @@ class CodexThread:
                 elif not event.waiting and waiting_since is not None:
                     started += last_event - waiting_since
                     waiting_since = None
-            elif kind == "produced":
-                produced = True
-            elif kind == "notice":
-                if on_notice is not None and event.text is not None:
-                    on_notice(event.text)
+            elif kind == "notice" and on_notice is not None and event.text is not None:
+                on_notice(event.text)
             elif kind == "turn_ended" and event.outcome is not None:
                 self.turn_ended(turn_id)
                 code = _timeout_code(interrupt_sent_for)

@@ -206,4 +206,5 @@ def test_what_another_thread_says_is_not_decoded() -> None:
     events = TurnEvents(_Thread(started.params["threadId"]))
     events.begin(turn_id)
     assert [events.see(_other_thread(n)) for n in _notes("turn")] == [None] * len(_notes("turn"))
-    assert events.thread.usage_total is None and events.charged(turn_id) == TokenCounts()
+    assert events.thread.usage_total is None
+    assert events.stopped(turn_id, None).tokens == TokenCounts()  # nothing was charged
