@@ -149,7 +149,7 @@ class TurnEvents:
         if note.method == "thread/status/changed":
             status = params.get("status")
             flags = status.get("activeFlags") if isinstance(status, dict) else None
-            waiting = isinstance(flags, list) and any(f in OWNER_WAIT_FLAGS for f in flags)
+            waiting = isinstance(flags, list) and not OWNER_WAIT_FLAGS.isdisjoint(map(str, flags))
             return TurnEvent("status", waiting=waiting)
         if note.method == "turn/started":
             turn = params.get("turn")
@@ -191,7 +191,7 @@ class TurnEvents:
         kind, text = item.get("type"), item.get("text")
         if kind == "agentMessage" and isinstance(text, str):
             turn.answer = hashlib.sha256(text.strip().encode()).hexdigest()[:16]
-        elif kind not in TALK_ITEMS:
+        elif not isinstance(kind, str) or kind not in TALK_ITEMS:  # hashable or not
             turn.tools += 1
         turn.answered = kind == "agentMessage"
 
@@ -201,7 +201,7 @@ class TurnEvents:
         followed = self._turns.pop(turn_id, None)
         if followed is None:
             return None
-        status, code = ENDINGS.get(turn.get("status"), FAILED)
+        status, code = ENDINGS.get(str(turn.get("status")), FAILED)
         outcome = TurnOutcome(turn_id, status, code, followed.charged())
         return TurnEvent(
             "turn_ended", turn_id, outcome, tool_calls=followed.tools, answer=followed.answer

@@ -208,3 +208,31 @@ def test_what_another_thread_says_is_not_decoded() -> None:
     assert [events.see(_other_thread(n)) for n in _notes("turn")] == [None] * len(_notes("turn"))
     assert events.thread.usage_total is None
     assert events.stopped(turn_id, None).tokens == TokenCounts()  # nothing was charged
+
+
+def test_odd_values_where_codex_puts_strings_are_read_without_a_crash() -> None:
+    """A status, item type or flag that is not a string (a JSON object, say) is a failed
+    turn, a tool item, no owner wait: never a TypeError out of the turn loop."""
+    turn_id, _, _ = _recorded("approval")
+    (started,) = [n for n in _notes("approval") if n.method == "turn/started"]
+    events = TurnEvents(_Thread(started.params["threadId"]))
+    events.begin(turn_id)
+    odd: list[TurnEvent] = []
+    for note in _notes("approval"):
+        params: dict[str, Any] = dict(note.params)
+        if note.method == "thread/status/changed":
+            params["status"] = {**params["status"], "activeFlags": [{"odd": 1}]}
+        elif note.method == "item/completed":
+            params["item"] = {**params["item"], "type": {"odd": 1}}
+        elif note.method == "turn/completed":
+            params["turn"] = {**params["turn"], "status": {"odd": 1}}
+        event = events.see(replace(note, params=params))
+        if event is not None:
+            odd.append(event)
+    assert not any(e.waiting for e in odd if e.kind == "status")
+    (end,) = [e for e in odd if e.kind == "turn_ended"]
+    assert end.outcome is not None and (end.outcome.status, end.outcome.error_code) == (
+        "failed",
+        "turn_failed",
+    )
+    assert end.tool_calls == len([n for n in _notes("approval") if n.method == "item/completed"])
