@@ -1,12 +1,11 @@
 """Codex's own goal loop on a loaded thread: the thread goal, and what the loop does.
 
 Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
-`active` starts continuation turns), `turn/interrupt` of a continuation turn, and turning
-that app-server's notifications (`turn/started`, `turn/completed`, `item/completed`,
-`thread/tokenUsage/updated`, `thread/goal/updated`) into compact loop events. A turn's tokens
-are the growth of the thread's total over the turn, counted as `CodexThread` counts a turn,
-and reported as they grow (`usage`), so a run can hold its budget inside a turn; a finished
-turn says how many tool items it ran and a digest of its final answer (never the text).
+`active` starts continuation turns), `turn/interrupt` of a continuation turn, the goal's own
+notifications (`thread/goal/updated`; the usage limit's reset from a rate-limit notice),
+and which loop turn runs and since when it is silent. A turn's events (its
+tokens as they grow, so a run can hold its budget inside a turn; its end, tool items and
+answer digest) come from `turn_events.TurnEvents`, the decoder chat turns use too.
 
 It never decides whether a loop may run (the controller's goal run does, on the owner's
 recorded authority), never sets a goal `active` on its own account, and keeps no text:
@@ -16,31 +15,20 @@ back into state).
 
 from __future__ import annotations
 
-import hashlib
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.codex.host_connection import Notification, ProcessGone
-from loopx_chat.codex.thread import (
-    CodexThread,
-    TurnOutcome,
-    _exited_error,
-    _rpc,
-    _TurnUsage,
-    _usage_total,
-)
-from loopx_chat.codex.turn_notices import retry_notice
+from loopx_chat.codex.thread import CodexThread, _exited_error, _rpc
+from loopx_chat.codex.turn_events import TurnEvent, TurnEvents, count
 from loopx_chat.errors import CodexError
 
-# Items of a turn that are not a tool's work: a turn with only these made no call.
-TALK_ITEMS = frozenset({"userMessage", "agentMessage", "reasoning", "plan", "contextCompaction"})
+# What the loop's followers read: the other events only move `silent_since`.
+LOOP_KINDS = frozenset({"turn_started", "turn_ended", "delta", "usage", "notice"})
+LoopEvent = TurnEvent  # one step of the host's loop: a turn started or ended, the goal changed
 
 GOAL_STATUSES = ("active", "paused", "blocked", "usageLimited", "budgetLimited", "complete")
-
-
-def _int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 @dataclass(frozen=True)
@@ -63,8 +51,8 @@ class HostGoalState:
             token_budget=budget
             if isinstance(budget, int) and not isinstance(budget, bool)
             else None,
-            tokens_used=_int(goal.get("tokensUsed")),
-            time_used_seconds=_int(goal.get("timeUsedSeconds")),
+            tokens_used=count(goal.get("tokensUsed")),
+            time_used_seconds=count(goal.get("timeUsedSeconds")),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -76,23 +64,6 @@ class HostGoalState:
         }
 
 
-@dataclass(frozen=True)
-class LoopEvent:
-    """One step of the host's loop: a turn started or ended, or the goal changed."""
-
-    kind: str  # turn_started | turn_ended | goal_updated | delta | usage | notice
-    turn_id: str | None = None
-    outcome: TurnOutcome | None = None
-    goal: HostGoalState | None = None
-    text: str | None = None  # a delta of the agent's reply: for a terminal, never for state
-    # (or, for a notice, our own line on what codex said while it retries)
-    tokens: int | None = None  # usage: the running turn's tokens so far, as codex reports them
-    # turn_ended: how many tool items the turn ran, and a digest of its final answer (never
-    # its text), so a loop that repeats itself can be told from one that gets somewhere.
-    tool_calls: int = 0
-    answer: str | None = None
-
-
 class GoalLoopWatch:
     """The goal of a thread this process holds, and the events of the loop it runs."""
 
@@ -101,10 +72,7 @@ class GoalLoopWatch:
         # Since when the running turn has produced nothing (no reply, reasoning or tool call):
         # the run stops it at the first-output timeout. None: it has, or none runs.
         self.silent_since: float | None = None
-        self._retries = 0
-        self._usage: dict[str, _TurnUsage] = {}
-        # turn → (tool items, digest of its last answer, whether its last item was that answer)
-        self._marks: dict[str, tuple[int, str | None, bool]] = {}
+        self.events = TurnEvents(thread)
         self.running_turn_id: str | None = None
         self.interrupted: set[str] = set()
         # After a set, the status codex answered with: goal updates still queued from before
@@ -156,24 +124,10 @@ class GoalLoopWatch:
         self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
-    def _mark(self, params: dict[str, Any]) -> None:
-        """Count a finished item of a running turn: a tool's, or the agent's answer (kept
-        as a digest only)."""
-        turn_id, item = str(params.get("turnId")), params.get("item")
-        if turn_id not in self._usage or not isinstance(item, dict):
-            return
-        tools, answer, _ = self._marks.get(turn_id, (0, None, False))
-        kind, text = item.get("type"), item.get("text")
-        if kind == "agentMessage" and isinstance(text, str):
-            answer = hashlib.sha256(text.strip().encode()).hexdigest()[:16]
-        elif kind not in TALK_ITEMS:
-            tools += 1
-        self._marks[turn_id] = (tools, answer, kind == "agentMessage")
-
     def answered(self, turn_id: str) -> bool:
         """Whether the turn's last finished item is the agent's answer: the response just
         counted ended the turn, and codex is not asking the model again."""
-        return self._marks.get(turn_id, (0, None, False))[2]
+        return self.events.answered(turn_id)
 
     def stop_turn(self, turn_id: str) -> None:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
@@ -195,83 +149,35 @@ class GoalLoopWatch:
 
     def see(self, note: Notification) -> LoopEvent | None:
         """The loop event one notification of the thread's app-server makes, if any."""
-        t = self.thread
-        params = note.params
         if note.method == "account/rateLimits/updated":
-            self._see_rate_limits(params.get("rateLimits"))
+            self._see_rate_limits(note.params.get("rateLimits"))
             return None
-        if params.get("threadId") not in (None, t.thread_id):
+        if note.method == "thread/goal/updated":
+            return self._goal_updated(note.params)
+        event = self.events.see(note)
+        if event is None:
             return None
-        if note.method == "thread/tokenUsage/updated":
-            total = _usage_total(params.get("tokenUsage"))
-            usage = self._usage.get(str(params.get("turnId")))
-            if usage is not None:
-                usage.see(total, True)
-                t.usage_total = usage.latest
-                # Each model response's usage, while the turn runs: what a hard budget reads.
-                return LoopEvent(
-                    "usage", turn_id=str(params.get("turnId")), tokens=usage.charged().total_tokens
-                )
-            if total is not None:
-                t.usage_total = total  # a resume repeats the thread's total: the baseline
-            return None
-        if note.method == "item/completed":
-            self._mark(params)
-            return None
-        if note.method == "error":
-            self._retries += 1
-            line = retry_notice(params, self._retries)
-            return LoopEvent("notice", turn_id=params.get("turnId"), text=line) if line else None
-        if note.method == "item/started":
-            item = params.get("item")
-            if isinstance(item, dict) and item.get("type") not in (None, "userMessage"):
-                self.silent_since = None
-            return None
-        if note.method == "item/agentMessage/delta":
-            self.silent_since = None
-            delta = params.get("delta")
-            return (
-                LoopEvent("delta", turn_id=params.get("turnId"), text=delta)
-                if isinstance(delta, str)
-                else None
-            )
-        if note.method == "turn/started":
-            turn = params.get("turn")
-            turn_id = turn.get("id") if isinstance(turn, dict) else None
-            if not isinstance(turn_id, str) or turn_id in self._usage:
-                return None
-            self._usage[turn_id] = _TurnUsage(t.usage_total)
-            self.running_turn_id = turn_id
+        kind = event.kind
+        if kind == "turn_started":
+            self.running_turn_id = event.turn_id
             self.silent_since = time.monotonic()
-            return LoopEvent("turn_started", turn_id=turn_id)
-        if note.method == "turn/completed":
-            turn = params.get("turn")
-            turn_id = turn.get("id") if isinstance(turn, dict) else None
-            usage = self._usage.pop(str(turn_id), None)
-            if usage is None or not isinstance(turn, dict):
-                return None
-            status = turn.get("status")
-            if status == "completed":
-                outcome = TurnOutcome(str(turn_id), "completed", None, usage.charged())
-            elif status == "interrupted":
-                outcome = TurnOutcome(str(turn_id), "interrupted", None, usage.charged())
-            else:
-                outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
-            if self.running_turn_id == turn_id:
+        elif kind == "turn_ended":
+            if self.running_turn_id == event.turn_id:
                 self.running_turn_id = None
                 self.silent_since = None
-            t.turn_ended(str(turn_id))
-            tools, answer, _ = self._marks.pop(str(turn_id), (0, None, False))
-            return LoopEvent(
-                "turn_ended", turn_id=str(turn_id), outcome=outcome, tool_calls=tools, answer=answer
-            )
-        if note.method == "thread/goal/updated":
-            goal = HostGoalState.from_wire(params.get("goal"))
-            if goal is None:
-                return None
-            if self._expect_status is not None:
-                if goal.status != self._expect_status:
-                    return None  # queued before our set: no longer true
-                self._expect_status = None
-            return LoopEvent("goal_updated", goal=goal)
-        return None
+            self.thread.turn_ended(str(event.turn_id))
+        elif kind in ("produced", "delta"):
+            self.silent_since = None
+        return event if kind in LOOP_KINDS and (kind != "delta" or event.text is not None) else None
+
+    def _goal_updated(self, params: Any) -> LoopEvent | None:
+        if params.get("threadId") not in (None, self.thread.thread_id):
+            return None
+        goal = HostGoalState.from_wire(params.get("goal"))
+        if goal is None:
+            return None
+        if self._expect_status is not None:
+            if goal.status != self._expect_status:
+                return None  # queued before our set: no longer true
+            self._expect_status = None
+        return LoopEvent("goal_updated", goal=goal)

@@ -3,8 +3,10 @@
 Owns the handshake (`initialize` with `experimentalApi`, the `codexHome` check,
 `initialized`), `thread/start` / `thread/resume` with `sandbox` and `approvalPolicy` every
 time, the catalog-compatibility retry (once, same pinned home), and the turn loop with its
-idle and hard timeouts. It reports turns as compact outcomes (ids, status, error code,
-token counts); agent text goes only to the caller's `on_delta` callback, never into state.
+idle, hard, first-output and interrupt timers; what codex says about the turn is decoded by
+`turn_events.TurnEvents`, the decoder goal loops use too. It reports turns as compact
+outcomes (ids, status, error code, token counts); agent text goes only to the caller's
+`on_delta` callback, never into state.
 
 It speaks to an app-server only through `host_connection.HostConnection`, started by the
 launch's `connect` factory (the real subprocess, `AppServerProcess.spawn`, by default).
@@ -17,7 +19,7 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +41,7 @@ from loopx_chat.codex.turn_defaults import (
     IDLE_TIMEOUT_SEC,
     SANDBOX,
 )
-from loopx_chat.codex.turn_notices import retry_notice
+from loopx_chat.codex.turn_events import TurnEvents, TurnOutcome
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_records import TokenCounts, TurnStatus
 
@@ -90,14 +92,6 @@ SANDBOX_POLICIES: dict[str, dict[str, str]] = {
     "read-only": {"type": "readOnly"},
     "workspace-write": {"type": "workspaceWrite"},
 }
-
-
-@dataclass(frozen=True)
-class TurnOutcome:
-    upstream_turn_id: str
-    status: TurnStatus  # completed | failed | interrupted
-    error_code: str | None
-    tokens: TokenCounts
 
 
 class _LegacyCatalog(Exception):
@@ -447,10 +441,10 @@ class CodexThread:
         interrupted or fails before the model answers, and that must cost nothing.
         """
         limits = timeouts or self.timeouts
-        usage = _TurnUsage(self.usage_total)
+        events = TurnEvents(self)  # the turn's tokens and outcome: the one decoder's
+        events.begin(turn_id)
         started = last_event = began = time.monotonic()
         produced = False  # a reply, reasoning, a tool call, a token count or an owner wait
-        retries = 0
         # While codex waits on the owner (an approval, a question), neither the idle nor the
         # turn timeout runs: the time spent waiting is added back when the wait ends.
         waiting_since: float | None = None
@@ -477,9 +471,8 @@ class CodexThread:
                     retry_at = None if self._send_interrupt(turn_id) else now + INTERRUPT_RETRY_SEC
             elif settle_deadline is not None and now > settle_deadline:
                 # The server never confirmed the interrupt: treat the turn as over.
-                return self._finish(
-                    turn_id, "interrupted", _timeout_code(interrupt_sent_for), usage
-                )
+                self.turn_ended(turn_id)
+                return events.stopped(turn_id, _timeout_code(interrupt_sent_for))
             elif retry_at is not None and now >= retry_at:
                 retry_at = None if self._send_interrupt(turn_id) else now + INTERRUPT_RETRY_SEC
             try:
@@ -487,61 +480,33 @@ class CodexThread:
             except ProcessGone:
                 self.active_turn_id = None
                 code = "app_server_protocol" if self.proc.protocol_fault else "app_server_exited"
-                return TurnOutcome(turn_id, TurnStatus.INTERRUPTED, code, usage.charged())
+                return events.stopped(turn_id, code)
             if note is None:
                 continue
             last_event = time.monotonic()
-            params = note.params
-            if note.method == "thread/status/changed" and params.get("threadId") in (
-                None,
-                self.thread_id,
-            ):
-                waiting = _waits_on_owner(params.get("status"))
-                produced = produced or waiting
-                if waiting and waiting_since is None:
+            event = events.see(note)
+            if event is None or event.turn_id not in (None, turn_id):
+                continue
+            kind = event.kind
+            if kind == "delta" or kind == "produced":  # only a delta has text
+                produced = True
+                if on_delta is not None and event.text is not None:
+                    on_delta(event.text)
+            elif kind == "status":
+                produced = produced or event.waiting
+                if event.waiting and waiting_since is None:
                     waiting_since = last_event
-                elif not waiting and waiting_since is not None:
+                elif not event.waiting and waiting_since is not None:
                     started += last_event - waiting_since
                     waiting_since = None
-                continue
-            if note.method == "thread/tokenUsage/updated" and params.get("threadId") in (
-                None,
-                self.thread_id,
-            ):
-                usage.see(_usage_total(params.get("tokenUsage")), params.get("turnId") == turn_id)
-                self.usage_total = usage.latest
-                continue
-            if params.get("turnId") not in (None, turn_id) and note.method != "turn/completed":
-                continue
-            if note.method == "item/agentMessage/delta":
-                produced = True
-                delta = params.get("delta")
-                if on_delta is not None and isinstance(delta, str):
-                    on_delta(delta)
-            elif note.method == "item/started":
-                produced = produced or _item_type(params) not in (None, "userMessage")
-            elif note.method == "error":
-                retries += 1
-                line = retry_notice(params, retries)
-                if line is not None and on_notice is not None:
-                    on_notice(line)
-            elif note.method == "turn/completed":
-                turn = params.get("turn")
-                if not isinstance(turn, dict) or turn.get("id") != turn_id:
-                    continue
-                status = turn.get("status")
-                if status == "completed":
-                    return self._finish(turn_id, TurnStatus.COMPLETED, None, usage)
-                if status == "interrupted":
-                    code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, TurnStatus.INTERRUPTED, code, usage)
-                return self._finish(turn_id, TurnStatus.FAILED, "turn_failed", usage)
-
-    def _finish(
-        self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
-    ) -> TurnOutcome:
-        self.turn_ended(turn_id)
-        return TurnOutcome(turn_id, status, code, usage.charged())
+            elif kind == "notice" and on_notice is not None and event.text is not None:
+                on_notice(event.text)
+            elif kind == "turn_ended" and event.outcome is not None:
+                self.turn_ended(turn_id)
+                code = _timeout_code(interrupt_sent_for)
+                if code is not None and event.outcome.status == TurnStatus.INTERRUPTED:
+                    return replace(event.outcome, error_code=code)
+                return event.outcome
 
     def turn_ended(self, turn_id: str) -> None:
         """codex said `turn_id` is over: it is no longer active, and is never interrupted."""
@@ -671,67 +636,8 @@ def _rpc(
         ) from None
 
 
-OWNER_WAIT_FLAGS = frozenset({"waitingOnApproval", "waitingOnUserInput"})
-
-
-def _waits_on_owner(status: object) -> bool:
-    flags = status.get("activeFlags") if isinstance(status, dict) else None
-    return isinstance(flags, list) and any(f in OWNER_WAIT_FLAGS for f in flags)
-
-
 def _timeout_code(reason: str | None) -> str | None:
     return reason if reason in ("idle_timeout", "hard_timeout", "first_output_timeout") else None
-
-
-def _item_type(params: Mapping[str, Any]) -> str | None:
-    item = params.get("item")
-    kind = item.get("type") if isinstance(item, dict) else None
-    return kind if isinstance(kind, str) else None
-
-
-def _usage_total(usage: object) -> TokenCounts | None:
-    """The cumulative `total` of a `thread/tokenUsage/updated` payload, or None."""
-    total = usage.get("total") if isinstance(usage, dict) else None
-    if not isinstance(total, dict):
-        return None
-
-    def num(key: str) -> int:
-        value = total.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    return TokenCounts(
-        input_tokens=num("inputTokens"),
-        output_tokens=num("outputTokens"),
-        total_tokens=num("totalTokens"),
-    )
-
-
-class _TurnUsage:
-    """One turn's tokens: the thread total it ended on minus the total it started from."""
-
-    def __init__(self, before: TokenCounts | None) -> None:
-        self.before = before or TokenCounts()
-        self.latest: TokenCounts | None = before
-        self.end: TokenCounts | None = None
-
-    def see(self, total: TokenCounts | None, ours: bool) -> None:
-        if total is None:
-            return
-        self.latest = total
-        if ours:
-            self.end = total
-        elif self.end is None:
-            # A report for an earlier turn (a resume repeats the thread's total): the baseline.
-            self.before = total
-
-    def charged(self) -> TokenCounts:
-        if self.end is None:
-            return TokenCounts()
-        return TokenCounts(
-            input_tokens=max(0, self.end.input_tokens - self.before.input_tokens),
-            output_tokens=max(0, self.end.output_tokens - self.before.output_tokens),
-            total_tokens=max(0, self.end.total_tokens - self.before.total_tokens),
-        )
 
 
 def _render_turn(turn: Mapping[str, Any]) -> dict[str, Any]:

@@ -314,25 +314,36 @@ class ScriptedCodex:
         return [m for h in self.hosts for m in h.received if m.get("method") == method]
 
 
-def asking_thread(tmp_path: Path, codex: ScriptedCodex, holder: Callable[..., bool]) -> Any:
-    """A `CodexThread` opened on a scripted host with approval policy `untrusted`, codex's
-    requests offered to `holder` (the host-request desk's `take`)."""
-    from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, Timeouts
+def scripted_launch(
+    tmp_path: Path, codex: ScriptedCodex, options: Any = None, **timeouts: float
+) -> Any:
+    """A `HostLaunch` whose app-servers are `codex`'s scripted hosts, on a home under
+    `tmp_path` (`options`: `ThreadOptions`, the defaults when None; `timeouts`: short ones)."""
+    from loopx_chat.codex.thread import HostLaunch, ThreadOptions, Timeouts
 
     home = tmp_path / "home"
-    home.mkdir()
-    launch = HostLaunch(
+    home.mkdir(parents=True, exist_ok=True)
+    quick = {"startup": 2, "request": 2, "idle": 2, "hard": 30, "close_grace": 1}
+    return HostLaunch(
         executable=tmp_path / "never-run",
         codex_home=home.resolve(),
         work_dir=tmp_path,
         environ={},
         log_path=tmp_path / "stderr.log",
-        options=ThreadOptions(
-            approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=holder)
-        ),
-        timeouts=Timeouts(startup=2, request=2, idle=2, hard=30, close_grace=1, interrupt_settle=1),
+        options=options or ThreadOptions(),
+        timeouts=Timeouts(**{**quick, "interrupt_settle": 1, **timeouts}),
         connect=codex,
     )
-    thread = CodexThread.open(launch, resume_thread_id=None)
+
+
+def asking_thread(tmp_path: Path, codex: ScriptedCodex, holder: Callable[..., bool]) -> Any:
+    """A `CodexThread` opened on a scripted host with approval policy `untrusted`, codex's
+    requests offered to `holder` (the host-request desk's `take`)."""
+    from loopx_chat.codex.thread import CodexThread, ThreadOptions
+
+    options = ThreadOptions(
+        approval_policy="untrusted", server_requests=ServerRequestPolicy(holder=holder)
+    )
+    thread = CodexThread.open(scripted_launch(tmp_path, codex, options), resume_thread_id=None)
     assert thread.thread_id is not None
     return thread
