@@ -21,8 +21,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.codex.host_connection import Notification, ProcessGone
+from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.thread import (
+    ENDED_AS,
+    FAILED_AS,
     CodexThread,
     TurnOutcome,
     _exited_error,
@@ -180,15 +182,6 @@ class GoalLoopWatch:
         self.interrupted.add(turn_id)
         self.thread._send_interrupt(turn_id)
 
-    def next_event(self, timeout: float) -> LoopEvent | None:
-        """The next loop event within `timeout`, or None; `app_server_exited` if it died."""
-        t = self.thread
-        try:
-            note = t.proc.next_notification(timeout=timeout)
-        except ProcessGone:
-            raise self.ended() from None
-        return None if note is None else self.see(note)
-
     def ended(self) -> CodexError:
         """What the loop's app-server ending is, as an error (`app_server_exited`)."""
         return _exited_error(self.thread.proc, self.thread.log_path, "during the goal loop")
@@ -250,13 +243,8 @@ class GoalLoopWatch:
             usage = self._usage.pop(str(turn_id), None)
             if usage is None or not isinstance(turn, dict):
                 return None
-            status = turn.get("status")
-            if status == "completed":
-                outcome = TurnOutcome(str(turn_id), "completed", None, usage.charged())
-            elif status == "interrupted":
-                outcome = TurnOutcome(str(turn_id), "interrupted", None, usage.charged())
-            else:
-                outcome = TurnOutcome(str(turn_id), "failed", "turn_failed", usage.charged())
+            status, code = ENDED_AS.get(turn.get("status"), FAILED_AS)
+            outcome = TurnOutcome(str(turn_id), status, code, usage.charged())
             if self.running_turn_id == turn_id:
                 self.running_turn_id = None
                 self.silent_since = None

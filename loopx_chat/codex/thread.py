@@ -508,13 +508,10 @@ class CodexThread:
                 turn = params.get("turn")
                 if not isinstance(turn, dict) or turn.get("id") != turn_id:
                     continue
-                status = turn.get("status")
-                if status == "completed":
-                    return self._finish(turn_id, TurnStatus.COMPLETED, None, usage)
-                if status == "interrupted":
-                    code = _timeout_code(interrupt_sent_for)
-                    return self._finish(turn_id, TurnStatus.INTERRUPTED, code, usage)
-                return self._finish(turn_id, TurnStatus.FAILED, "turn_failed", usage)
+                status, code = ENDED_AS.get(turn.get("status"), FAILED_AS)
+                if status == TurnStatus.INTERRUPTED:
+                    code = _timeout_code(interrupt_sent_for)  # ours, when we stopped it
+                return self._finish(turn_id, status, code, usage)
 
     def _finish(
         self, turn_id: str, status: TurnStatus, code: str | None, usage: _TurnUsage
@@ -651,6 +648,15 @@ def _rpc(
 
 
 OWNER_WAIT_FLAGS = frozenset({"waitingOnApproval", "waitingOnUserInput"})
+
+
+# How codex's `turn/completed` status becomes a turn's status and error code, for a chat
+# turn and a goal loop's turn alike: any other status is a failed turn.
+ENDED_AS: dict[object, tuple[TurnStatus, str | None]] = {
+    "completed": (TurnStatus.COMPLETED, None),
+    "interrupted": (TurnStatus.INTERRUPTED, None),
+}
+FAILED_AS: tuple[TurnStatus, str | None] = (TurnStatus.FAILED, "turn_failed")
 
 
 def _waits_on_owner(status: object) -> bool:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
@@ -33,13 +32,6 @@ HAND_OVER_WAIT_SEC = 5.0  # how long a Run waits for the foreign loop's running 
 STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked at (a stat)
 
 
-@dataclass
-class _Followed:
-    session_id: str
-    follower: LoopFollower
-    thread: threading.Thread
-
-
 class HostLoops:
     """The loops loopx-chat did not start that this process follows, by goal."""
 
@@ -47,19 +39,17 @@ class HostLoops:
         self.controller = controller
         self.runs = GoalRuns(goals)
         self.records = GoalLedger(goals)
-        self._followed: dict[str, _Followed] = {}
+        self._followed: dict[str, tuple[LoopFollower, threading.Thread]] = {}
         self._lock = threading.Lock()
         self.closed = False
-
-    def following(self) -> dict[str, str]:
-        """goal id -> session id of the loops this process follows now."""
-        with self._lock:
-            return {g: f.session_id for g, f in self._followed.items() if _live(f)}
 
     def follows(self, session_id: str) -> bool:
         """True while this process follows a loop it did not start on the session's thread."""
         with self._lock:
-            return any(f.session_id == session_id and _live(f) for f in self._followed.values())
+            return any(
+                f.loop.session_id == session_id and not f.done.is_set()
+                for f, _ in self._followed.values()
+            )
 
     def take_up(self) -> list[str]:
         """Follow every loop the controller saw while loading a thread (after any call that
@@ -75,7 +65,7 @@ class HostLoops:
                 except LoopxChatError:
                     continue
                 held = self._followed.get(goal_id)
-                if held is not None and _live(held):
+                if held is not None and not held[0].done.is_set():
                     continue
                 follower = LoopFollower(
                     LoopTurns(self.controller.turns, session_id),
@@ -96,7 +86,7 @@ class HostLoops:
                     name=f"host-loop-{goal_id}",
                     daemon=True,
                 )
-                self._followed[goal_id] = _Followed(session_id, follower, thread)
+                self._followed[goal_id] = (follower, thread)
                 thread.start()
                 taken.append(session_id)
         return taken
@@ -150,13 +140,13 @@ class HostLoops:
         app-server that loads no thread), recorded with `actor`; the running turn finishes
         and is recorded. `run_not_found` when no such loop was seen since the last run."""
         with self._lock:
-            followed = self._followed.get(goal_id)
-        if followed is not None and _live(followed):
-            paused = followed.follower.pause(actor, timeout=30)
+            follower = self._followed.get(goal_id, (None,))[0]
+        if follower is not None and not follower.done.is_set():
+            paused = follower.pause(actor, timeout=30)
             if paused is not None:
                 return paused
-            if followed.follower.error is not None:
-                raise followed.follower.error
+            if follower.error is not None:
+                raise follower.error
         return self._pause_unloaded(goal_id, actor)
 
     def _pause_unloaded(self, goal_id: str, actor: str) -> dict[str, Any]:
@@ -180,12 +170,12 @@ class HostLoops:
         """Stop following the goal's loop (a Run adopts it): the host goal is untouched;
         the session id it was followed on, or None when none was."""
         with self._lock:
-            followed = self._followed.pop(goal_id, None)
-        if followed is None or not _live(followed):
+            follower, thread = self._followed.pop(goal_id, (None, None))
+        if follower is None or thread is None or follower.done.is_set():
             return None
-        followed.follower.let_go(hand_over=True)
-        followed.thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-        return followed.session_id
+        follower.let_go(hand_over=True)
+        thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
+        return follower.loop.session_id
 
     def follow_again(self, session_id: str) -> None:
         """A Run that adopted the loop was refused: follow it again as before."""
@@ -197,11 +187,7 @@ class HostLoops:
         with self._lock:
             self.closed = True
             held = list(self._followed.values())
-        for followed in held:
-            followed.follower.let_go()
-        for followed in held:
-            followed.thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-
-
-def _live(followed: _Followed) -> bool:
-    return not followed.follower.done.is_set()
+        for follower, _ in held:
+            follower.let_go()
+        for _, thread in held:
+            thread.join(timeout=HAND_OVER_WAIT_SEC + 5)

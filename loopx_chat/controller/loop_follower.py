@@ -1,28 +1,22 @@
 """Codex's goal loop on a loaded thread, followed once: its events into turn records, until a
 stop rule says so.
 
-Owns `LoopTurns`, the one bookkeeping of a loop's turns in the turn ledger (`origin:
-goal_loop`, with the run's id or none): a draft when codex starts a continuation turn, its
-outcome when it ends, `interrupted` for one still open when the thread is let go; a goal run
-(`goal_run._Follow`) keeps its turns through it too. And `LoopFollower`, which follows a loop
-no run of ours runs (the service's `HostLoops`, and a CLI command before it lets a loaded
-thread go): its inputs are one ordered queue, codex's notifications (the connection routed
-there while it follows) and what this process asks of it (`LetGo`, `PauseAsked`), so it waits
-on nothing but that queue; when it stops is data (`StopRules`: let go, quiet for N s, at most
-N s, the loop ended, the owner's Pause).
+Owns `LoopTurns`, the one bookkeeping of a loop's turns in the ledger (`origin: goal_loop`,
+a run's id or none): a draft when codex starts a continuation turn, its outcome when it
+ends, `interrupted` for one open when the thread is let go; a goal run (`goal_run._Follow`)
+keeps its turns through it too. And `LoopFollower`, for a loop no run of ours runs (the
+service's `HostLoops`; a CLI command before it lets a loaded thread go): its inputs are one
+queue, codex's notifications (routed there while it follows) and what this process asks
+(`LetGo`, `PauseAsked`); when it stops is data (`StopRules`). The one file it looks at is
+the goal's `goal stop` record (`stop_look_sec`): the CLI writes it, never through the
+service, so it is always another process's write.
 
-The one file it looks at is the goal's `goal stop` record (`StopRules.stop_look_sec`, read
-only when the file's stat moved): `goal stop` is written by the CLI itself, never through the
-running service, so it is always another process's write. Everything this process asks
-(Pause, letting go) comes in the queue.
-
-It never sets the host goal by itself (only `paused`, for the owner's Pause or a `goal stop`
-in force), never decides that a loop may run, and keeps no text.
+It never sets the host goal but to `paused` (the owner's Pause, a `goal stop` in force),
+never decides that a loop may run, and keeps no text.
 """
 
 from __future__ import annotations
 
-import contextlib
 import queue
 import threading
 import time
@@ -34,7 +28,7 @@ from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.turn_ledger import TurnLedger
-from loopx_chat.errors import CodexError, LoopxChatError
+from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.session_records import TokenCounts, TurnRecord
 
 
@@ -150,29 +144,27 @@ class LoopFollower:
         return self.paused
 
     def follow(self, watch: GoalLoopWatch, goal: HostGoalState | None = None) -> int:
-        """Follow until a rule says stop (`goal`: the host goal when it starts, for
-        `loop_ended`); the turns recorded. A turn still open then is recorded interrupted
-        (letting the thread go ends it); `app_server_exited` if codex died, in `error` too."""
-        self.goal = goal
-        proc = watch.thread.proc
+        """Follow until a rule says stop (`goal`: the host goal as it starts); the turns
+        recorded, one still open recorded interrupted (letting the thread go ends it).
+        Raises (and keeps in `error`) `app_server_exited` when codex died."""
+        self.goal, proc = goal, watch.thread.proc
         proc.route(self.inbox)
         try:
             self.why = self._follow(watch)
+            if self._hand_over:
+                self._hand_over_turn(watch)
         except LoopxChatError as exc:
             self.error = exc
             raise
         finally:
-            try:
-                if self._hand_over and self.loop.open_turns:
-                    self._wait_for_turn(watch)
-            finally:
-                proc.route(None)
-                self.loop.settle()
-                self.done.set()
-                self.answered.set()
+            proc.route(None)
+            self.loop.settle()
+            self.done.set()
+            self.answered.set()
         return self.loop.recorded
 
     def _follow(self, watch: GoalLoopWatch) -> str:
+        """Take inputs until a rule says stop; which one."""
         rules = self.rules
         start = last = next_look = time.monotonic()
         while True:
@@ -188,13 +180,30 @@ class LoopFollower:
                 return "let_go"
             if isinstance(item, PauseAsked):
                 self._pause(watch, item.actor)
-            elif isinstance(item, Notification) and (event := watch.see(item)) is not None:
-                last = time.monotonic()
-                if event.kind == "goal_updated" and event.goal is not None:
-                    self.goal = event.goal
-                self.loop.on(event)
+            elif isinstance(item, Notification):
+                last = self._see(watch, item) or last
             if (why := self._stops(watch, start, last)) is not None:
                 return why
+
+    def _see(self, watch: GoalLoopWatch, note: Notification) -> float | None:
+        """Record what codex's notification says of the loop; when, if it said anything."""
+        event = watch.see(note)
+        if event is None:
+            return None
+        if event.kind == "goal_updated" and event.goal is not None:
+            self.goal = event.goal
+        self.loop.on(event)
+        return time.monotonic()
+
+    def _hand_over_turn(self, watch: GoalLoopWatch) -> None:
+        """Let go for a Run: the running turn gets a moment to end on its own record."""
+        deadline = time.monotonic() + self.rules.hand_over_sec
+        while self.loop.open_turns and (left := deadline - time.monotonic()) > 0:
+            item = self._take(left)
+            if item is None:
+                return  # codex is gone: the turn is recorded interrupted
+            if isinstance(item, Notification):
+                self._see(watch, item)
 
     def _stops(self, watch: GoalLoopWatch, start: float, last: float) -> str | None:
         """The rule that says stop now, if any."""
@@ -243,16 +252,3 @@ class LoopFollower:
             self.goal = watch.set("paused")
             self.paused = self.record_pause(actor, self.goal.status)
         self.answered.set()
-
-    def _wait_for_turn(self, watch: GoalLoopWatch) -> None:
-        """Letting go for a Run: the running turn gets a moment to end on its own record."""
-        deadline = time.monotonic() + self.rules.hand_over_sec
-        while self.loop.open_turns and time.monotonic() < deadline:
-            item = self._take(max(0.0, deadline - time.monotonic()))
-            if item is None:
-                return  # codex is gone: the turn is recorded interrupted
-            if isinstance(item, Notification):
-                with contextlib.suppress(CodexError):
-                    event = watch.see(item)
-                    if event is not None:
-                        self.loop.on(event)
