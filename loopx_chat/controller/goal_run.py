@@ -73,6 +73,7 @@ from loopx_chat.goals.run_block import (
     RUN_ENDING,
     RunBlock,
 )
+from loopx_chat.state.file_change import FileChange
 from loopx_chat.state.session_records import TurnRecord
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
@@ -278,7 +279,7 @@ class _Follow:
     inbox: RunInbox = field(default_factory=RunInbox)
     state: RunState = field(default_factory=RunState)  # moves checked by `run_states.MOVES`
     follower_thread: threading.Thread | None = None
-    gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
+    gates_log: FileChange | None = None  # the gate log's stat at the last look
     loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
     usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
@@ -447,14 +448,9 @@ class _Follow:
     def _gates_changed(self) -> bool:
         """Whether the goal's gate log changed since the last look (a stat, every step: a
         gate another process recorded is acknowledged within a step, not a poll)."""
-        try:
-            st = os.stat(self.runner.goals.goal_dir(self.goal_id) / "gates.jsonl")
-            seen: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            seen = None
-        changed = seen != self.gates_seen
-        self.gates_seen = seen
-        return changed
+        if self.gates_log is None:
+            self.gates_log = FileChange(self.runner.goals.goal_dir(self.goal_id) / "gates.jsonl")
+        return self.gates_log.moved()
 
     def _follow(self) -> RunResult:
         if self.recovering:

@@ -16,7 +16,6 @@ It never decides that a loop may run.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +26,7 @@ from loopx_chat.errors import LoopxChatError, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns
+from loopx_chat.state.file_change import FileChange
 
 HAND_OVER_WAIT_SEC = 5.0  # how long a Run waits for the foreign loop's running turn
 STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked at (a stat)
@@ -110,17 +110,11 @@ class HostLoops:
     def _stop_look(self, goal_id: str) -> Callable[[], str | None]:
         """The actor of a `goal stop` in force, read only when the record's stat moved (it
         is written by the CLI, another process: nothing tells this one)."""
-        path, seen = self.records.lifecycle_path(goal_id), [None]
+        record = FileChange(self.records.lifecycle_path(goal_id))
 
         def look() -> str | None:
-            try:
-                st = os.stat(path)
-                stat: Any = (st.st_size, st.st_mtime_ns)
-            except OSError:
-                stat = None
-            if stat == seen[0]:
+            if not record.moved():
                 return None
-            seen[0] = stat
             stopped = self.records.stopped(goal_id)
             return None if stopped is None else str(stopped.get("actor", "owner"))
 
