@@ -602,30 +602,16 @@ class ChatController:
         loop spends while the thread is held, and a loop without a budget never goes quiet.
         The host goal is never touched. Returns how many turns were recorded."""
         from loopx_chat.codex.goal_loop import GoalLoopWatch
-        from loopx_chat.controller.loop_turns import LoopTurns
+        from loopx_chat.controller.loop_follower import LoopFollower, LoopTurns, StopRules
 
         warm = self._warm.get(session_id)
         if warm is None or session_id not in self.host_loop_notices:
             return 0
-        watch = GoalLoopWatch(warm.thread)
-        loop = LoopTurns(self.turns, session_id)
-        deadline = time.monotonic() + most_sec
-        last_seen = time.monotonic()
-        with self._session_lock(session_id):
-            while time.monotonic() < deadline:
-                try:
-                    event = watch.next_event(timeout=0.05)
-                except CodexError:
-                    break
-                if event is None:
-                    # Nothing of the loop (or a notification it does not need) came.
-                    if not loop.open_turns and time.monotonic() - last_seen > quiet_sec:
-                        break
-                    continue
-                last_seen = time.monotonic()
-                loop.on(event)
-            loop.settle()
-        return loop.recorded
+        rules = StopRules(quiet_sec=quiet_sec, most_sec=most_sec)
+        follower = LoopFollower(LoopTurns(self.turns, session_id), rules)
+        with self._session_lock(session_id), contextlib.suppress(CodexError):
+            follower.follow(GoalLoopWatch(warm.thread))
+        return follower.loop.recorded
 
     def holds(self, session_id: str) -> bool:
         """Whether this controller has the session's thread loaded (its writer lock is ours)."""

@@ -40,9 +40,9 @@ from typing import Any
 
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
-from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan, person_gates
+from loopx_chat.controller.loop_follower import LoopTurns
 from loopx_chat.controller.run_inbox import (
     Answer,
     GateDecided,
@@ -73,7 +73,8 @@ from loopx_chat.goals.run_block import (
     RUN_ENDING,
     RunBlock,
 )
-from loopx_chat.state.session_records import TokenCounts, TurnRecord
+from loopx_chat.state.file_change import FileChange
+from loopx_chat.state.session_records import TurnRecord
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
 STEP_SEC = 0.05  # the longest the loop waits on its inbox before it looks at the clock
@@ -272,12 +273,13 @@ class _Follow:
     started: float = 0.0
     warm: Any = None
     watch: Any = None
+    loop: Any = None  # the run's turns in the ledger (`LoopTurns`, sharing `open_turns`)
     # The run's one ordered input queue: codex's notifications (routed here while the run
     # holds the thread) and what the owner and this process did (`run_inbox`).
     inbox: RunInbox = field(default_factory=RunInbox)
     state: RunState = field(default_factory=RunState)  # moves checked by `run_states.MOVES`
     follower_thread: threading.Thread | None = None
-    gates_seen: tuple[int, int] | None = None  # the gate log's size and mtime, last look
+    gates_log: FileChange | None = None  # the gate log's stat at the last look
     loop_started: bool = False  # the goal was set active (or found so) by this run
     budget_spent_in: str | None = None  # the turn interrupted because it reached the budget
     usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
@@ -338,6 +340,15 @@ class _Follow:
             with controller.held_thread(self.session_id, self.plan.approval_policy) as warm:
                 self.warm = warm
                 self.watch = GoalLoopWatch(warm.thread)
+                # The run's turns, kept as every followed loop's are (`loop_follower`).
+                self.loop = LoopTurns(
+                    controller.turns,
+                    self.session_id,
+                    warm,
+                    run_id=self.record.run_id,
+                    desk=controller.host_requests,
+                    open_turns=self.open_turns,
+                )
                 # From here codex's notifications come in the run's inbox, in order with
                 # everything else it is given; the reader only puts them there.
                 proc = warm.thread.proc
@@ -437,14 +448,9 @@ class _Follow:
     def _gates_changed(self) -> bool:
         """Whether the goal's gate log changed since the last look (a stat, every step: a
         gate another process recorded is acknowledged within a step, not a poll)."""
-        try:
-            st = os.stat(self.runner.goals.goal_dir(self.goal_id) / "gates.jsonl")
-            seen: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            seen = None
-        changed = seen != self.gates_seen
-        self.gates_seen = seen
-        return changed
+        if self.gates_log is None:
+            self.gates_log = FileChange(self.runner.goals.goal_dir(self.goal_id) / "gates.jsonl")
+        return self.gates_log.moved()
 
     def _follow(self) -> RunResult:
         if self.recovering:
@@ -599,7 +605,6 @@ class _Follow:
 
     # -- what the loop did ---------------------------------------------------------------
     def _on(self, event: LoopEvent) -> None:
-        ledger = self.runner.controller.turns
         if event.kind == "goal_updated":
             self.goal = event.goal
             return
@@ -615,16 +620,7 @@ class _Follow:
                 self.say(event.text)
             return
         if event.kind == "turn_started" and event.turn_id:
-            turn = ledger.draft(
-                self.session_id,
-                None,
-                origin="goal_loop",
-                run_id=self.record.run_id,
-                upstream_turn_id=event.turn_id,
-            )
-            ledger.begin(turn)
-            self.open_turns[event.turn_id] = turn
-            self.warm.running_turn_id = turn.turn_id
+            self.loop.on(event)
             if self.goal_blocked or self.budget_spent_in is not None or self.guard_tripped:
                 # A turn codex started although the goal is blocked for a gate, after the
                 # run's budget was spent (codex counted less than the ledger), or after the
@@ -632,14 +628,11 @@ class _Follow:
                 self.watch.interrupt(event.turn_id)
             return
         if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
-            turn = self.open_turns.pop(event.turn_id, None)
+            # Recorded, and codex forgets a request to the owner when its turn ends.
+            turn = self.loop.on(event)
             if turn is None:
                 return
-            result = ledger.finish(turn, event.outcome)
-            self.finished.append(result.turn)
-            self.warm.running_turn_id = None
-            # Codex forgets a request to the owner when its turn ends.
-            self.runner.controller.host_requests.turn_ended(self.warm.thread.thread_id)
+            self.finished.append(turn)
             if self.budget_spent_in == event.turn_id:
                 self._spent()
             self._check_progress(event)
@@ -647,9 +640,9 @@ class _Follow:
                 self.on_turn(
                     TurnProgress(
                         n=len(self.finished),
-                        turn_id=result.turn.turn_id,
-                        status=result.turn.status,
-                        tokens=result.turn.tokens.total_tokens,
+                        turn_id=turn.turn_id,
+                        status=turn.status,
+                        tokens=turn.tokens.total_tokens,
                         tokens_used=self.spent(),
                         token_budget=self.plan.token_budget,
                         elapsed_sec=time.monotonic() - self.started,
@@ -864,10 +857,8 @@ class _Follow:
 
     def _settle_open(self, code: str | None) -> None:
         ledger = self.runner.controller.turns
-        for upstream, turn in list(self.open_turns.items()):
-            ledger.finish(turn, TurnOutcome(upstream, "interrupted", code, TokenCounts()))
-            self.finished.append(replace(turn, status="interrupted"))
-        self.open_turns.clear()
+        if self.loop is not None:
+            self.finished += self.loop.settle(code)
         # What the records say runs, too: a Ctrl-C that lands between the ledger recording a
         # turn codex started and the run adding it to `open_turns` left it `running` for good.
         with contextlib.suppress(StateError):  # unreadable: left as it was, said elsewhere

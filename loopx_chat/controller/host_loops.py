@@ -2,11 +2,12 @@
 
 When the service loads a thread (its warm hold, a resume, a chat turn) whose host goal is
 `active` with no run authorization of ours, codex continues it at once. This module owns
-following such a loop while the service holds the thread: each continuation turn goes into
-the turn ledger like any other (`origin: goal_loop`, no run), and the thread stays loaded
-while the loop runs. It also owns the owner's Pause of such a loop (the host goal set
-`paused`, recorded with its actor) and letting a loop go (a Run adopts it; the service
-stops: a turn still open is recorded interrupted, since closing the thread ends it).
+following such a loop while the service holds the thread (a `loop_follower.LoopFollower`
+each, on a worker of its own): each continuation turn goes into the turn ledger like any
+other (`origin: goal_loop`, no run), and the thread stays loaded while the loop runs. It
+also owns the owner's Pause of such a loop (the host goal set `paused`, recorded with its
+actor) and letting a loop go (a Run adopts it; the service stops: a turn still open is
+recorded interrupted, since closing the thread ends it).
 
 It never changes the host goal by itself: only the owner's Pause (the card's, or a `goal
 stop` in force, the owner's recorded "no automatic turn") sets anything, and only `paused`.
@@ -15,34 +16,20 @@ It never decides that a loop may run.
 
 from __future__ import annotations
 
-import contextlib
 import threading
-import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.errors import CodexError, LoopxChatError, StateError
+from loopx_chat.controller.loop_follower import LoopFollower, LoopTurns, StopRules
+from loopx_chat.errors import LoopxChatError, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.goals.goal_runs import GoalRuns
+from loopx_chat.state.file_change import FileChange
 
 HAND_OVER_WAIT_SEC = 5.0  # how long a Run waits for the foreign loop's running turn
-STOP_LOOK_SEC = 0.2  # how often a followed loop's goal is checked for `goal stop`
-
-
-@dataclass
-class _Followed:
-    goal_id: str
-    session_id: str
-    thread: threading.Thread | None = None
-    pause_by: str | None = None  # the owner asked to pause it (the actor)
-    paused: dict[str, Any] | None = None  # the record of that Pause, once codex answered
-    error: LoopxChatError | None = None
-    let_go: threading.Event = field(default_factory=threading.Event)
-    hand_over: bool = False  # let go for a Run: its running turn may end on its own record
-    done: threading.Event = field(default_factory=threading.Event)
-    asked: threading.Event = field(default_factory=threading.Event)  # the Pause was handled
+STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked at (a stat)
 
 
 class HostLoops:
@@ -52,20 +39,16 @@ class HostLoops:
         self.controller = controller
         self.runs = GoalRuns(goals)
         self.records = GoalLedger(goals)
-        self._followed: dict[str, _Followed] = {}
+        self._followed: dict[str, tuple[LoopFollower, threading.Thread]] = {}
         self._lock = threading.Lock()
         self.closed = False
-
-    def following(self) -> dict[str, str]:
-        """goal id -> session id of the loops this process follows now."""
-        with self._lock:
-            return {g: f.session_id for g, f in self._followed.items() if not f.done.is_set()}
 
     def follows(self, session_id: str) -> bool:
         """True while this process follows a loop it did not start on the session's thread."""
         with self._lock:
             return any(
-                f.session_id == session_id and not f.done.is_set() for f in self._followed.values()
+                f.loop.session_id == session_id and not f.done.is_set()
+                for f, _ in self._followed.values()
             )
 
     def take_up(self) -> list[str]:
@@ -82,97 +65,67 @@ class HostLoops:
                 except LoopxChatError:
                     continue
                 held = self._followed.get(goal_id)
-                if held is not None and not held.done.is_set():
+                if held is not None and not held[0].done.is_set():
                     continue
-                followed = _Followed(goal_id, session_id)
-                followed.thread = threading.Thread(
-                    target=self._follow, args=(followed,), name=f"host-loop-{goal_id}", daemon=True
+                follower = LoopFollower(
+                    LoopTurns(self.controller.turns, session_id),
+                    StopRules(
+                        quiet_sec=self.controller.config.timeouts.idle,
+                        loop_ended=True,
+                        hand_over_sec=HAND_OVER_WAIT_SEC,
+                        stop_look_sec=STOP_LOOK_SEC,
+                    ),
+                    record_pause=lambda actor, status, g=goal_id, s=session_id: self._record_pause(
+                        g, s, actor, status
+                    ),
+                    stopped_by=self._stop_look(goal_id),
                 )
-                self._followed[goal_id] = followed
-                followed.thread.start()
+                thread = threading.Thread(
+                    target=self._follow,
+                    args=(session_id, follower),
+                    name=f"host-loop-{goal_id}",
+                    daemon=True,
+                )
+                self._followed[goal_id] = (follower, thread)
+                thread.start()
                 taken.append(session_id)
         return taken
 
-    def _follow(self, followed: _Followed) -> None:
+    def _follow(self, session_id: str, follower: LoopFollower) -> None:
         from loopx_chat.codex.goal_loop import GoalLoopWatch
-        from loopx_chat.controller.loop_turns import LoopTurns
 
         controller = self.controller
-        idle = controller.config.timeouts.idle
         try:
-            with controller.held_thread(followed.session_id) as warm:
+            with controller.held_thread(session_id) as warm:
+                follower.loop.warm = warm
+                follower.loop.desk = controller.host_requests
                 watch = GoalLoopWatch(warm.thread)
-                loop = LoopTurns(controller.turns, followed.session_id, warm)
-                goal = watch.get()
-                last_event = time.monotonic()
-                next_look = 0.0
-                try:
-                    while not followed.let_go.is_set():
-                        if time.monotonic() >= next_look:
-                            next_look = time.monotonic() + STOP_LOOK_SEC
-                            self._pause_if_stopped(followed)
-                        if followed.pause_by is not None and followed.paused is None:
-                            goal = watch.set("paused")
-                            followed.paused = self._record_pause(followed, goal.status)
-                            followed.asked.set()
-                        event = watch.next_event(timeout=0.05)
-                        if event is not None:
-                            last_event = time.monotonic()
-                            if event.kind == "goal_updated" and event.goal is not None:
-                                goal = event.goal
-                            loop.on(event)
-                            if event.kind == "turn_ended":
-                                # Codex forgets what it asked in that turn: so does the desk.
-                                controller.host_requests.turn_ended(warm.thread.thread_id)
-                        ended = goal is None or goal.status != "active"
-                        quiet = time.monotonic() - last_event > idle
-                        if (
-                            not loop.open_turns
-                            and watch.running_turn_id is None
-                            and (ended or quiet)
-                        ):
-                            break  # the loop ended, or codex stopped continuing it
-                finally:
-                    if followed.hand_over and loop.open_turns:
-                        self._wait_for_turn(watch, loop)
-                    loop.settle()
+                follower.follow(watch, watch.get())
         except LoopxChatError as exc:
-            followed.error = exc
+            follower.error = exc
         finally:
-            followed.done.set()
-            followed.asked.set()
+            follower.done.set()
+            follower.answered.set()
 
-    def _pause_if_stopped(self, followed: _Followed) -> None:
-        """`goal stop` is the owner's recorded "no automatic turn": a loop codex runs on the
-        goal's thread while it is in force is paused like the card's Pause, with the actor
-        of the stop. Read between notifications; an unreadable record changes nothing."""
-        if followed.pause_by is not None:
-            return
-        try:
-            stopped = self.records.stopped(followed.goal_id)
-        except LoopxChatError:
-            return
-        if stopped is not None:
-            followed.pause_by = f"{stopped.get('actor', 'owner')} (goal stop)"
+    def _stop_look(self, goal_id: str) -> Callable[[], str | None]:
+        """The actor of a `goal stop` in force, read only when the record's stat moved (it
+        is written by the CLI, another process: nothing tells this one)."""
+        record = FileChange(self.records.lifecycle_path(goal_id))
 
-    @staticmethod
-    def _wait_for_turn(watch: Any, loop: Any) -> None:
-        """Letting go: the running turn gets a moment to end on its own record."""
-        deadline = time.monotonic() + HAND_OVER_WAIT_SEC
-        while loop.open_turns and time.monotonic() < deadline:
-            with contextlib.suppress(CodexError):
-                event = watch.next_event(timeout=0.05)
-                if event is not None:
-                    loop.on(event)
+        def look() -> str | None:
+            if not record.moved():
+                return None
+            stopped = self.records.stopped(goal_id)
+            return None if stopped is None else str(stopped.get("actor", "owner"))
 
-    def _record_pause(self, followed: _Followed, host_status: str) -> dict[str, Any]:
-        record = self.controller.store.load(followed.session_id)
+        return look
+
+    def _record_pause(
+        self, goal_id: str, session_id: str, actor: str, host_status: str
+    ) -> dict[str, Any]:
+        record = self.controller.store.load(session_id)
         return self.runs.record_host_loop_paused(
-            followed.goal_id,
-            followed.session_id,
-            record.upstream_thread_id,
-            actor=str(followed.pause_by),
-            host_status=host_status,
+            goal_id, session_id, record.upstream_thread_id, actor=actor, host_status=host_status
         )
 
     def pause(self, goal_id: str, *, actor: str) -> dict[str, Any]:
@@ -181,14 +134,13 @@ class HostLoops:
         app-server that loads no thread), recorded with `actor`; the running turn finishes
         and is recorded. `run_not_found` when no such loop was seen since the last run."""
         with self._lock:
-            followed = self._followed.get(goal_id)
-        if followed is not None and not followed.done.is_set():
-            followed.pause_by = actor
-            followed.asked.wait(timeout=30)
-            if followed.paused is not None:
-                return followed.paused
-            if followed.error is not None:
-                raise followed.error
+            follower = self._followed.get(goal_id, (None,))[0]
+        if follower is not None and not follower.done.is_set():
+            paused = follower.pause(actor, timeout=30)
+            if paused is not None:
+                return paused
+            if follower.error is not None:
+                raise follower.error
         return self._pause_unloaded(goal_id, actor)
 
     def _pause_unloaded(self, goal_id: str, actor: str) -> dict[str, Any]:
@@ -212,13 +164,12 @@ class HostLoops:
         """Stop following the goal's loop (a Run adopts it): the host goal is untouched;
         the session id it was followed on, or None when none was."""
         with self._lock:
-            followed = self._followed.pop(goal_id, None)
-        if followed is None or followed.thread is None or followed.done.is_set():
+            follower, thread = self._followed.pop(goal_id, (None, None))
+        if follower is None or thread is None or follower.done.is_set():
             return None
-        followed.hand_over = True
-        followed.let_go.set()
-        followed.thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-        return followed.session_id
+        follower.let_go(hand_over=True)
+        thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
+        return follower.loop.session_id
 
     def follow_again(self, session_id: str) -> None:
         """A Run that adopted the loop was refused: follow it again as before."""
@@ -230,8 +181,7 @@ class HostLoops:
         with self._lock:
             self.closed = True
             held = list(self._followed.values())
-        for followed in held:
-            followed.let_go.set()
-        for followed in held:
-            if followed.thread is not None:
-                followed.thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
+        for follower, _ in held:
+            follower.let_go()
+        for _, thread in held:
+            thread.join(timeout=HAND_OVER_WAIT_SEC + 5)

@@ -336,7 +336,11 @@ class GoalLedger:
 
     def stopped(self, goal_id: str) -> dict[str, Any] | None:
         """The stop event in force, or None when the goal runs."""
-        return stopped_from(read_records(self._path(goal_id, "lifecycle.jsonl"), LIFECYCLE_SCHEMA))
+        return stopped_from(read_records(self.lifecycle_path(goal_id), LIFECYCLE_SCHEMA))
+
+    def lifecycle_path(self, goal_id: str) -> Path:
+        """Where `goal stop` and `goal resume` are recorded (a follower stats it)."""
+        return self._path(goal_id, "lifecycle.jsonl")
 
     # -- human_reward ----------------------------------------------------------------------
     def record_reward(

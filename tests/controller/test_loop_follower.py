@@ -1,0 +1,135 @@
+"""controller/loop_follower.py on the scripted host: codex's goal loop followed once, and
+each of its stop rules.
+
+A continuation turn is a recorded turn of the pinned codex (`turn.json`, or `steer.json`'s
+turn that stays open until interrupted), started on a thread the controller holds, as codex's
+loop starts one; the follower takes codex's notifications from its own queue. Every follow
+says which rule ended it (`why`), and the turn ledger is the oracle for what was recorded: a
+broken rule ends the follow by another rule, or records another outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState
+from loopx_chat.codex.thread import Timeouts
+from loopx_chat.controller.chat_controller import ChatController, ControllerConfig
+from loopx_chat.controller.loop_follower import LoopFollower, LoopTurns, StopRules
+from loopx_chat.errors import CodexError
+from loopx_chat.state.session_store import SessionStore
+from tests.helpers.fakes import Scripted
+from tests.helpers.fakes.replay import Answer
+from tests.helpers.fakes.scripted_host import Script
+from tests.helpers.waiting import joined, run_in_thread, wait_for
+
+QUICK = ControllerConfig(timeouts=Timeouts(startup=5, request=5, idle=30, hard=60, close_grace=1))
+OPEN = Script(answers={"turn/start": Answer("steer", "turn/start")})  # open until interrupted
+SAFETY = 30.0  # a rule that does not fire ends the follow by this one instead: the test fails
+
+
+def _goal(status: str) -> HostGoalState:
+    return HostGoalState(status=status, token_budget=None, tokens_used=0, time_used_seconds=0)
+
+
+@contextmanager
+def _loop_turn(
+    tmp_path: Path, scripted: Scripted, script: Script | None = None
+) -> Iterator[tuple[ChatController, str, Any]]:
+    """A held thread on which codex's loop has just started a turn."""
+    home = tmp_path / "bound"
+    home.mkdir()
+    with scripted.controller(tmp_path, home.resolve(), script, QUICK) as c:
+        sid = c.open_session("g", tmp_path).session_id
+        with c.held_thread(sid) as warm:
+            warm.thread.start_turn("mock:text=on my own")
+            yield c, sid, warm
+
+
+def _statuses(tmp_path: Path, sid: str) -> list[tuple[str, str | None, str | None]]:
+    turns = SessionStore(tmp_path / "state").list_turns(sid)
+    return [(str(t.status), t.origin, t.run_id) for t in turns]
+
+
+@pytest.mark.parametrize(
+    ("status", "rules", "why"),
+    [
+        # The goal left `active`: the follow ends once its turn is recorded.
+        ("complete", StopRules(loop_ended=True, quiet_sec=SAFETY), "loop_ended"),
+        # Still `active`: only codex's silence ends it.
+        ("active", StopRules(loop_ended=True, quiet_sec=0.05, most_sec=SAFETY), "quiet_sec"),
+        ("active", StopRules(quiet_sec=0.05, most_sec=SAFETY), "quiet_sec"),
+    ],
+)
+def test_a_finished_turn_is_recorded_and_the_rule_that_ends_the_follow_is_the_one_set(
+    tmp_path: Path, scripted: Scripted, status: str, rules: StopRules, why: str
+) -> None:
+    with _loop_turn(tmp_path, scripted) as (c, sid, warm):
+        follower = LoopFollower(LoopTurns(c.turns, sid, warm), rules)
+        assert follower.follow(GoalLoopWatch(warm.thread), _goal(status)) == 1
+        assert warm.running_turn_id is None
+    assert follower.why == why
+    assert _statuses(tmp_path, sid) == [("completed", "goal_loop", None)]
+
+
+def test_at_most_n_seconds_ends_a_follow_whose_turn_is_still_open(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    """Quiet never ends a follow while a turn is open; `most_sec` does, and the open turn is
+    recorded interrupted (letting the thread go ends it)."""
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        follower = LoopFollower(LoopTurns(c.turns, sid), StopRules(quiet_sec=0.01, most_sec=0.3))
+        worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
+        worker.join(SAFETY)
+        follower.let_go()  # a follow the rule did not end ends here, and the test fails
+        assert joined(worker, box) == 1
+        assert follower.why == "most_sec"
+        assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)]
+
+
+def test_let_go_ends_the_follow_and_keeps_a_runs_id(tmp_path: Path, scripted: Scripted) -> None:
+    """A LetGo ends a follow no other rule would end: the turn codex started is recorded
+    (with the run's id when one is given), gets `hand_over_sec` to end, then is recorded
+    interrupted."""
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        turns = LoopTurns(c.turns, sid, warm, run_id="run-1")
+        follower = LoopFollower(turns, StopRules(hand_over_sec=0.05))
+        worker, box = run_in_thread(
+            lambda: follower.follow(GoalLoopWatch(warm.thread), _goal("active"))
+        )
+        wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", "run-1")])
+        follower.let_go(hand_over=True)
+        assert joined(worker, box) == 1
+        assert follower.why == "let_go" and follower.done.is_set()
+    assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", "run-1")]
+
+
+def test_codex_ending_ends_the_follow_with_its_error_and_the_open_turn_interrupted(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        follower = LoopFollower(LoopTurns(c.turns, sid), StopRules(most_sec=SAFETY))
+        scripted.codex.hosts[0].close()
+        with pytest.raises(CodexError) as ended:
+            follower.follow(GoalLoopWatch(warm.thread))
+        assert ended.value.error_code == "app_server_exited"
+        assert follower.error is ended.value and follower.why is None
+        c.drop_thread(sid)
+    assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)]
+
+
+def test_the_owner_pause_is_asked_through_the_queue_and_answered_when_the_follow_ends(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    """A Pause asked of a follow that ends before taking it is answered (None), never left
+    waiting: its caller pauses the goal another way."""
+    with _loop_turn(tmp_path, scripted) as (c, sid, warm):
+        follower = LoopFollower(LoopTurns(c.turns, sid), StopRules(quiet_sec=0.05, most_sec=SAFETY))
+        follower.follow(GoalLoopWatch(warm.thread))
+        assert follower.pause("owner", timeout=SAFETY) is None
+        assert follower.answered.is_set()
