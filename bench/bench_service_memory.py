@@ -14,12 +14,17 @@ bytes of its live small Python objects (`sys._debugmallocstats`).
 
 `--baseline REF` runs REF's service beside this checkout's, cycle by cycle in alternation
 against the same mock, so both are measured in one run under the same load.
+`--reuse-sessions K` opens K sessions and then turns on them in rotation, so no session or
+rollout is added per cycle and what still grows is kept per request or turn (with K above
+`--max-warm` each turn resumes a thread closed since). `--env KEY=VALUE` sets a variable in
+this checkout's service only: `--baseline HEAD --env MALLOC_ARENA_MAX=2` compares one
+allocator setting on the same code in one run.
 `--tracemalloc` starts `tracemalloc` in each service (through a `sitecustomize` on its
 `PYTHONPATH`) and prints the top growth of Python objects by traceback between cycle 100
 and the end. Never asserts.
 
 Run: `.venv/bin/python bench/bench_service_memory.py [--cycles 1000] [--baseline main]
-[--tracemalloc]`.
+[--tracemalloc] [--reuse-sessions K] [--env KEY=VALUE]`.
 """
 
 from __future__ import annotations
@@ -156,6 +161,8 @@ class Service:
     pymalloc_out: Path
     secret: str | None = None
     samples: list[tuple[int, Memory]] = field(default_factory=list)
+    reuse: int = 0  # with --reuse-sessions K: turn on these K sessions in turn once opened
+    sessions: list[str] = field(default_factory=list)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
@@ -181,14 +188,20 @@ class Service:
         raise SystemExit(f"{self.label}: the service did not start")
 
     def cycle(self, n: int) -> None:
-        opened = self.call(
-            "POST",
-            "/api/chat/sessions",
-            {"goal_id": "bench", "work_dir": str(self.work), "create_goal": True},
-        )
-        if "session" not in opened:
-            raise SystemExit(f"{self.label} cycle {n}: the session did not open: {opened}")
-        sid = opened["session"]["session_id"]
+        if self.reuse and len(self.sessions) >= self.reuse:
+            # No new session or rollout: the K sessions' threads are resumed in turn (with
+            # K > --max-warm each one was closed since its last turn).
+            sid = self.sessions[n % self.reuse]
+        else:
+            opened = self.call(
+                "POST",
+                "/api/chat/sessions",
+                {"goal_id": "bench", "work_dir": str(self.work), "create_goal": True},
+            )
+            if "session" not in opened:
+                raise SystemExit(f"{self.label} cycle {n}: the session did not open: {opened}")
+            sid = opened["session"]["session_id"]
+            self.sessions.append(sid)
         self.call("POST", f"/api/chat/sessions/{sid}/turns", {"text": "hi"})
         while self.call("GET", f"/api/chat/sessions/{sid}")["session"]["active_turn_id"]:
             time.sleep(0.02)
@@ -208,7 +221,13 @@ class Service:
 
 
 def start(
-    label: str, root: Path, mock_url: str, codex_bin: str, ref: str | None, trace: bool
+    label: str,
+    root: Path,
+    mock_url: str,
+    codex_bin: str,
+    ref: str | None,
+    trace: bool,
+    extra_env: dict[str, str] | None = None,
 ) -> Service:
     base = root / label
     home, state, work = base / "home", base / "state", base / "work"
@@ -244,6 +263,7 @@ def start(
         trace_out = base / "trace"
         env["BENCH_TRACEMALLOC_OUT"] = str(trace_out)
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    env.update(extra_env or {})
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "loopx_chat", "--state-dir", str(state)),
@@ -312,7 +332,25 @@ def main() -> None:
         "--only-baseline", action="store_true", help="with --baseline: run that one alone"
     )
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--reuse-sessions",
+        type=int,
+        default=0,
+        metavar="K",
+        help="open K sessions, then turn on them in rotation: no session or rollout added "
+        "per cycle, so what grows is kept per request or turn (K > 4, --max-warm, so each "
+        "turn resumes a closed thread)",
+    )
+    parser.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set in this checkout's service only (e.g. MALLOC_ARENA_MAX=2 against "
+        "--baseline HEAD)",
+    )
     args = parser.parse_args()
+    extra_env = dict(pair.split("=", 1) for pair in args.env)
     with tempfile.TemporaryDirectory() as tmp, MockResponsesServer() as mock:
         root = Path(tmp)
         services: list[Service] = []
@@ -329,11 +367,20 @@ def main() -> None:
                     )
                 )
             if not args.only_baseline:
+                label = "this checkout" + "".join(f" {k}={v}" for k, v in extra_env.items())
                 services.append(
                     start(
-                        "this checkout", root, mock.base_url, args.codex_bin, None, args.tracemalloc
+                        label,
+                        root,
+                        mock.base_url,
+                        args.codex_bin,
+                        None,
+                        args.tracemalloc,
+                        extra_env,
                     )
                 )
+            for service in services:
+                service.reuse = args.reuse_sessions
             snaps: dict[str, list[Path | None]] = {s.label: [] for s in services}
             started = time.monotonic()
             for n in range(1, args.cycles + 1):

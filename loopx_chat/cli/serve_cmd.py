@@ -35,6 +35,7 @@ from loopx_chat.service.inherited_socket import inherited_listener, server_class
 from loopx_chat.service.launchd_socket import launchd_listener
 from loopx_chat.service.logline import LOG_CAP_BYTES, log
 from loopx_chat.service.logline import set_cap as set_log_cap
+from loopx_chat.service.malloc_arenas import cap_malloc_arenas
 from loopx_chat.service.notices import NoticeWatcher, push_senders, senders_for
 from loopx_chat.service.port_holder import find_holder, listen_refusal
 from loopx_chat.service.public_url import PublicOrigin, parse_public_url
@@ -198,6 +199,8 @@ def serve(
     push_senders(push, environ, telegram_chat)  # a missing secret stops serve here
     set_log_cap(log_cap)
     raise_open_file_limit()
+    # Before any thread starts: threads that come and go spread freed memory over arenas.
+    cap_malloc_arenas()
     secret = ensure_secret(cli.state_dir)
     # The state dir's claim comes before anything starts: a second service on it stops here,
     # before it checks codex, listens, warms a thread or looks for a run to recover.

@@ -14,12 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from loopx_chat.codex.rollouts.host_facts import index_path
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.service.malloc_arenas import SERVICE_ARENAS, is_glibc
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.device import browser_sign_in
+from tests.helpers.malloc_arenas import arena_count
 from tests.helpers.serve_process import RunningService, chromium, start_serve
 from tests.helpers.waiting import wait_for
 
@@ -70,6 +73,28 @@ def test_sigterm_mid_turn_shuts_down_cleanly(
     assert store.load(sid).active_turn_id is None
     _, alive = psutil.wait_procs(children, timeout=10)
     assert alive == []
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not is_glibc(), reason="glibc's arenas only"
+)
+def test_serve_caps_its_malloc_arenas(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    state = tmp_path / "state"
+    env = {k: v for k, v in base_env.items() if k != "MALLOC_ARENA_MAX"}
+    proc, port = start_serve(state, bound_home, env, codex_bin)
+    try:
+        # A session and a turn: the request, worker and reader threads each allocate.
+        opened = _post(port, "/api/chat/sessions", {"goal_id": "g", "create_goal": True}, state)
+        sid = opened["session"]["session_id"]
+        _post(port, f"/api/chat/sessions/{sid}/turns", {"text": "hi"}, state)
+        wait_for(lambda: SessionStore(state).load(sid).active_turn_id is None, timeout=60)
+        # Uncapped, this service held 8 arenas besides the main heap by now (issue 37).
+        assert arena_count(proc.pid) <= SERVICE_ARENAS
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
 
 
 def test_serve_brings_the_rollout_index_up_to_date_before_any_request(
