@@ -382,6 +382,11 @@ class HostRequestDesk:
         # on the app-server's reader: it puts the gate in the inbox of a goal run of this
         # process (`running_goals.gate_posted`) and must never wait on that run.
         self.on_gate: Callable[[Gate], object] | None = None
+        # Called on the window's timer before the window's answer goes to codex, with the
+        # goal and gate: a goal run of this process takes every input before it (this gate's
+        # included) and so has set the goal `blocked` before codex hears the answer and may
+        # start a continuation. A bounded wait on the run, never on codex's reader.
+        self.before_window: Callable[[str, str], object] | None = None
         self._stop = threading.Event()
         self._poller: threading.Thread | None = None
 
@@ -523,6 +528,9 @@ class HostRequestDesk:
         live = self.live(gate_id)
         if live is None:
             return
+        if self.before_window is not None:
+            with contextlib.suppress(Exception):
+                self.before_window(live.goal_id, gate_id)
         if live.kind != "question":
             self._steer_not_answered(live)
         with contextlib.suppress(LoopxChatError):

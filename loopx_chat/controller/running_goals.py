@@ -127,6 +127,16 @@ class RunningGoals:
         if follower is not None and gate.blocking:
             follower.post_gate(gate.gate_id)
 
+    def before_window(self, goal_id: str, gate_id: str) -> None:
+        """The desk is about to answer codex for a gate whose window passed: the run here
+        takes every input before it first (the gate's own, which blocks the goal), so codex
+        never ends that turn on an `active` goal and starts a continuation (seen under load:
+        the window of 1 s passed before the run had taken the gate). Bounded, as
+        `look_now` is; no run here: nothing to wait for."""
+        follower = self.follower(goal_id)
+        if follower is not None:
+            follower.look_now(gate_id)
+
     def gate_decided(self, goal_id: str) -> None:
         """A gate of the goal was decided: the run here sets the goal `active` again (the
         last blocking one approved) or pauses it (one rejected) before this returns."""

@@ -7,6 +7,7 @@ without a process."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -74,4 +75,29 @@ def test_a_decision_after_codex_is_gone_is_recorded_and_never_sent(
 
     assert codex.hosts[0].decisions == []
     assert gate.status == "approved" and (gate.host or {}).get("state") != "answered"
+    thread.close()
+
+
+def test_when_the_window_passes_a_run_here_takes_the_gate_before_codex_hears_the_answer(
+    tmp_path: Path,
+) -> None:
+    # Under load a run took the gate (and set its goal `blocked`) after the window's decline
+    # had reached codex, which then started a continuation turn on a goal still `active`.
+    desk = HostRequestDesk(GateStore(tmp_path / "state"), decision_timeout=0.2)
+    codex = ScriptedCodex(Script(answers={"turn/start": Answer("approval", "turn/start")}))
+    thread = _thread(tmp_path, codex, desk)
+    host = codex.hosts[0]
+    seen: list[tuple[str, str, int]] = []
+
+    def run_takes_it(goal_id: str, gate_id: str) -> None:
+        time.sleep(0.3)  # a run slow to take its inbox: codex must still be waiting after
+        seen.append((goal_id, gate_id, len(host.decisions)))
+
+    desk.before_window = run_takes_it
+    turn_id, _ = thread.start_turn("mock:shell=touch approval-probe")
+    (live,) = desk.live_gates()
+    assert thread.wait_turn(turn_id).status == "completed"  # ends once the window answered
+    assert seen == [("g", live.gate_id, 0)]
+    (answered,) = host.decisions
+    assert answered["id"] == live.request.request_id
     thread.close()
