@@ -69,8 +69,10 @@ if os.environ.get("BENCH_PYMALLOC_OUT"):
                 os.close(saved)
             tmp.seek(0)
             text = tmp.read().decode()
-        used = re.search(r"# bytes in allocated blocks += +([0-9,]+)", text).group(1)
-        arenas = re.search(r"# arenas allocated current += +([0-9,]+)", text).group(1)
+        # Without pymalloc (PYTHONMALLOC=malloc through --env) there is nothing to count.
+        used = re.search(r"# bytes in allocated blocks += +([0-9,]+)", text)
+        arenas = re.search(r"# arenas allocated current += +([0-9,]+)", text)
+        used, arenas = (m.group(1) if m else "0" for m in (used, arenas))
         out = os.environ["BENCH_PYMALLOC_OUT"]
         with open(out + ".tmp", "w") as f:
             f.write(used.replace(",", "") + " " + arenas.replace(",", ""))
