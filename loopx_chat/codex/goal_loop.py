@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from loopx_chat.codex.host_connection import Notification, ProcessGone
+from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.thread import CodexThread, _exited_error, _rpc
 from loopx_chat.codex.turn_events import TurnEvent, TurnEvents, count
 from loopx_chat.errors import CodexError
@@ -133,15 +133,6 @@ class GoalLoopWatch:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
         self.interrupted.add(turn_id)
         self.thread._send_interrupt(turn_id)
-
-    def next_event(self, timeout: float) -> LoopEvent | None:
-        """The next loop event within `timeout`, or None; `app_server_exited` if it died."""
-        t = self.thread
-        try:
-            note = t.proc.next_notification(timeout=timeout)
-        except ProcessGone:
-            raise self.ended() from None
-        return None if note is None else self.see(note)
 
     def ended(self) -> CodexError:
         """What the loop's app-server ending is, as an error (`app_server_exited`)."""

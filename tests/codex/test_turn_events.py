@@ -85,7 +85,9 @@ def _as_loop_turn(tmp_path: Path, scenario: str) -> tuple[TurnEvent, list[int | 
     usage: list[int | None] = []
     try:
         for _ in range(200):
-            event = watch.next_event(timeout=0.5)
+            # As a follower reads it: what the connection gives, seen by the watch.
+            note = thread.proc.next_notification(timeout=0.5)
+            event = None if note is None else watch.see(note)
             if event is None:
                 continue
             if event.kind == "turn_started" and TURNS[scenario]:
