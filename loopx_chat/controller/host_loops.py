@@ -115,7 +115,11 @@ class HostLoops:
         def look() -> str | None:
             if not record.moved():
                 return None
-            stopped = self.records.stopped(goal_id)
+            try:
+                stopped = self.records.stopped(goal_id)
+            except LoopxChatError:
+                record.seen = None  # not read: the next look reads it again
+                raise
             return None if stopped is None else str(stopped.get("actor", "owner"))
 
         return look

@@ -133,3 +133,31 @@ def test_the_owner_pause_is_asked_through_the_queue_and_answered_when_the_follow
         follower.follow(GoalLoopWatch(warm.thread))
         assert follower.pause("owner", timeout=SAFETY) is None
         assert follower.answered.is_set()
+
+
+def test_a_goal_stop_record_that_could_not_be_read_is_read_again_at_the_next_look(
+    tmp_path: Path,
+) -> None:
+    # The look reads the record only when its stat moved: a read that failed must not use
+    # that move up, or a `goal stop` written once would never be seen.
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.host_loops import HostLoops
+    from loopx_chat.errors import StateError
+
+    path = tmp_path / "lifecycle.jsonl"
+    path.write_text("{}\n")
+    answers: list[object] = [StateError("locked", error_code="state_unreadable")]
+    answers.append({"actor": "owner-cli"})
+
+    def stopped(goal_id: str) -> object:
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    records = SimpleNamespace(lifecycle_path=lambda goal_id: path, stopped=stopped)
+    look = HostLoops._stop_look(SimpleNamespace(records=records), "g")  # type: ignore[arg-type]
+    with pytest.raises(StateError):
+        look()
+    assert look() == "owner-cli"  # the file did not change since: read again all the same
