@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,7 @@ import pytest
 from loopx_chat.codex import thread as thread_module
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import ConnectionFactory, HostConnection
-from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadOptions, ThreadReader, Timeouts
+from loopx_chat.codex.thread import CodexThread, HostLaunch, ThreadReader, Timeouts
 from loopx_chat.errors import CodexError
 from loopx_chat.state.session_records import TokenCounts
 from tests.helpers.fakes.replay import (
@@ -33,24 +33,15 @@ from tests.helpers.fakes.scripted_host import (
     ScriptedCodex,
     ScriptedHost,
     recorded_exit_code,
+    scripted_launch,
 )
 
 QUICK = Timeouts(startup=2, request=2, idle=0.4, hard=30, close_grace=1, interrupt_settle=1)
 
 
 def _launch(tmp_path: Path, codex: ConnectionFactory, timeouts: Timeouts = QUICK) -> HostLaunch:
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    return HostLaunch(
-        executable=tmp_path / "never-run",
-        codex_home=home.resolve(),
-        work_dir=tmp_path,
-        environ={},
-        log_path=tmp_path / "stderr.log",
-        options=ThreadOptions(),
-        timeouts=timeouts,
-        connect=codex,
-    )
+    launch: HostLaunch = scripted_launch(tmp_path, codex, **asdict(timeouts))  # type: ignore[arg-type]
+    return launch
 
 
 def _open(tmp_path: Path, script: Script | None = None, **timeouts: float) -> CodexThread:
