@@ -27,7 +27,7 @@ from loopx_chat.controller.chat_controller import ChatController, ControllerConf
 from loopx_chat.controller.home_ownership import AppServerRegistry
 from loopx_chat.controller.turn_ledger import TurnLedger
 from loopx_chat.controller.warm_threads import WarmThreads
-from loopx_chat.errors import CodexError, LoopxChatError
+from loopx_chat.errors import CodexError, LoopxChatError, StateError
 from loopx_chat.state.session_records import SessionRecord, TurnRecord
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.fakes import FakeCodex, Scripted
@@ -599,6 +599,36 @@ def test_a_steer_that_arrives_as_the_turn_ends_never_leaves_a_turn_unwatched(
         assert warm.thread.active_turn_id is None  # the stray turn was interrupted and let go
         after = c.submit_turn(record.session_id, "next")
     assert after.turn.status == "completed" and after.created
+
+
+def test_a_turn_whose_running_record_the_disk_refuses_is_not_left_running_in_codex(
+    tmp_path: Path, home: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The running record is written while codex answers `turn/start`: when it cannot be,
+    the turn codex started is stopped, and the state is as it was."""
+    save_turn = SessionStore.save_turn
+
+    def full(self: SessionStore, turn: TurnRecord, *, durable: bool = True) -> TurnRecord:
+        if turn.status == "running":
+            raise StateError("no space left on the device", error_code="state_unwritable")
+        return save_turn(self, turn, durable=durable)
+
+    with scripted_controller(tmp_path, home, scripted, HANG) as c:
+        record = c.open_session("g", tmp_path)
+        monkeypatch.setattr(SessionStore, "save_turn", full)
+        with pytest.raises(LoopxChatError) as refused:
+            c.submit_turn(record.session_id, "hi")
+        monkeypatch.undo()
+        warm = c._warm.get(record.session_id)
+        assert warm is None or warm.thread.active_turn_id is None
+    assert refused.value.error_code == "state_unwritable"
+    started = [m["params"]["threadId"] for m in scripted.codex.requests("turn/start")]
+    stopped = [m["params"]["threadId"] for m in scripted.codex.requests("turn/interrupt")]
+    assert len(set(stopped)) >= len(started)  # every turn codex started was stopped
+    store = SessionStore(tmp_path / "state")
+    after = store.load(record.session_id)
+    assert (after.status, after.active_turn_id, after.turn_count) == ("ready", None, 0)
+    assert store.list_turns(record.session_id) == []
 
 
 def test_interrupting_a_turn_a_dead_controller_left_settles_it_while_we_hold_the_thread(

@@ -364,8 +364,12 @@ class CodexThread:
         return thread_id, model if isinstance(model, str) else None
 
     # -- turns --------------------------------------------------------------------------
-    def start_turn(self, text: str) -> tuple[str, bool]:
+    def start_turn(
+        self, text: str, *, after_send: Callable[[], None] | None = None
+    ) -> tuple[str, bool]:
         """Send `turn/start`; returns (upstream turn id, steered). Steer = same active id.
+        `after_send` runs once the request is written, while codex works on it (see
+        `AppServerProcess.request`).
 
         Codex keeps a turn's approval policy, sandbox and collaboration mode for the
         thread's later turns, so each goes only when it differs from what codex applies now
@@ -395,7 +399,14 @@ class CodexThread:
                 },
             }
         try:
-            result = _rpc(self.proc, "turn/start", params, self.timeouts.request, self.log_path)
+            result = _rpc(
+                self.proc,
+                "turn/start",
+                params,
+                self.timeouts.request,
+                self.log_path,
+                after_send=after_send,
+            )
         except BaseException:
             self._approval_in_effect = self._sandbox_in_effect = self._mode_in_effect = None
             raise
@@ -617,11 +628,12 @@ def _rpc(
     *,
     timeout_code: str = "request_timeout",
     rejected: Callable[[RpcError], Exception] | None = None,
+    after_send: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
     """One request, with every way it can fail as a CodexError (or what `rejected` returns
     for an error answer); upstream text reaches only the classifier, never the message."""
     try:
-        return proc.request(method, params, timeout)
+        return proc.request(method, params, timeout, after_send=after_send)
     except RpcError as exc:
         if rejected is not None:
             raise rejected(exc) from None

@@ -924,18 +924,38 @@ class ChatController:
             # record the moment `begin` wrote it finds the turn ours, not a dead controller's
             # to settle (it was recorded interrupted while it ran on, seen under load).
             warm.interrupt.clear()
+            # The running record is written while codex works on `turn/start` (its writes
+            # cost a turn about 1 ms, measured in bench_controller): it is on disk before
+            # `start_turn` returns, so everything after sees what it saw before.
+            unrecorded: list[BaseException] = []
+
+            def record_running() -> None:
+                try:
+                    self.turns.begin(turn)
+                except BaseException as exc:  # raised once codex's answer is in, below
+                    unrecorded.append(exc)
+
+            # Held until codex named the turn: a steer that saw the record `begin` wrote
+            # waits for that id, or it would take codex's steer for a new turn and stop it.
             with warm.steer_lock:
                 warm.running_turn_id = turn.turn_id
                 warm.steered_client_ids.clear()
-            self.turns.begin(turn)
-            try:
-                upstream_id, _ = warm.thread.start_turn(text)
-            except CodexError as exc:
-                outcome = TurnOutcome("", TurnStatus.FAILED, exc.error_code, TokenCounts())
-                self.turns.finish(turn, outcome)
-                if exc.error_code in ("app_server_exited", "app_server_protocol", "thread_busy"):
-                    self._warm.drop(session_id)
-                raise
+                try:
+                    upstream_id, _ = warm.thread.start_turn(text, after_send=record_running)
+                except CodexError as exc:
+                    outcome = TurnOutcome("", TurnStatus.FAILED, exc.error_code, TokenCounts())
+                    self.turns.finish(turn, outcome)
+                    if exc.error_code in (
+                        "app_server_exited",
+                        "app_server_protocol",
+                        "thread_busy",
+                    ):
+                        self._warm.drop(session_id)
+                    raise
+            if unrecorded:
+                # Not recorded (a full disk, a stop): codex must not run a turn nobody follows.
+                warm.thread.abandon_turn(upstream_id)
+                raise unrecorded[0]
             # Kept in memory until the turn ends: one state write less on the hot path.
             turn = replace(turn, upstream_turn_id=upstream_id)
             if on_started is not None:

@@ -55,12 +55,12 @@ def _lock_free(tmp_path: Path, home: Path, thread_id: str) -> bool:
 def _running(
     c: ChatController, scripted: Scripted, session_id: str, text: str
 ) -> tuple[threading.Thread, dict[str, object]]:
-    """A turn on a hanging host, run on a thread, once codex was sent it (the controller
-    then counts it as running, in its state and in memory)."""
+    """A turn on a hanging host, run on a thread, once codex was sent it and the controller
+    recorded it as running (it writes that record while codex answers `turn/start`)."""
     thread, box = run_in_thread(lambda: c.submit_turn(session_id, text))
 
     def sent() -> bool:
-        return any(
+        return c.store.load(session_id).active_turn_id is not None and any(
             m["params"]["input"][0]["text"] == text for m in scripted.codex.requests("turn/start")
         )
 

@@ -93,10 +93,12 @@ def test_codex_keeps_a_turns_policy_for_later_turns_that_do_not_name_it(
         named: list[object] = []
         request = warm.thread.proc.request
 
-        def recording(method: str, params: dict[str, object], *args: object) -> object:
+        def recording(
+            method: str, params: dict[str, object], *args: object, **options: object
+        ) -> object:
             if method == "turn/start":
                 named.append(params.get("approvalPolicy"))
-            return request(method, params, *args)
+            return request(method, params, *args, **options)
 
         warm.thread.proc.request = recording  # type: ignore[method-assign]
         asked: list[int] = []
