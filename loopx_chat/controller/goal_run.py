@@ -89,6 +89,7 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 NO_PROGRESS_TURNS = 3
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
+ROLLOUT_READER = "loopx_chat.codex.rollouts.host_facts"
 
 
 class _Respawn(Exception):
@@ -153,6 +154,10 @@ class GoalRunner:
         self.poll_sec = poll_sec
         # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
         self.plan = RunChecks(controller, goals).plan
+        # The end of a run reads the host's rollouts (`_compare`): its reader is imported
+        # while codex starts, not after the last turn.
+        if ROLLOUT_READER not in controller.while_starting_imports:
+            controller.while_starting_imports.append(ROLLOUT_READER)
 
     def ended_complete(self, goal_id: str) -> GoalRun:
         run = self.runs.latest(goal_id)
