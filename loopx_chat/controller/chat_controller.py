@@ -98,10 +98,6 @@ STDERR_LOG = "app-server.stderr.log"
 # before every notification (a streamed reply has hundreds), and a stat each time was a
 # measurable share of a turn's own cost; a person's interrupt waits at most this long more.
 MARKER_CHECK_SEC = 0.05
-# Modules the first work after a spawn needs (`held_thread` binds the host-request desk),
-# imported while codex starts (`_while_codex_starts`) rather than between its answer and
-# that work; a caller adds its own (`while_starting_imports`).
-WHILE_STARTING_IMPORTS = ("loopx_chat.controller.host_requests",)
 
 
 class _MarkerWatch:
@@ -210,7 +206,10 @@ class ChatController:
         # Turns Codex finished while the disk was full: recorded once space returns.
         self.parked = ParkedOutcomes(self.turns)
         self._start_recorded = False
-        self.while_starting_imports: list[str] = list(WHILE_STARTING_IMPORTS)
+        # Modules a caller will need once codex answers (a goal run: the host-request desk
+        # `held_thread` binds, the rollout reader of its end), imported while codex starts
+        # (`_while_codex_starts`) instead of on the way from its answer to the goal set.
+        self.while_starting_imports: list[str] = []
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
         self.host_loop_notices: list[str] = []
@@ -473,8 +472,8 @@ class ChatController:
 
         Only now, with a home and a codex to run, does this controller do real work, so its
         start is recorded here (a refusal before the spawn leaves state untouched). Registering
-        the app-server needs psutil (about 17 ms to import); the modules of
-        `while_starting_imports` are imported here too (about 10 ms for the desk's)."""
+        the app-server needs psutil (about 17 ms to import); the modules a caller listed in
+        `while_starting_imports` are imported here too."""
         self.record_start()
         import importlib
 

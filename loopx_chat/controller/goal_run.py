@@ -89,7 +89,11 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 NO_PROGRESS_TURNS = 3
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
-ROLLOUT_READER = "loopx_chat.codex.rollouts.host_facts"
+WHILE_CODEX_STARTS = (
+    "loopx_chat.controller.host_requests",
+    "loopx_chat.codex.rollouts.host_facts",
+    "loopx_chat.codex.rollouts.scanner",
+)
 
 
 class _Respawn(Exception):
@@ -154,10 +158,10 @@ class GoalRunner:
         self.poll_sec = poll_sec
         # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
         self.plan = RunChecks(controller, goals).plan
-        # The end of a run reads the host's rollouts (`_compare`): its reader is imported
-        # while codex starts, not after the last turn.
-        if ROLLOUT_READER not in controller.while_starting_imports:
-            controller.while_starting_imports.append(ROLLOUT_READER)
+        # Imported while codex starts, not on a run's way: the host-request desk the thread
+        # is bound to before the goal is set, the rollout reader of the run's end (`_compare`).
+        imports = controller.while_starting_imports
+        imports.extend(name for name in WHILE_CODEX_STARTS if name not in imports)
 
     def ended_complete(self, goal_id: str) -> GoalRun:
         run = self.runs.latest(goal_id)
