@@ -238,10 +238,13 @@ def goal_run(
         ctx.obj = replace(ctx.obj, controller_config=replace(DEFAULT_CONFIG, options=options))
     if not foreground:
         from loopx_chat.cli.delegation import service_for
-        from loopx_chat.cli.goal_run_remote import run_in_service
 
         service = service_for(ctx.obj)
         if service is not None:
+            # Only with a service up: its client (http, the owner socket) is not needed by a
+            # run here, and imported before the run's spawn it delayed codex's start.
+            from loopx_chat.cli.goal_run_remote import run_in_service
+
             if sandbox is not None:
                 click.echo(
                     "[loopx-chat] the service runs the goal with its own `serve --sandbox`; "

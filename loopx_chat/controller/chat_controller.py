@@ -206,6 +206,10 @@ class ChatController:
         # Turns Codex finished while the disk was full: recorded once space returns.
         self.parked = ParkedOutcomes(self.turns)
         self._start_recorded = False
+        # Modules a caller will need once codex answers (a goal run: the host-request desk
+        # `held_thread` binds, the rollout reader of its end), imported while codex starts
+        # (`_while_codex_starts`) instead of on the way from its answer to the goal set.
+        self.while_starting_imports: list[str] = []
         # Sessions whose thread this controller loaded while codex ran a goal loop that no
         # run of ours authorized (`_notice_host_loop`); the CLI says so on stderr.
         self.host_loop_notices: list[str] = []
@@ -468,9 +472,15 @@ class ChatController:
 
         Only now, with a home and a codex to run, does this controller do real work, so its
         start is recorded here (a refusal before the spawn leaves state untouched). Registering
-        the app-server needs psutil (about 17 ms to import)."""
+        the app-server needs psutil (about 17 ms to import); the modules a caller listed in
+        `while_starting_imports` are imported here too."""
         self.record_start()
+        import importlib
+
         import psutil  # noqa: F401
+
+        for name in self.while_starting_imports:
+            importlib.import_module(name)
 
     def open_session(
         self,

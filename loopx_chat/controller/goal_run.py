@@ -89,6 +89,14 @@ RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
 NO_PROGRESS_TURNS = 3
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
+# The goal statuses codex sets itself when its loop ends (its budget spent, the model's
+# `update_goal` complete), after which it starts no continuation turn.
+CODEX_ENDS = ("budgetLimited", "complete")
+WHILE_CODEX_STARTS = (
+    "loopx_chat.controller.host_requests",
+    "loopx_chat.codex.rollouts.host_facts",
+    "loopx_chat.codex.rollouts.scanner",
+)
 
 
 class _Respawn(Exception):
@@ -153,6 +161,10 @@ class GoalRunner:
         self.poll_sec = poll_sec
         # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
         self.plan = RunChecks(controller, goals).plan
+        # Imported while codex starts, not on a run's way: the host-request desk the thread
+        # is bound to before the goal is set, the rollout reader of the run's end (`_compare`).
+        imports = controller.while_starting_imports
+        imports.extend(name for name in WHILE_CODEX_STARTS if name not in imports)
 
     def ended_complete(self, goal_id: str) -> GoalRun:
         run = self.runs.latest(goal_id)
@@ -285,6 +297,7 @@ class _Follow:
     usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
     guard_tripped: bool = False  # the runaway guard paused the run at a turn's end
     repeats: int = 0  # turns in a row with no tool call and the same answer
+    steered: bool = False  # the run set the goal or interrupted a turn after its start
     last_answer: str | None = None
 
     def __post_init__(self) -> None:
@@ -555,7 +568,9 @@ class _Follow:
                 return self._stop_now("loopx-chat (no turn for the idle timeout)", None)
             if self._waits_for_usage_reset():
                 last_event = time.monotonic()
-            elif event is None and self._done():  # quiet: a turn codex started is seen first
+            elif self._done() and (event is None or self._ended_by_codex()):
+                # Quiet (a turn codex started is seen first), unless codex ended the loop
+                # itself: then it starts no turn, and the run ends without waiting a step.
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
 
     def _waits_for_usage_reset(self) -> bool:
@@ -603,6 +618,18 @@ class _Follow:
             and not self.open_turns
         )
 
+    def _ended_by_codex(self) -> bool:
+        """Codex ended its loop by itself (`CODEX_ENDS`) and this run sent it nothing since the
+        goal was set. The quiet step before the end guards a status this run set (paused,
+        blocked, budget-limited by the ledger's count), which a turn codex was starting may
+        cross; a status codex set after the turn that spent or completed the goal is not
+        followed by another turn. Ending at once saves that step (50 ms) at every run's end."""
+        return not self.steered and self.goal is not None and self.goal.status in CODEX_ENDS
+
+    def _interrupt(self, turn_id: str) -> None:
+        self.steered = True
+        self.watch.interrupt(turn_id)
+
     # -- what the loop did ---------------------------------------------------------------
     def _on(self, event: LoopEvent) -> None:
         if event.kind == "goal_updated":
@@ -625,7 +652,7 @@ class _Follow:
                 # A turn codex started although the goal is blocked for a gate, after the
                 # run's budget was spent (codex counted less than the ledger), or after the
                 # runaway guard paused it at the end of the turn before: stop it now.
-                self.watch.interrupt(event.turn_id)
+                self._interrupt(event.turn_id)
             return
         if event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
             # Recorded, and codex forgets a request to the owner when its turn ends.
@@ -668,6 +695,7 @@ class _Follow:
         # interrupted, after which codex starts no further turn.
         agree = self._host_run_tokens() == self.spent()
         if not self.watch.answered(event.turn_id) or not agree:
+            self.steered = True
             self.watch.stop_turn(event.turn_id)
 
     def _spent(self) -> None:
@@ -770,7 +798,7 @@ class _Follow:
         asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
         for upstream, turn in list(self.open_turns.items()):
             if turn.created_at >= first.created_at and upstream not in asking:
-                self.watch.interrupt(upstream)
+                self._interrupt(upstream)
         return goal
 
     def _unblock(self) -> RunResult | None:
@@ -826,6 +854,7 @@ class _Follow:
         return " ".join(lines) + " Then: " + self.plan.objective.text
 
     def _set(self, status: str, *, objective: str | None = None) -> HostGoalState | None:
+        self.steered = True
         try:
             goal = self.watch.set(status, objective=objective)
         except CodexError:
@@ -840,7 +869,7 @@ class _Follow:
             self.state.move("paused")
         self._set("paused")
         for upstream in list(self.open_turns):
-            self.watch.interrupt(upstream)
+            self._interrupt(upstream)
         settle = time.monotonic() + self.runner.controller.config.timeouts.interrupt_settle
         while self.open_turns and time.monotonic() < settle:
             got, item = self.inbox.take(0.1)

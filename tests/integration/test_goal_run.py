@@ -513,3 +513,70 @@ def test_the_reply_streams_to_a_terminal_and_never_into_state(
     for path in cli.state.rglob("*"):
         if path.is_file():
             assert b"CANARY" not in path.read_bytes(), path
+
+
+# `goal run` in a fresh interpreter, the modules it loaded when it spawned codex (the first
+# spawn) and when it set the goal printed; then the run goes on as usual.
+SPAWN_PROBE = """
+import json, sys
+from loopx_chat.codex.app_server import AppServerProcess
+from loopx_chat.codex.goal_loop import GoalLoopWatch
+def said(when):
+    print(when + " " + json.dumps(sorted(sys.modules)), file=sys.stderr, flush=True)
+spawn = AppServerProcess.spawn.__func__
+def counted(cls, **kwargs):
+    if not getattr(cls, "_probed", False):
+        cls._probed = True
+        said("SPAWN")
+    return spawn(cls, **kwargs)
+AppServerProcess.spawn = classmethod(counted)
+set_goal = GoalLoopWatch.set
+def setting(self, *args, **kwargs):
+    said("SET")
+    return set_goal(self, *args, **kwargs)
+GoalLoopWatch.set = setting
+sys.argv = ["loopx-chat", *sys.argv[1:]]
+from loopx_chat.cli import run
+run()
+"""
+# What a foreground run must not load before it spawns codex: each import there is time
+# codex's start waits for. The service's client (a run here needs none), the host-request
+# desk and the rollout reader (imported while codex starts), the status reader, psutil.
+RUN_SPAWN_FORBIDDEN = (
+    "loopx_chat.service",
+    "loopx_chat.cli.goal_run_remote",
+    "loopx_chat.controller.host_requests",
+    "loopx_chat.codex.rollouts",
+    "loopx_chat.goals.status",
+    "http.client",
+    "psutil",
+)
+# Our modules loaded at the spawn: 65 when this floor was set (70 before issue 37's cut).
+RUN_SPAWN_MODULES = 65
+
+
+def test_a_run_spawns_codex_before_loading_what_it_needs_only_after(
+    cli: Cli, mock: MockResponsesServer
+) -> None:
+    _goal_with_session(cli)
+    mock.script(default="mock:text=working on it")
+    probe = [sys.executable, "-c", SPAWN_PROBE, *cli.base[3:]]
+    done = subprocess.run(
+        [*probe, "goal", "run", "g", "--token-budget", "9000"],
+        env=cli.env,
+        cwd=cli.tmp,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 3, done.stderr  # the run went on to its budget
+    lines = done.stderr.splitlines()
+    said = dict(x.split(" ", 1) for x in lines if x.startswith(("SPAWN ", "SET ")))
+    loaded = json.loads(said["SPAWN"])
+    assert "loopx_chat.controller.goal_run" in loaded  # the probe sees the run's own path
+    assert [m for m in loaded if m.startswith(RUN_SPAWN_FORBIDDEN)] == []
+    ours = [m for m in loaded if m.startswith("loopx_chat")]
+    assert len(ours) <= RUN_SPAWN_MODULES, sorted(ours)
+    # What the run needs later was imported while codex started: the rollout reader of the
+    # run's end is there before the goal is set.
+    assert "loopx_chat.codex.rollouts.scanner" in json.loads(said["SET"])

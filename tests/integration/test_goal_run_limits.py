@@ -17,15 +17,19 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
+from loopx_chat.controller.goal_run import GoalRunner, RunResult
 from loopx_chat.goals.gate_store import GateStore
+from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
 from tests.helpers.goal_runs import goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
-from tests.helpers.waiting import wait_for
+from tests.helpers.real_codex import make_controller
+from tests.helpers.waiting import run_in_thread, wait_for
 
 # Far more tool calls than any budget here allows: a turn that never ends by itself.
 RUNAWAY_CALLS = 400
@@ -86,6 +90,66 @@ def test_turns_of_one_response_stop_at_the_first_turn_past_the_budget(
     # The progress lines count the same figure as the ledger.
     progress = [line for line in done.stderr.splitlines() if f" of {budget:,} tokens" in line]
     assert progress and f"{spent:,} of {budget:,} tokens" in progress[-1]
+
+
+# -- the end -----------------------------------------------------------------------------
+def _takes(follow: Any) -> list[bool]:
+    """Whether each of the run's waits on its inbox got something (False: a quiet step)."""
+    got: list[bool] = []
+    take = follow.inbox.take
+
+    def counted(timeout: float) -> tuple[bool, Any]:
+        result = take(timeout)
+        got.append(result[0])
+        return result
+
+    follow.inbox.take = counted
+    return got
+
+
+def test_a_run_codex_ends_by_itself_ends_on_its_last_event_and_a_paused_one_waits_a_step(
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+    mock: MockResponsesServer,
+) -> None:
+    """Codex's own end (its budget, here) is followed by no turn: the run ends on the event
+    that ends it, without a quiet step. A status the run set while a turn ran (the owner's
+    Pause) may be crossed by a turn codex was starting: that run ends after a quiet step."""
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        GoalLedger(GateStore(state)).set_goal_state(
+            "g", {"objective": "count on", "acceptance": ["counted"]}
+        )
+        session = c.open_session("g", tmp_path)
+        c.submit_turn(session.session_id, "mock:text=ready")
+        runner = GoalRunner(c, GateStore(state))
+
+        def follower() -> tuple[Any, list[bool]]:
+            plan = runner.plan("g", None, 12000)
+            follow = runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
+            return follow, _takes(follow)
+
+        mock.script(default="mock:text=working on it")
+        follow, takes = follower()
+        result = follow.run()
+        assert result.exit_code == 3 and result.host is not None
+        assert result.host.status == "budgetLimited"
+        assert takes[-1] is True  # it ended on codex's event, not after a quiet step
+
+        mock.script(default="mock:slow=0.3 mock:text=working on it")
+        follow, takes = follower()
+        thread, box = run_in_thread(follow.run)
+        try:
+            wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+            follow.pause()  # the owner's Pause while codex's second turn runs
+        finally:
+            thread.join(60)
+        result = box["result"]
+        assert isinstance(result, RunResult) and result.exit_code == 6, box
+        assert result.host is not None and result.host.status == "paused"
+        assert takes[-1] is False  # the run set the status: it ended after a quiet step
 
 
 # -- runaway loops ------------------------------------------------------------------------
