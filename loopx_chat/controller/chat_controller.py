@@ -937,12 +937,13 @@ class ChatController:
             # The running record is written while codex works on `turn/start` (its writes
             # cost a turn about 1 ms, measured in bench_controller): it is on disk before
             # `start_turn` returns, so everything after sees what it saw before.
-            unrecorded: list[BaseException] = []
+            unrecorded: list[Exception] = []
 
             def record_running() -> None:
                 try:
                     self.turns.begin(turn)
-                except BaseException as exc:  # raised once codex's answer is in, below
+                except Exception as exc:  # raised once codex's answer is in, below
+                    # (A stop, SIGTERM or Ctrl-C, is not held: it ends the turn at once.)
                     unrecorded.append(exc)
 
             # Held until codex named the turn: a steer that saw the record `begin` wrote
@@ -963,7 +964,7 @@ class ChatController:
                         self._warm.drop(session_id)
                     raise
             if unrecorded:
-                # Not recorded (a full disk, a stop): codex must not run a turn nobody follows.
+                # Not recorded (a full disk): codex must not run a turn nobody follows.
                 warm.thread.abandon_turn(upstream_id)
                 raise unrecorded[0]
             # Kept in memory until the turn ends: one state write less on the hot path.
