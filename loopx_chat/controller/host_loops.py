@@ -3,7 +3,8 @@
 When the service loads a thread (its warm hold, a resume, a chat turn) whose host goal is
 `active` with no run authorization of ours, codex continues it at once. This module owns
 following such a loop while the service holds the thread (a `loop_follower.LoopFollower`
-each, on a worker of its own): each continuation turn goes into the turn ledger like any
+each, on a worker of its own, held in the controller's one registry, `running_goals`: it
+keeps no list of its own): each continuation turn goes into the turn ledger like any
 other (`origin: goal_loop`, no run), and the thread stays loaded while the loop runs. It
 also owns the owner's Pause of such a loop (the host goal set `paused`, recorded with its
 actor) and letting a loop go (a Run adopts it; the service stops: a turn still open is
@@ -33,60 +34,46 @@ STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked 
 
 
 class HostLoops:
-    """The loops loopx-chat did not start that this process follows, by goal."""
+    """The loops loopx-chat did not start that this process follows, held in the
+    controller's registry (`running_goals`)."""
 
     def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
+        self.registry = controller.running_goals
         self.runs = GoalRuns(goals)
         self.records = GoalLedger(goals)
-        self._followed: dict[str, tuple[LoopFollower, threading.Thread]] = {}
-        self._lock = threading.Lock()
-        self.closed = False
-
-    def follows(self, session_id: str) -> bool:
-        """True while this process follows a loop it did not start on the session's thread."""
-        with self._lock:
-            return any(
-                f.loop.session_id == session_id and not f.done.is_set()
-                for f, _ in self._followed.values()
-            )
 
     def take_up(self) -> list[str]:
         """Follow every loop the controller saw while loading a thread (after any call that
         may have loaded one); the session ids taken up."""
         taken: list[str] = []
-        with self._lock:
-            while self.controller.host_loop_notices:
-                session_id = self.controller.host_loop_notices.pop(0)
-                if self.closed:
-                    continue
-                try:
-                    goal_id = self.controller.store.load(session_id).goal_id
-                except LoopxChatError:
-                    continue
-                held = self._followed.get(goal_id)
-                if held is not None and not held[0].done.is_set():
-                    continue
-                follower = LoopFollower(
-                    LoopTurns(self.controller.turns, session_id),
-                    StopRules(
-                        quiet_sec=self.controller.config.timeouts.idle,
-                        loop_ended=True,
-                        hand_over_sec=HAND_OVER_WAIT_SEC,
-                        stop_look_sec=STOP_LOOK_SEC,
-                    ),
-                    record_pause=lambda actor, status, g=goal_id, s=session_id: self._record_pause(
-                        g, s, actor, status
-                    ),
-                    stopped_by=self._stop_look(goal_id),
-                )
-                thread = threading.Thread(
-                    target=self._follow,
-                    args=(session_id, follower),
-                    name=f"host-loop-{goal_id}",
-                    daemon=True,
-                )
-                self._followed[goal_id] = (follower, thread)
+        notices = self.controller.host_loop_notices
+        while notices:
+            try:
+                session_id = notices.pop(0)
+                goal_id = self.controller.store.load(session_id).goal_id
+            except (IndexError, LoopxChatError):
+                continue  # taken by another caller meanwhile, or its record is unreadable
+            follower = LoopFollower(
+                LoopTurns(self.controller.turns, session_id),
+                StopRules(
+                    quiet_sec=self.controller.config.timeouts.idle,
+                    loop_ended=True,
+                    hand_over_sec=HAND_OVER_WAIT_SEC,
+                    stop_look_sec=STOP_LOOK_SEC,
+                ),
+                record_pause=lambda actor, status, g=goal_id, s=session_id: self._record_pause(
+                    g, s, actor, status
+                ),
+                stopped_by=self._stop_look(goal_id),
+            )
+            thread = threading.Thread(
+                target=self._follow,
+                args=(session_id, follower),
+                name=f"host-loop-{goal_id}",
+                daemon=True,
+            )
+            if self.registry.hold_loop(goal_id, follower, thread):
                 thread.start()
                 taken.append(session_id)
         return taken
@@ -137,9 +124,8 @@ class HostLoops:
         `paused` (by the process that holds the thread, or, when none does, through an
         app-server that loads no thread), recorded with `actor`; the running turn finishes
         and is recorded. `run_not_found` when no such loop was seen since the last run."""
-        with self._lock:
-            follower = self._followed.get(goal_id, (None,))[0]
-        if follower is not None and not follower.done.is_set():
+        follower = self.registry.loop(goal_id)
+        if follower is not None:
             paused = follower.pause(actor, timeout=30)
             if paused is not None:
                 return paused
@@ -167,13 +153,12 @@ class HostLoops:
     def let_go(self, goal_id: str) -> str | None:
         """Stop following the goal's loop (a Run adopts it): the host goal is untouched;
         the session id it was followed on, or None when none was."""
-        with self._lock:
-            follower, thread = self._followed.pop(goal_id, (None, None))
-        if follower is None or thread is None or follower.done.is_set():
-            return None
-        follower.let_go(hand_over=True)
-        thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-        return follower.loop.session_id
+        for follower, thread in self.registry.let_go(goal_id):
+            if not follower.done.is_set():
+                follower.let_go(hand_over=True)
+                thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
+                return follower.session_id
+        return None
 
     def follow_again(self, session_id: str) -> None:
         """A Run that adopted the loop was refused: follow it again as before."""
@@ -182,9 +167,7 @@ class HostLoops:
 
     def close(self) -> None:
         """Shutdown: every loop followed here is let go (the host goal untouched)."""
-        with self._lock:
-            self.closed = True
-            held = list(self._followed.values())
+        held = self.registry.let_go(None)
         for follower, _ in held:
             follower.let_go()
         for _, thread in held:

@@ -1,17 +1,19 @@
-"""The goal runs this process follows, and the one seam every gate-recording path here calls.
+"""The goal loops this process follows, and the one seam every gate-recording path here calls.
 
-Owns the per-process registry (one per `ChatController`, the one registry of the runs this
-process runs): a run is in it while it follows its goal (`following`), and a run started on
-a thread of its own (the service's `RunPool`) from its start until that thread ends
-(`background`, `background_runs`): the pool counts, pauses and stops its runs through it and
-keeps no list of its own. A gate opened or decided in this process (the service's `POST
+Owns the per-process registry (one per `ChatController`), by goal id: a run of ours while it
+follows its goal (`following`), and one started on a thread of its own (the service's
+`RunPool`) from its start until that thread ends (`background`, `background_runs`); a loop
+loopx-chat did not start (the service's `HostLoops`, a `LoopFollower` on a thread of its
+own), as an entry of its own kind, until it is let go (`hold_loop`, `loop`, `let_go`).
+Neither keeps a list of its own; whether this process follows a loop on a session is asked
+here (`follows_session`). A gate opened or decided in this process (the service's `POST
 /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at the
 goal's gates now (a record in the run's inbox) and waits until it has: the host goal is
 `blocked` (a turn started since the gate interrupted), or `active` again, or paused on a
 rejection, before the recording call returns to its caller. A host gate codex's request
 became is only put in the inbox (`gate_posted`): codex's reader never waits on a run. A run
 another process follows (a foreground `goal run`) is waited for through the goal's run log
-instead (`goals.run_block`).
+instead (`goals.run_block`). No gate reaches a loop loopx-chat did not start.
 
 It never sets a goal and never talks to Codex itself: the run does, on its own thread, so
 the two never race over the host goal.
@@ -23,9 +25,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes a registry
+    from loopx_chat.controller.loop_follower import LoopFollower
     from loopx_chat.goals.gate_store import Gate, GateStore
     from loopx_chat.goals.run_block import RunBlock
 
@@ -49,17 +52,25 @@ class GateFollower(Protocol):
 
 @dataclass
 class _Held:
-    follower: GateFollower
+    follower: Any  # a `GateFollower`; a `LoopFollower` when `foreign`
     thread: threading.Thread | None  # set for a run started on a thread of its own
     following: bool  # inside its `following` block: gates recorded here ask it
+    foreign: bool = False  # a loop loopx-chat did not start: held until let go
+
+    @property
+    def live(self) -> bool:
+        if self.foreign:
+            return not self.follower.done.is_set()
+        return self.following or (self.thread is not None and self.thread.is_alive())
 
 
 class RunningGoals:
-    """The runs of this process by goal id; thread-safe."""
+    """The loops this process follows by goal id; thread-safe."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, _Held] = {}
+        self.closed = False  # shutting down: no loop loopx-chat did not start is taken up
 
     @contextmanager
     def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
@@ -91,7 +102,7 @@ class RunningGoals:
             return {
                 goal_id: (held.follower, held.thread)
                 for goal_id, held in self._runs.items()
-                if held.thread is not None
+                if held.thread is not None and not held.foreign
             }
 
     def follower(self, goal_id: str) -> GateFollower | None:
@@ -99,14 +110,41 @@ class RunningGoals:
             held = self._runs.get(goal_id)
             return held.follower if held is not None and held.following else None
 
-    def follows_session(self, session_id: str) -> bool:
-        """Whether a run of this process follows the loop on this session's thread (the one
-        registry of runs: a loaded thread whose goal is active is then ours, not foreign)."""
+    def follows_session(self, session_id: str, *, foreign: bool = False) -> bool:
+        """Whether a run of this process follows the loop on this session's thread (a loaded
+        thread whose goal is active is then ours, not foreign); with `foreign`, whether a
+        loop loopx-chat did not start is followed there."""
         with self._lock:
             return any(
-                held.following and held.follower.session_id == session_id
+                held.follower.session_id == session_id
+                and (held.foreign and held.live if foreign else held.following)
                 for held in self._runs.values()
             )
+
+    def hold_loop(self, goal_id: str, loop: LoopFollower, thread: threading.Thread) -> bool:
+        """Hold a loop loopx-chat did not start, followed on `thread`, until it is let go;
+        False (nothing held) when a loop of the goal is followed here already or the
+        process is shutting down."""
+        with self._lock:
+            held = self._runs.get(goal_id)
+            if self.closed or (held is not None and held.live):
+                return False
+            self._runs[goal_id] = _Held(loop, thread, False, foreign=True)
+            return True
+
+    def loop(self, goal_id: str) -> LoopFollower | None:
+        """The goal's loop loopx-chat did not start, while it is followed here."""
+        with self._lock:
+            held = self._runs.get(goal_id)
+            return held.follower if held is not None and held.foreign and held.live else None
+
+    def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:
+        """Take the goal's loop loopx-chat did not start out of the registry (None: every
+        one, and none is taken up after: shutdown); the follower is to let it go."""
+        with self._lock:
+            self.closed = self.closed or goal_id is None
+            gone = [g for g, held in self._runs.items() if held.foreign and goal_id in (None, g)]
+            return [(held.follower, held.thread) for held in map(self._runs.pop, gone)]
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.
