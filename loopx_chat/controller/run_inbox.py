@@ -59,7 +59,10 @@ class GateDecided:
 
 @dataclass(frozen=True)
 class PauseAsked:
-    """The owner paused the run (the service's Pause)."""
+    """The owner's Pause, by `actor`: of a run (the service's Pause), or of a loop
+    loopx-chat did not start (`loop_follower`'s queue takes it too)."""
+
+    actor: str = "owner"
 
 
 @dataclass(frozen=True)
