@@ -426,10 +426,9 @@ class _Follow:
         self.inbox.put(StopAsked())
 
     def _take(self, item: RunInput, *, ending: bool = False) -> LoopEvent | RunResult | None:
-        """One input, in the order it came: codex's notification seen (its loop event, which
-        is handled); the owner's or this process's: look at the goal's records now, then
-        answer a caller that waits (what ended the run, if that did); once `ending`, only
-        answered."""
+        """One input, in order: codex's notification seen (its loop event, handled); the
+        owner's or this process's: the goal's records looked at now, then a caller that
+        waits answered (what ended the run, if that did); once `ending`, only answered."""
         if isinstance(item, Notification):
             event = self.watch.see(item)
             if event is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
@@ -62,9 +63,7 @@ class HostLoops:
                     hand_over_sec=HAND_OVER_WAIT_SEC,
                     stop_look_sec=STOP_LOOK_SEC,
                 ),
-                record_pause=lambda actor, status, g=goal_id, s=session_id: self._record_pause(
-                    g, s, actor, status
-                ),
+                record_pause=partial(self._record_pause, goal_id, session_id),
                 stopped_by=self._stop_look(goal_id),
             )
             thread = threading.Thread(
@@ -73,7 +72,7 @@ class HostLoops:
                 name=f"host-loop-{goal_id}",
                 daemon=True,
             )
-            if self.registry.hold_loop(goal_id, follower, thread):
+            if self.registry.background(goal_id, follower, thread, foreign=True):
                 thread.start()
                 taken.append(session_id)
         return taken
@@ -124,7 +123,7 @@ class HostLoops:
         `paused` (by the process that holds the thread, or, when none does, through an
         app-server that loads no thread), recorded with `actor`; the running turn finishes
         and is recorded. `run_not_found` when no such loop was seen since the last run."""
-        follower = self.registry.loop(goal_id)
+        follower, _ = self.registry.background_runs(foreign=True).get(goal_id, (None, None))
         if follower is not None:
             paused = follower.pause(actor, timeout=30)
             if paused is not None:
@@ -145,10 +144,7 @@ class HostLoops:
         with self.controller.thread_metadata(session_id) as call:
             goal = call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
         status = goal.get("status") if isinstance(goal, dict) else None
-        thread_id = self.controller.store.load(session_id).upstream_thread_id
-        return self.runs.record_host_loop_paused(
-            goal_id, session_id, thread_id, actor=actor, host_status=str(status or "unknown")
-        )
+        return self._record_pause(goal_id, session_id, actor, str(status or "unknown"))
 
     def let_go(self, goal_id: str) -> str | None:
         """Stop following the goal's loop (a Run adopts it): the host goal is untouched;
@@ -157,7 +153,7 @@ class HostLoops:
             if not follower.done.is_set():
                 follower.let_go(hand_over=True)
                 thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-                return follower.session_id
+                return follower.loop.session_id
         return None
 
     def follow_again(self, session_id: str) -> None:

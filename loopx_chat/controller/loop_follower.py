@@ -127,10 +127,6 @@ class LoopFollower:
         self.why: str | None = None  # which rule ended it: a `StopRules` field, or `let_go`
         self._hand_over = False
 
-    @property
-    def session_id(self) -> str:
-        return self.loop.session_id
-
     def let_go(self, *, hand_over: bool = False) -> None:
         self.inbox.put(LetGo(hand_over))
 

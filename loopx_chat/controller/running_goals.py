@@ -4,7 +4,7 @@ Owns the per-process registry (one per `ChatController`), by goal id: a run of o
 follows its goal (`following`), and one started on a thread of its own (the service's
 `RunPool`) from its start until that thread ends (`background`, `background_runs`); a loop
 loopx-chat did not start (the service's `HostLoops`, a `LoopFollower` on a thread of its
-own), as an entry of its own kind, until it is let go (`hold_loop`, `loop`, `let_go`).
+own), in a map of its own that no gate reaches (`foreign`), until it is let go (`let_go`).
 Neither keeps a list of its own; whether this process follows a loop on a session is asked
 here (`follows_session`). A gate opened or decided in this process (the service's `POST
 /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at the
@@ -52,16 +52,9 @@ class GateFollower(Protocol):
 
 @dataclass
 class _Held:
-    follower: Any  # a `GateFollower`; a `LoopFollower` when `foreign`
+    follower: Any  # a `GateFollower`; in `_loops`, a `LoopFollower`
     thread: threading.Thread | None  # set for a run started on a thread of its own
     following: bool  # inside its `following` block: gates recorded here ask it
-    foreign: bool = False  # a loop loopx-chat did not start: held until let go
-
-    @property
-    def live(self) -> bool:
-        if self.foreign:
-            return not self.follower.done.is_set()
-        return self.following or (self.thread is not None and self.thread.is_alive())
 
 
 class RunningGoals:
@@ -70,6 +63,7 @@ class RunningGoals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._runs: dict[str, _Held] = {}
+        self._loops: dict[str, _Held] = {}  # loopx-chat did not start them: no gate asks them
         self.closed = False  # shutting down: no loop loopx-chat did not start is taken up
 
     @contextmanager
@@ -88,22 +82,37 @@ class RunningGoals:
                 if held.thread is None and self._runs.get(goal_id) is held:
                     del self._runs[goal_id]
 
-    def background(self, goal_id: str, follower: GateFollower, thread: threading.Thread) -> None:
-        """A run about to start on `thread`: held until that thread ends."""
+    def background(
+        self, goal_id: str, follower: Any, thread: threading.Thread, foreign: bool = False
+    ) -> bool:
+        """A run about to start on `thread`: held until that thread ends. `foreign`: a loop
+        loopx-chat did not start (a `LoopFollower`), held until let go, unless the goal's is
+        followed here already or the process is shutting down; whether it was held."""
         with self._lock:
-            self._runs[goal_id] = _Held(follower, thread, False)
+            if foreign and (self.closed or goal_id in self._followed(self._loops)):
+                return False
+            (self._loops if foreign else self._runs)[goal_id] = _Held(follower, thread, False)
+            return True
 
-    def background_runs(self) -> dict[str, tuple[GateFollower, threading.Thread]]:
-        """The runs started on threads of their own whose thread still runs, by goal."""
+    def background_runs(self, foreign: bool = False) -> dict[str, tuple[Any, threading.Thread]]:
+        """The runs started on threads of their own whose thread still runs, by goal
+        (`foreign`: the loops loopx-chat did not start, until their follow is over)."""
         with self._lock:
+            if foreign:
+                loops = self._followed(self._loops).items()
+                return {goal_id: (held.follower, held.thread) for goal_id, held in loops}
             for goal_id, held in list(self._runs.items()):
                 if held.thread is not None and not held.thread.is_alive():
                     del self._runs[goal_id]  # ended: its `following` block is over too
             return {
                 goal_id: (held.follower, held.thread)
                 for goal_id, held in self._runs.items()
-                if held.thread is not None and not held.foreign
+                if held.thread is not None
             }
+
+    @staticmethod
+    def _followed(loops: dict[str, _Held]) -> dict[str, _Held]:
+        return {g: held for g, held in loops.items() if not held.follower.done.is_set()}
 
     def follower(self, goal_id: str) -> GateFollower | None:
         with self._lock:
@@ -115,36 +124,19 @@ class RunningGoals:
         thread whose goal is active is then ours, not foreign); with `foreign`, whether a
         loop loopx-chat did not start is followed there."""
         with self._lock:
-            return any(
-                held.follower.session_id == session_id
-                and (held.foreign and held.live if foreign else held.following)
-                for held in self._runs.values()
-            )
-
-    def hold_loop(self, goal_id: str, loop: LoopFollower, thread: threading.Thread) -> bool:
-        """Hold a loop loopx-chat did not start, followed on `thread`, until it is let go;
-        False (nothing held) when a loop of the goal is followed here already or the
-        process is shutting down."""
-        with self._lock:
-            held = self._runs.get(goal_id)
-            if self.closed or (held is not None and held.live):
-                return False
-            self._runs[goal_id] = _Held(loop, thread, False, foreign=True)
-            return True
-
-    def loop(self, goal_id: str) -> LoopFollower | None:
-        """The goal's loop loopx-chat did not start, while it is followed here."""
-        with self._lock:
-            held = self._runs.get(goal_id)
-            return held.follower if held is not None and held.foreign and held.live else None
+            if foreign:
+                loops = self._followed(self._loops).values()
+                return any(held.follower.loop.session_id == session_id for held in loops)
+            runs = self._runs.values()
+            return any(held.following and held.follower.session_id == session_id for held in runs)
 
     def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:
         """Take the goal's loop loopx-chat did not start out of the registry (None: every
         one, and none is taken up after: shutdown); the follower is to let it go."""
         with self._lock:
             self.closed = self.closed or goal_id is None
-            gone = [g for g, held in self._runs.items() if held.foreign and goal_id in (None, g)]
-            return [(held.follower, held.thread) for held in map(self._runs.pop, gone)]
+            gone = [g for g in self._loops if goal_id in (None, g)]
+            return [(held.follower, held.thread) for held in map(self._loops.pop, gone)]
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.
@@ -165,22 +157,17 @@ class RunningGoals:
         if follower is not None and gate.blocking:
             follower.post_gate(gate.gate_id)
 
-    def before_window(self, goal_id: str, gate_id: str) -> None:
-        """The desk is about to answer codex for a gate whose window passed: the run here
+    def gate_decided(self, goal_id: str, gate_id: str | None = None) -> None:
+        """A gate of the goal was decided: the run here sets the goal `active` again (the
+        last blocking one approved) or pauses it (one rejected) before this returns. With
+        `gate_id`, the desk is about to answer codex for it after its window passed: the run
         takes every input before it first (the gate's own, which blocks the goal), so codex
         never ends that turn on an `active` goal and starts a continuation (seen under load:
-        the window of 1 s passed before the run had taken the gate). Bounded, as
-        `look_now` is; no run here: nothing to wait for."""
+        the window of 1 s passed before the run had taken the gate). Bounded, as `look_now`
+        is; no run here: nothing to wait for."""
         follower = self.follower(goal_id)
         if follower is not None:
             follower.look_now(gate_id)
-
-    def gate_decided(self, goal_id: str) -> None:
-        """A gate of the goal was decided: the run here sets the goal `active` again (the
-        last blocking one approved) or pauses it (one rejected) before this returns."""
-        follower = self.follower(goal_id)
-        if follower is not None:
-            follower.look_now(None)
 
     def after_gate(self, goals: GateStore, gate: Gate) -> RunBlock:
         """What the gate did to the goal's run: this process's run blocked it at once, or

@@ -178,17 +178,20 @@ def test_a_loop_loopx_chat_did_not_start_is_in_the_one_registry_until_let_go(
         registry = c.running_goals
         follower = LoopFollower(LoopTurns(c.turns, sid, warm), StopRules(most_sec=SAFETY))
         worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
-        assert registry.hold_loop("g", follower, worker)
+        assert registry.background("g", follower, worker, foreign=True)
         wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", None)])
-        assert registry.follows_session(sid, foreign=True) and registry.loop("g") is follower
+        assert registry.follows_session(sid, foreign=True)
+        assert registry.background_runs(foreign=True) == {"g": (follower, worker)}
         assert not registry.follows_session(sid)  # not a run of ours
         assert registry.follower("g") is None and registry.background_runs() == {}
         again = LoopFollower(LoopTurns(c.turns, sid), StopRules())
-        assert not registry.hold_loop("g", again, worker)  # followed once
+        assert not registry.background("g", again, worker, foreign=True)  # followed once
         HostLoops.close(SimpleNamespace(registry=registry))  # type: ignore[arg-type]
         assert joined(worker, box) == 1 and follower.why == "let_go"
-        assert not registry.follows_session(sid, foreign=True) and registry.loop("g") is None
-        assert not registry.hold_loop("g", again, worker)  # shutting down: none taken up
+        assert not registry.follows_session(sid, foreign=True)
+        assert registry.background_runs(foreign=True) == {}
+        # Shutting down: no loop is taken up after.
+        assert not registry.background("g", again, worker, foreign=True)
     assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)]
 
 
@@ -203,7 +206,7 @@ def test_a_run_adopting_a_loop_lets_go_of_the_registrys_entry(
         registry = c.running_goals
         follower = LoopFollower(LoopTurns(c.turns, sid, warm), StopRules(hand_over_sec=0.05))
         worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
-        assert registry.hold_loop("g", follower, worker)
+        assert registry.background("g", follower, worker, foreign=True)
         loops = SimpleNamespace(registry=registry)
         assert HostLoops.let_go(loops, "g") == sid  # type: ignore[arg-type]
         assert joined(worker, box) == 1 and follower.why == "let_go"
