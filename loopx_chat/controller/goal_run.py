@@ -47,7 +47,6 @@ from loopx_chat.controller.run_inbox import (
     Answer,
     GateDecided,
     GateOpened,
-    OwnerInput,
     PauseAsked,
     RunInbox,
     RunInput,
@@ -434,15 +433,13 @@ class _Follow:
             if event is not None:
                 self._on(event)
             return event
-        if item is None:
-            return None
         if isinstance(item, PauseAsked) and not ending:
             self.pause_requested = True
-        ended = None if ending else self._look_at_records()
-        self._answer(item)
+        ended = None if ending or item is None else self._look_at_records()
+        self._answer(item)  # None (nothing came): nothing to answer
         return ended
 
-    def _answer(self, item: OwnerInput) -> None:
+    def _answer(self, item: RunInput) -> None:
         if isinstance(item, (GateOpened, GateDecided)) and item.answer is not None:
             item.answer.give(self._answer_for(getattr(item, "gate_id", None)))
 

@@ -3,9 +3,9 @@
 When the service loads a thread (its warm hold, a resume, a chat turn) whose host goal is
 `active` with no run authorization of ours, codex continues it at once. This module owns
 following such a loop while the service holds the thread (a `loop_follower.LoopFollower`
-each, on a worker of its own, held in the controller's one registry, `running_goals`: it
-keeps no list of its own): each continuation turn goes into the turn ledger like any
-other (`origin: goal_loop`, no run), and the thread stays loaded while the loop runs. It
+each, on a worker of its own, kept in the controller's one registry, `running_goals`):
+each continuation turn goes into the turn ledger like any other (`origin: goal_loop`, no
+run), and the thread stays loaded while the loop runs. It
 also owns the owner's Pause of such a loop (the host goal set `paused`, recorded with its
 actor) and letting a loop go (a Run adopts it; the service stops: a turn still open is
 recorded interrupted, since closing the thread ends it).
@@ -35,8 +35,7 @@ STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked 
 
 
 class HostLoops:
-    """The loops loopx-chat did not start that this process follows, held in the
-    controller's registry (`running_goals`)."""
+    """The loops loopx-chat did not start that this process follows (in `running_goals`)."""
 
     def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
@@ -49,32 +48,33 @@ class HostLoops:
         may have loaded one); the session ids taken up."""
         taken: list[str] = []
         notices = self.controller.host_loop_notices
-        while notices:
-            try:
+        with self.registry.lock:
+            while notices:
                 session_id = notices.pop(0)
-                goal_id = self.controller.store.load(session_id).goal_id
-            except (IndexError, LoopxChatError):
-                continue  # taken by another caller meanwhile, or its record is unreadable
-            follower = LoopFollower(
-                LoopTurns(self.controller.turns, session_id),
-                StopRules(
-                    quiet_sec=self.controller.config.timeouts.idle,
-                    loop_ended=True,
-                    hand_over_sec=HAND_OVER_WAIT_SEC,
-                    stop_look_sec=STOP_LOOK_SEC,
-                ),
-                record_pause=partial(self._record_pause, goal_id, session_id),
-                stopped_by=self._stop_look(goal_id),
-            )
-            thread = threading.Thread(
-                target=self._follow,
-                args=(session_id, follower),
-                name=f"host-loop-{goal_id}",
-                daemon=True,
-            )
-            if self.registry.background(goal_id, follower, thread, foreign=True):
-                thread.start()
-                taken.append(session_id)
+                try:
+                    goal_id = self.controller.store.load(session_id).goal_id
+                except LoopxChatError:
+                    continue
+                follower = LoopFollower(
+                    LoopTurns(self.controller.turns, session_id),
+                    StopRules(
+                        quiet_sec=self.controller.config.timeouts.idle,
+                        loop_ended=True,
+                        hand_over_sec=HAND_OVER_WAIT_SEC,
+                        stop_look_sec=STOP_LOOK_SEC,
+                    ),
+                    record_pause=partial(self._record_pause, goal_id, session_id),
+                    stopped_by=self._stop_look(goal_id),
+                )
+                thread = threading.Thread(
+                    target=self._follow,
+                    args=(session_id, follower),
+                    name=f"host-loop-{goal_id}",
+                    daemon=True,
+                )
+                if self.registry.background(goal_id, follower, thread, foreign=True):
+                    thread.start()
+                    taken.append(session_id)
         return taken
 
     def _follow(self, session_id: str, follower: LoopFollower) -> None:

@@ -59,8 +59,7 @@ class GateDecided:
 
 @dataclass(frozen=True)
 class PauseAsked:
-    """The owner's Pause, by `actor`: of a run (the service's Pause), or of a loop
-    loopx-chat did not start (`loop_follower`'s queue takes it too)."""
+    """The owner's Pause, by `actor`: of a run, or of a loop loopx-chat did not start."""
 
     actor: str = "owner"
 

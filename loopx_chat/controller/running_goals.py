@@ -61,14 +61,15 @@ class RunningGoals:
     """The loops this process follows by goal id; thread-safe."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: `HostLoops.take_up` takes loops up as one step under it.
+        self.lock = threading.RLock()
         self._runs: dict[str, _Held] = {}
         self._loops: dict[str, _Held] = {}  # loopx-chat did not start them: no gate asks them
         self.closed = False  # shutting down: no loop loopx-chat did not start is taken up
 
     @contextmanager
     def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
-        with self._lock:
+        with self.lock:
             held = self._runs.get(goal_id)
             if held is not None and held.follower is follower:
                 held.following = True
@@ -77,7 +78,7 @@ class RunningGoals:
         try:
             yield
         finally:
-            with self._lock:
+            with self.lock:
                 held.following = False
                 if held.thread is None and self._runs.get(goal_id) is held:
                     del self._runs[goal_id]
@@ -88,7 +89,7 @@ class RunningGoals:
         """A run about to start on `thread`: held until that thread ends. `foreign`: a loop
         loopx-chat did not start (a `LoopFollower`), held until let go, unless the goal's is
         followed here already or the process is shutting down; whether it was held."""
-        with self._lock:
+        with self.lock:
             if foreign and (self.closed or goal_id in self._followed(self._loops)):
                 return False
             (self._loops if foreign else self._runs)[goal_id] = _Held(follower, thread, False)
@@ -97,7 +98,7 @@ class RunningGoals:
     def background_runs(self, foreign: bool = False) -> dict[str, tuple[Any, threading.Thread]]:
         """The runs started on threads of their own whose thread still runs, by goal
         (`foreign`: the loops loopx-chat did not start, until their follow is over)."""
-        with self._lock:
+        with self.lock:
             if foreign:
                 loops = self._followed(self._loops).items()
                 return {goal_id: (held.follower, held.thread) for goal_id, held in loops}
@@ -115,7 +116,7 @@ class RunningGoals:
         return {g: held for g, held in loops.items() if not held.follower.done.is_set()}
 
     def follower(self, goal_id: str) -> GateFollower | None:
-        with self._lock:
+        with self.lock:
             held = self._runs.get(goal_id)
             return held.follower if held is not None and held.following else None
 
@@ -123,7 +124,7 @@ class RunningGoals:
         """Whether a run of this process follows the loop on this session's thread (a loaded
         thread whose goal is active is then ours, not foreign); with `foreign`, whether a
         loop loopx-chat did not start is followed there."""
-        with self._lock:
+        with self.lock:
             if foreign:
                 loops = self._followed(self._loops).values()
                 return any(held.follower.loop.session_id == session_id for held in loops)
@@ -133,7 +134,7 @@ class RunningGoals:
     def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:
         """Take the goal's loop loopx-chat did not start out of the registry (None: every
         one, and none is taken up after: shutdown); the follower is to let it go."""
-        with self._lock:
+        with self.lock:
             self.closed = self.closed or goal_id is None
             gone = [g for g in self._loops if goal_id in (None, g)]
             return [(held.follower, held.thread) for held in map(self._loops.pop, gone)]
