@@ -240,7 +240,7 @@ class ChatController:
                     GateStore(self.store.root), decision_timeout=self.config.decision_timeout
                 )
                 self._host_desk.on_gate = self.running_goals.gate_posted
-                self._host_desk.before_window = self.running_goals.before_window
+                self._host_desk.before_window = self.running_goals.gate_decided
             return self._host_desk
 
     def _forget_thread(self, thread: CodexThread) -> None:

@@ -47,9 +47,9 @@ from loopx_chat.controller.run_inbox import (
     Answer,
     GateDecided,
     GateOpened,
-    OwnerInput,
     PauseAsked,
     RunInbox,
+    RunInput,
     StopAsked,
 )
 from loopx_chat.controller.run_states import BLOCKED as BLOCKED_STATE
@@ -437,16 +437,22 @@ class _Follow:
         self.stop_requested.set()  # also ends a wait to start codex again
         self.inbox.put(StopAsked())
 
-    def _take(self, item: OwnerInput) -> RunResult | None:
-        """One input of the owner or this process, taken in order: look at the goal's
-        records now, then answer a caller that waits."""
-        if isinstance(item, PauseAsked):
+    def _take(self, item: RunInput, *, ending: bool = False) -> LoopEvent | RunResult | None:
+        """One input, in order: codex's notification seen (its loop event, handled); the
+        owner's or this process's: the goal's records looked at now, then a caller that
+        waits answered (what ended the run, if that did); once `ending`, only answered."""
+        if isinstance(item, Notification):
+            event = self.watch.see(item)
+            if event is not None:
+                self._on(event)
+            return event
+        if isinstance(item, PauseAsked) and not ending:
             self.pause_requested = True
-        ended = self._look_at_records()
-        self._answer(item)
+        ended = None if ending or item is None else self._look_at_records()
+        self._answer(item)  # None (nothing came): nothing to answer
         return ended
 
-    def _answer(self, item: OwnerInput) -> None:
+    def _answer(self, item: RunInput) -> None:
         if isinstance(item, (GateOpened, GateDecided)) and item.answer is not None:
             item.answer.give(self._answer_for(getattr(item, "gate_id", None)))
 
@@ -529,20 +535,14 @@ class _Follow:
                 ended = self._look_at_records()
                 if ended is not None:
                     return ended
-            # The next input, in the order it came: codex's, or the owner's.
             got, item = self.inbox.take(STEP_SEC)
-            event = None
             if got and item is None:
                 raise self.watch.ended()
-            if isinstance(item, Notification):
-                event = self.watch.see(item)
-            elif item is not None:
-                ended = self._take(item)
-                if ended is not None:
-                    return ended
+            event = self._take(item)
+            if isinstance(event, RunResult):
+                return event
             if event is not None:
                 last_event = time.monotonic()
-                self._on(event)
             if self._waits_on_owner():
                 last_event = time.monotonic()  # time spent waiting on the owner is not idle
                 if self.watch.silent_since is not None:
@@ -875,12 +875,7 @@ class _Follow:
             got, item = self.inbox.take(0.1)
             if got and item is None:
                 break  # codex is gone: its turn is recorded interrupted below
-            if isinstance(item, Notification):
-                event = self.watch.see(item)
-                if event is not None:
-                    self._on(event)
-            elif item is not None:
-                self._answer(item)  # the run is ending: said so
+            self._take(item, ending=True)
         self._settle_open("controller_stopped")
         return self._finish(by=by, reason=reason, exit_code=exit_code)
 

@@ -3,8 +3,9 @@
 When the service loads a thread (its warm hold, a resume, a chat turn) whose host goal is
 `active` with no run authorization of ours, codex continues it at once. This module owns
 following such a loop while the service holds the thread (a `loop_follower.LoopFollower`
-each, on a worker of its own): each continuation turn goes into the turn ledger like any
-other (`origin: goal_loop`, no run), and the thread stays loaded while the loop runs. It
+each, on a worker of its own, kept in the controller's one registry, `running_goals`):
+each continuation turn goes into the turn ledger like any other (`origin: goal_loop`, no
+run), and the thread stays loaded while the loop runs. It
 also owns the owner's Pause of such a loop (the host goal set `paused`, recorded with its
 actor) and letting a loop go (a Run adopts it; the service stops: a turn still open is
 recorded interrupted, since closing the thread ends it).
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
@@ -33,39 +35,25 @@ STOP_LOOK_SEC = 0.2  # how often a followed loop's `goal stop` record is looked 
 
 
 class HostLoops:
-    """The loops loopx-chat did not start that this process follows, by goal."""
+    """The loops loopx-chat did not start that this process follows (in `running_goals`)."""
 
     def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
+        self.registry = controller.running_goals
         self.runs = GoalRuns(goals)
         self.records = GoalLedger(goals)
-        self._followed: dict[str, tuple[LoopFollower, threading.Thread]] = {}
-        self._lock = threading.Lock()
-        self.closed = False
-
-    def follows(self, session_id: str) -> bool:
-        """True while this process follows a loop it did not start on the session's thread."""
-        with self._lock:
-            return any(
-                f.loop.session_id == session_id and not f.done.is_set()
-                for f, _ in self._followed.values()
-            )
 
     def take_up(self) -> list[str]:
         """Follow every loop the controller saw while loading a thread (after any call that
         may have loaded one); the session ids taken up."""
         taken: list[str] = []
-        with self._lock:
-            while self.controller.host_loop_notices:
-                session_id = self.controller.host_loop_notices.pop(0)
-                if self.closed:
-                    continue
+        notices = self.controller.host_loop_notices
+        with self.registry.lock:
+            while notices:
+                session_id = notices.pop(0)
                 try:
                     goal_id = self.controller.store.load(session_id).goal_id
                 except LoopxChatError:
-                    continue
-                held = self._followed.get(goal_id)
-                if held is not None and not held[0].done.is_set():
                     continue
                 follower = LoopFollower(
                     LoopTurns(self.controller.turns, session_id),
@@ -75,9 +63,7 @@ class HostLoops:
                         hand_over_sec=HAND_OVER_WAIT_SEC,
                         stop_look_sec=STOP_LOOK_SEC,
                     ),
-                    record_pause=lambda actor, status, g=goal_id, s=session_id: self._record_pause(
-                        g, s, actor, status
-                    ),
+                    record_pause=partial(self._record_pause, goal_id, session_id),
                     stopped_by=self._stop_look(goal_id),
                 )
                 thread = threading.Thread(
@@ -86,9 +72,9 @@ class HostLoops:
                     name=f"host-loop-{goal_id}",
                     daemon=True,
                 )
-                self._followed[goal_id] = (follower, thread)
-                thread.start()
-                taken.append(session_id)
+                if self.registry.background(goal_id, follower, thread, foreign=True):
+                    thread.start()
+                    taken.append(session_id)
         return taken
 
     def _follow(self, session_id: str, follower: LoopFollower) -> None:
@@ -137,9 +123,8 @@ class HostLoops:
         `paused` (by the process that holds the thread, or, when none does, through an
         app-server that loads no thread), recorded with `actor`; the running turn finishes
         and is recorded. `run_not_found` when no such loop was seen since the last run."""
-        with self._lock:
-            follower = self._followed.get(goal_id, (None,))[0]
-        if follower is not None and not follower.done.is_set():
+        follower, _ = self.registry.background_runs(foreign=True).get(goal_id, (None, None))
+        if follower is not None:
             paused = follower.pause(actor, timeout=30)
             if paused is not None:
                 return paused
@@ -159,21 +144,17 @@ class HostLoops:
         with self.controller.thread_metadata(session_id) as call:
             goal = call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
         status = goal.get("status") if isinstance(goal, dict) else None
-        thread_id = self.controller.store.load(session_id).upstream_thread_id
-        return self.runs.record_host_loop_paused(
-            goal_id, session_id, thread_id, actor=actor, host_status=str(status or "unknown")
-        )
+        return self._record_pause(goal_id, session_id, actor, str(status or "unknown"))
 
     def let_go(self, goal_id: str) -> str | None:
         """Stop following the goal's loop (a Run adopts it): the host goal is untouched;
         the session id it was followed on, or None when none was."""
-        with self._lock:
-            follower, thread = self._followed.pop(goal_id, (None, None))
-        if follower is None or thread is None or follower.done.is_set():
-            return None
-        follower.let_go(hand_over=True)
-        thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
-        return follower.loop.session_id
+        for follower, thread in self.registry.let_go(goal_id):
+            if not follower.done.is_set():
+                follower.let_go(hand_over=True)
+                thread.join(timeout=HAND_OVER_WAIT_SEC + 5)
+                return follower.loop.session_id
+        return None
 
     def follow_again(self, session_id: str) -> None:
         """A Run that adopted the loop was refused: follow it again as before."""
@@ -182,9 +163,7 @@ class HostLoops:
 
     def close(self) -> None:
         """Shutdown: every loop followed here is let go (the host goal untouched)."""
-        with self._lock:
-            self.closed = True
-            held = list(self._followed.values())
+        held = self.registry.let_go(None)
         for follower, _ in held:
             follower.let_go()
         for _, thread in held:

@@ -7,9 +7,9 @@ ends, `interrupted` for one open when the thread is let go; a goal run (`goal_ru
 keeps its turns through it too. And `LoopFollower`, for a loop no run of ours runs (the
 service's `HostLoops`; a CLI command before it lets a loaded thread go): its inputs are one
 queue, codex's notifications (routed there while it follows) and what this process asks
-(`LetGo`, `PauseAsked`); when it stops is data (`StopRules`). The one file it looks at is
-the goal's `goal stop` record (`stop_look_sec`): the CLI writes it, never through the
-service, so it is always another process's write.
+(`LetGo`, and a run's `PauseAsked`); when it stops is data (`StopRules`). The one file it
+looks at is the goal's `goal stop` record (`stop_look_sec`): the CLI writes it, never
+through the service, so it is always another process's write.
 
 It never sets the host goal but to `paused` (the owner's Pause, a `goal stop` in force),
 never decides that a loop may run, and keeps no text.
@@ -27,6 +27,7 @@ from typing import Any
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.codex.thread import TurnOutcome
+from loopx_chat.controller.run_inbox import PauseAsked
 from loopx_chat.controller.turn_ledger import TurnLedger
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.session_records import TokenCounts, TurnRecord
@@ -100,13 +101,6 @@ class LetGo:
     """Stop following: `hand_over` (a Run adopts the loop) lets the running turn end first."""
 
     hand_over: bool = False
-
-
-@dataclass(frozen=True)
-class PauseAsked:
-    """The owner's Pause of the loop, by `actor`."""
-
-    actor: str
 
 
 class LoopFollower:

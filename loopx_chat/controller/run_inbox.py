@@ -59,7 +59,9 @@ class GateDecided:
 
 @dataclass(frozen=True)
 class PauseAsked:
-    """The owner paused the run (the service's Pause)."""
+    """The owner's Pause, by `actor`: of a run, or of a loop loopx-chat did not start."""
+
+    actor: str = "owner"
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,19 @@
-"""The goal runs this process follows, and the one seam every gate-recording path here calls.
+"""The goal loops this process follows, and the one seam every gate-recording path here calls.
 
-Owns the per-process registry (one per `ChatController`, the one registry of the runs this
-process runs): a run is in it while it follows its goal (`following`), and a run started on
-a thread of its own (the service's `RunPool`) from its start until that thread ends
-(`background`, `background_runs`): the pool counts, pauses and stops its runs through it and
-keeps no list of its own. A gate opened or decided in this process (the service's `POST
+Owns the per-process registry (one per `ChatController`), by goal id: a run of ours while it
+follows its goal (`following`), and one started on a thread of its own (the service's
+`RunPool`) from its start until that thread ends (`background`, `background_runs`); a loop
+loopx-chat did not start (the service's `HostLoops`, a `LoopFollower` on a thread of its
+own), in a map of its own that no gate reaches (`foreign`), until it is let go (`let_go`).
+Neither keeps a list of its own; whether this process follows a loop on a session is asked
+here (`follows_session`). A gate opened or decided in this process (the service's `POST
 /api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at the
 goal's gates now (a record in the run's inbox) and waits until it has: the host goal is
 `blocked` (a turn started since the gate interrupted), or `active` again, or paused on a
 rejection, before the recording call returns to its caller. A host gate codex's request
 became is only put in the inbox (`gate_posted`): codex's reader never waits on a run. A run
 another process follows (a foreground `goal run`) is waited for through the goal's run log
-instead (`goals.run_block`).
+instead (`goals.run_block`). No gate reaches a loop loopx-chat did not start.
 
 It never sets a goal and never talks to Codex itself: the run does, on its own thread, so
 the two never race over the host goal.
@@ -23,9 +25,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes a registry
+    from loopx_chat.controller.loop_follower import LoopFollower
     from loopx_chat.goals.gate_store import Gate, GateStore
     from loopx_chat.goals.run_block import RunBlock
 
@@ -49,21 +52,24 @@ class GateFollower(Protocol):
 
 @dataclass
 class _Held:
-    follower: GateFollower
+    follower: Any  # a `GateFollower`; in `_loops`, a `LoopFollower`
     thread: threading.Thread | None  # set for a run started on a thread of its own
     following: bool  # inside its `following` block: gates recorded here ask it
 
 
 class RunningGoals:
-    """The runs of this process by goal id; thread-safe."""
+    """The loops this process follows by goal id; thread-safe."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: `HostLoops.take_up` takes loops up as one step under it.
+        self.lock = threading.RLock()
         self._runs: dict[str, _Held] = {}
+        self._loops: dict[str, _Held] = {}  # loopx-chat did not start them: no gate asks them
+        self.closed = False  # shutting down: no loop loopx-chat did not start is taken up
 
     @contextmanager
     def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
-        with self._lock:
+        with self.lock:
             held = self._runs.get(goal_id)
             if held is not None and held.follower is follower:
                 held.following = True
@@ -72,19 +78,30 @@ class RunningGoals:
         try:
             yield
         finally:
-            with self._lock:
+            with self.lock:
                 held.following = False
                 if held.thread is None and self._runs.get(goal_id) is held:
                     del self._runs[goal_id]
 
-    def background(self, goal_id: str, follower: GateFollower, thread: threading.Thread) -> None:
-        """A run about to start on `thread`: held until that thread ends."""
-        with self._lock:
-            self._runs[goal_id] = _Held(follower, thread, False)
+    def background(
+        self, goal_id: str, follower: Any, thread: threading.Thread, foreign: bool = False
+    ) -> bool:
+        """A run about to start on `thread`: held until that thread ends. `foreign`: a loop
+        loopx-chat did not start (a `LoopFollower`), held until let go, unless the goal's is
+        followed here already or the process is shutting down; whether it was held."""
+        with self.lock:
+            if foreign and (self.closed or goal_id in self._followed(self._loops)):
+                return False
+            (self._loops if foreign else self._runs)[goal_id] = _Held(follower, thread, False)
+            return True
 
-    def background_runs(self) -> dict[str, tuple[GateFollower, threading.Thread]]:
-        """The runs started on threads of their own whose thread still runs, by goal."""
-        with self._lock:
+    def background_runs(self, foreign: bool = False) -> dict[str, tuple[Any, threading.Thread]]:
+        """The runs started on threads of their own whose thread still runs, by goal
+        (`foreign`: the loops loopx-chat did not start, until their follow is over)."""
+        with self.lock:
+            if foreign:
+                loops = self._followed(self._loops).items()
+                return {goal_id: (held.follower, held.thread) for goal_id, held in loops}
             for goal_id, held in list(self._runs.items()):
                 if held.thread is not None and not held.thread.is_alive():
                     del self._runs[goal_id]  # ended: its `following` block is over too
@@ -94,19 +111,33 @@ class RunningGoals:
                 if held.thread is not None
             }
 
+    @staticmethod
+    def _followed(loops: dict[str, _Held]) -> dict[str, _Held]:
+        return {g: held for g, held in loops.items() if not held.follower.done.is_set()}
+
     def follower(self, goal_id: str) -> GateFollower | None:
-        with self._lock:
+        with self.lock:
             held = self._runs.get(goal_id)
             return held.follower if held is not None and held.following else None
 
-    def follows_session(self, session_id: str) -> bool:
-        """Whether a run of this process follows the loop on this session's thread (the one
-        registry of runs: a loaded thread whose goal is active is then ours, not foreign)."""
-        with self._lock:
-            return any(
-                held.following and held.follower.session_id == session_id
-                for held in self._runs.values()
-            )
+    def follows_session(self, session_id: str, *, foreign: bool = False) -> bool:
+        """Whether a run of this process follows the loop on this session's thread (a loaded
+        thread whose goal is active is then ours, not foreign); with `foreign`, whether a
+        loop loopx-chat did not start is followed there."""
+        with self.lock:
+            if foreign:
+                loops = self._followed(self._loops).values()
+                return any(held.follower.loop.session_id == session_id for held in loops)
+            runs = self._runs.values()
+            return any(held.following and held.follower.session_id == session_id for held in runs)
+
+    def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:
+        """Take the goal's loop loopx-chat did not start out of the registry (None: every
+        one, and none is taken up after: shutdown); the follower is to let it go."""
+        with self.lock:
+            self.closed = self.closed or goal_id is None
+            gone = [g for g in self._loops if goal_id in (None, g)]
+            return [(held.follower, held.thread) for held in map(self._loops.pop, gone)]
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.
@@ -127,22 +158,17 @@ class RunningGoals:
         if follower is not None and gate.blocking:
             follower.post_gate(gate.gate_id)
 
-    def before_window(self, goal_id: str, gate_id: str) -> None:
-        """The desk is about to answer codex for a gate whose window passed: the run here
+    def gate_decided(self, goal_id: str, gate_id: str | None = None) -> None:
+        """A gate of the goal was decided: the run here sets the goal `active` again (the
+        last blocking one approved) or pauses it (one rejected) before this returns. With
+        `gate_id`, the desk is about to answer codex for it after its window passed: the run
         takes every input before it first (the gate's own, which blocks the goal), so codex
         never ends that turn on an `active` goal and starts a continuation (seen under load:
-        the window of 1 s passed before the run had taken the gate). Bounded, as
-        `look_now` is; no run here: nothing to wait for."""
+        the window of 1 s passed before the run had taken the gate). Bounded, as `look_now`
+        is; no run here: nothing to wait for."""
         follower = self.follower(goal_id)
         if follower is not None:
             follower.look_now(gate_id)
-
-    def gate_decided(self, goal_id: str) -> None:
-        """A gate of the goal was decided: the run here sets the goal `active` again (the
-        last blocking one approved) or pauses it (one rejected) before this returns."""
-        follower = self.follower(goal_id)
-        if follower is not None:
-            follower.look_now(None)
 
     def after_gate(self, goals: GateStore, gate: Gate) -> RunBlock:
         """What the gate did to the goal's run: this process's run blocked it at once, or

@@ -613,7 +613,8 @@ class ServiceApp:
     def _loop_seen(self, session_id: str) -> dict[str, Any]:
         """`host_loop: true` when codex runs a loop loopx-chat did not start on the session's
         thread, so a delegated command says so as the direct one does."""
-        return {"host_loop": True} if self.host_loops.follows(session_id) else {}
+        followed = self.controller.running_goals.follows_session(session_id, foreign=True)
+        return {"host_loop": True} if followed else {}
 
     def _interrupt(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
         session_id = validate_session_id(session_id)
@@ -1274,7 +1275,7 @@ class ServiceApp:
                 log(f"turn on session {session_id} crashed: {type(exc).__name__}")
             finally:
                 self.host_loops.take_up()  # the turn's resume may have restarted a loop
-                worker.host_loop = self.host_loops.follows(session_id)
+                worker.host_loop = bool(self._loop_seen(session_id))
                 worker.accepted.set()
                 # Only a turn this request started ends the session's event stream; a request
                 # refused before starting one (bad input, busy, replay) must not cut off the

@@ -161,3 +161,54 @@ def test_a_goal_stop_record_that_could_not_be_read_is_read_again_at_the_next_loo
     with pytest.raises(StateError):
         look()
     assert look() == "owner-cli"  # the file did not change since: read again all the same
+
+
+def test_a_loop_loopx_chat_did_not_start_is_in_the_one_registry_until_let_go(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    """The service's `HostLoops` keeps no list: a LoopFollower it follows is in the
+    controller's registry, the one place asked whether a loop on the session is followed,
+    while no gate seam reaches it; the service's close lets it go through the registry, and
+    nothing is taken up after."""
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.host_loops import HostLoops
+
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        registry = c.running_goals
+        follower = LoopFollower(LoopTurns(c.turns, sid, warm), StopRules(most_sec=SAFETY))
+        worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
+        assert registry.background("g", follower, worker, foreign=True)
+        wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", None)])
+        assert registry.follows_session(sid, foreign=True)
+        assert registry.background_runs(foreign=True) == {"g": (follower, worker)}
+        assert not registry.follows_session(sid)  # not a run of ours
+        assert registry.follower("g") is None and registry.background_runs() == {}
+        again = LoopFollower(LoopTurns(c.turns, sid), StopRules())
+        assert not registry.background("g", again, worker, foreign=True)  # followed once
+        HostLoops.close(SimpleNamespace(registry=registry))  # type: ignore[arg-type]
+        assert joined(worker, box) == 1 and follower.why == "let_go"
+        assert not registry.follows_session(sid, foreign=True)
+        assert registry.background_runs(foreign=True) == {}
+        # Shutting down: no loop is taken up after.
+        assert not registry.background("g", again, worker, foreign=True)
+    assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)]
+
+
+def test_a_run_adopting_a_loop_lets_go_of_the_registrys_entry(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.host_loops import HostLoops
+
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        registry = c.running_goals
+        follower = LoopFollower(LoopTurns(c.turns, sid, warm), StopRules(hand_over_sec=0.05))
+        worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
+        assert registry.background("g", follower, worker, foreign=True)
+        loops = SimpleNamespace(registry=registry)
+        assert HostLoops.let_go(loops, "g") == sid  # type: ignore[arg-type]
+        assert joined(worker, box) == 1 and follower.why == "let_go"
+        assert HostLoops.let_go(loops, "g") is None  # type: ignore[arg-type]
+        assert not registry.follows_session(sid, foreign=True)
