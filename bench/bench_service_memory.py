@@ -21,7 +21,7 @@ this checkout's service only: `--baseline HEAD --env MALLOC_ARENA_MAX=2` compare
 allocator setting on the same code in one run.
 `--tracemalloc` starts `tracemalloc` in each service (through a `sitecustomize` on its
 `PYTHONPATH`) and prints the top growth of Python objects by traceback between cycle 100
-and the end. Never asserts.
+and the end (`--top N` of them). Never asserts.
 
 Run: `.venv/bin/python bench/bench_service_memory.py [--cycles 1000] [--baseline main]
 [--tracemalloc] [--reuse-sessions K] [--env KEY=VALUE]`.
@@ -282,7 +282,7 @@ def start(
     return service
 
 
-def show_growth(service: Service, before: Path | None, after: Path | None) -> None:
+def show_growth(service: Service, before: Path | None, after: Path | None, top: int = 15) -> None:
     after_100 = [(n, m) for n, m in service.samples if n >= 100]
     if len(after_100) >= 2:
         (n0, m0), (n1, m1) = after_100[0], after_100[-1]
@@ -307,7 +307,7 @@ def show_growth(service: Service, before: Path | None, after: Path | None) -> No
     total = sum(s.size_diff for s in stats)
     print(f"{service.label}: Python objects {total / 1024:+.0f} KiB (tracemalloc); top growth:")
     grown = sorted((s for s in stats if s.size_diff > 0), key=lambda s: -s.size_diff)
-    for stat in grown[:15]:
+    for stat in grown[:top]:
         # Innermost frame first, then the frames of ours that led to it.
         inner = stat.traceback[-1]
         frames = [f"{Path(inner.filename).name}:{inner.lineno}"] + [
@@ -334,6 +334,9 @@ def main() -> None:
         "--only-baseline", action="store_true", help="with --baseline: run that one alone"
     )
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument(
+        "--top", type=int, default=15, help="with --tracemalloc: how many sites to print"
+    )
     parser.add_argument(
         "--reuse-sessions",
         type=int,
@@ -412,7 +415,7 @@ def main() -> None:
                 service.proc.wait(30)
         for service in services:
             pair = snaps[service.label]
-            show_growth(service, *(pair if len(pair) == 2 else (None, None)))
+            show_growth(service, *(pair if len(pair) == 2 else (None, None)), args.top)
 
 
 if __name__ == "__main__":

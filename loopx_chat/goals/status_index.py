@@ -2,16 +2,18 @@
 
 Owns the incremental status: for each goal, a signature of every file its row is read from
 (the goal's `*.jsonl` records; for each of its sessions, `session.json` and every turn file:
-name, inode, size, mtime_ns) and the row folded from them, each file read once. A look whose
-signatures all match costs a `stat` per file and no fold; a goal whose signature moved is
-folded again, alone. A goal's entry is a function of that goal's files only (their problems
-included: an unreadable record gives the goal's problem row), so an entry never needs
-another goal's files to be right. The one exception is a session whose `session.json`
-cannot be read: it can no longer say its goal, so the control-event log says it
-(goals/unreadable.py); such a session's stat and error code, and the control log's stat, go
-into the signature of the goal it is attributed to, so that goal is folded again when the
-session's file or the log changes (and the log is read only while some session is
-unreadable). A session no event names is kept as `unattributed`.
+name, inode, size, mtime_ns) and the row folded from them, each file read once. The entry
+keeps a digest of the signature, not the stats, so it does not grow with every session and
+turn file of its goal (issue 37). A look whose signatures all match costs a `stat` per file,
+a digest per goal and no fold; a goal whose signature moved is folded again, alone. A goal's
+entry is a function of that goal's files only (their problems included: an unreadable record
+gives the goal's problem row), so an entry never needs another goal's files to be right. The
+one exception is a session whose `session.json` cannot be read: it can no longer say its
+goal, so the control-event log says it (goals/unreadable.py); such a session's stat and
+error code, and the control log's stat, go into the signature of the goal it is attributed
+to, so that goal is folded again when the session's file or the log changes (and the log is
+read only while some session is unreadable). A session no event names is kept as
+`unattributed`.
 
 The CLI keeps the entries in a persisted index (`<state>/index/status.json`, 0600 in a 0700
 folder, written by atomic rename). It is never trusted blindly: an entry is used only when
@@ -66,11 +68,17 @@ if TYPE_CHECKING:
     from loopx_chat.goals.goal_runs import GoalRun
     from loopx_chat.goals.unreadable import Unreadable, UnreadableByGoal
 
-INDEX_SCHEMA = "loopx_chat_status_index_v1"
+INDEX_SCHEMA = "loopx_chat_status_index_v2"
 INDEX_FILE = ("index", "status.json")
 
 FileStat = tuple[str, int, int, int]  # name, inode, size, mtime_ns
 Signature = tuple[FileStat, ...]
+# What an entry keeps of its signature: a digest of it, so a goal's entry does not grow with
+# every session and turn file the goal has (the stats are taken again at every look anyway).
+Digest = str
+# Per session between looks: its session.json's inode, size and mtime_ns, its goal and its
+# creation time, flat (the file's name is known from the key).
+SessionRow = tuple[int, int, int, str, str]
 StaleInput = tuple[tuple[str, ...], dict[str, int], str | None]
 # A goal's file name -> (its stat, its raw-material findings): the audit reads what changed.
 AuditCache = dict[str, tuple[FileStat, list[str]]]
@@ -93,7 +101,7 @@ class GoalEntry:
     """One goal's row (without the host's part) and what it was folded from."""
 
     goal_id: str
-    signature: Signature
+    signature: Digest  # of the files folded (`digest`), compared with the next look's
     row: dict[str, Any]
     stale: StaleInput | None  # what the host comparison needs; None for a problem row
     finished: bool  # the latest run was accepted (closed)
@@ -103,7 +111,7 @@ class GoalEntry:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "signature": [list(s) for s in self.signature],
+            "signature": self.signature,
             "row": self.row,
             "stale": None
             if self.stale is None
@@ -116,7 +124,9 @@ class GoalEntry:
     @classmethod
     def from_json(cls, goal_id: str, data: Any) -> GoalEntry:
         """An entry as persisted; ValueError/TypeError/KeyError for anything malformed."""
-        signature = tuple((str(n), int(i), int(s), int(m)) for n, i, s, m in data["signature"])
+        signature = data["signature"]
+        if not isinstance(signature, str):
+            raise ValueError("signature")
         row = data["row"]
         stale = data["stale"]
         if not isinstance(row, dict) or row.get("goal_id") != goal_id:
@@ -134,6 +144,19 @@ class GoalEntry:
             raise ValueError("finished")
         activity = int(data["activity_ns"])
         return cls(goal_id, signature, row, stale, data["finished"], activity, data["ran"])
+
+
+def digest(signature: Signature) -> Digest:
+    """The signature as an entry keeps it: 16 bytes of BLAKE2b over its text (the stats are
+    ints and names, so their repr is one text per signature, the same in every process)."""
+    try:
+        # hashlib's own BLAKE2b, without the OpenSSL bindings `import hashlib` loads (2.4 ms
+        # of every `status` with a goal, which needs nothing else of hashlib).
+        from _blake2 import blake2b
+    except ImportError:  # a Python built without it
+        from hashlib import blake2b
+
+    return blake2b(repr(signature).encode(), digest_size=16).hexdigest()
 
 
 def _stat(path: str, name: str) -> FileStat | None:
@@ -245,7 +268,9 @@ def fold_goal(
         )
     except StateError as exc:
         # One goal's unreadable record never hides the others.
-        return GoalEntry(goal_id, signature, goal_problem(goal_id, exc), None, False, activity)
+        return GoalEntry(
+            goal_id, digest(signature), goal_problem(goal_id, exc), None, False, activity
+        )
 
 
 def _fold(
@@ -326,7 +351,7 @@ def _fold(
     stale = (facts.thread_ids, dict(facts.recorded_turns), facts.last_recorded_at)
     finished = latest is not None and latest.state == "closed"
     ran = latest is not None or page.host_loop_seen is not None
-    return GoalEntry(goal_id, signature, row, stale, finished, activity, ran, page)
+    return GoalEntry(goal_id, digest(signature), row, stale, finished, activity, ran, page)
 
 
 def _memory(goal_id: str, files: _GoalFiles) -> dict[str, Any] | None:
@@ -360,8 +385,8 @@ class StatusIndex:
         self.codex_home = codex_home
         self.path = path
         self.entries: dict[str, GoalEntry] = {}
-        # Per session: the stat of its session.json, its goal and its creation time.
-        self._sessions: dict[str, tuple[FileStat, str, str]] = {}
+        # Per session: the stat of its session.json, its goal and its creation time (flat).
+        self._sessions: dict[str, SessionRow] = {}
         # Sessions whose session.json cannot be read: its stat and error code, by session id.
         self._problems: dict[str, tuple[FileStat, str]] = {}
         # Which goal the control log names each unreadable session with, and what that was
@@ -394,29 +419,32 @@ class StatusIndex:
             )
         except OSError:
             names = []
-        seen: dict[str, tuple[FileStat, str, str]] = {}
+        seen: dict[str, SessionRow] = {}
         problems: dict[str, tuple[FileStat, str]] = {}
         for name in names:
-            sig = _stat(os.path.join(root, name, SESSION_FILE), f"{name}/{SESSION_FILE}")
-            if sig is None:
+            try:
+                st = os.stat(os.path.join(root, name, SESSION_FILE), follow_symlinks=False)
+            except OSError:
                 continue  # a folder mid-creation, or one holding only a lock file
             cached = self._sessions.get(name)
-            if cached is not None and cached[0] == sig:
+            if cached is not None and cached[:3] == (st.st_ino, st.st_size, st.st_mtime_ns):
                 seen[name] = cached
                 continue
             try:
                 record = self.store.load(name)
             except StateError as exc:
                 if exc.error_code != "session_not_found":  # as `SessionStore.list` says
+                    sig = (f"{name}/{SESSION_FILE}", st.st_ino, st.st_size, st.st_mtime_ns)
                     problems[name] = (sig, exc.error_code)
                 continue
             # The goal's name once for all its sessions, not a copy per row.
-            seen[name] = (sig, sys.intern(record.goal_id), record.created_at)
+            goal = sys.intern(record.goal_id)
+            seen[name] = (st.st_ino, st.st_size, st.st_mtime_ns, goal, record.created_at)
         self._sessions = seen
         self._problems = problems
         by_goal: dict[str, list[str]] = {}
-        for name in sorted(seen, key=lambda n: (seen[n][2], n)):
-            by_goal.setdefault(seen[name][1], []).append(name)
+        for name in sorted(seen, key=lambda n: (seen[n][4], n)):
+            by_goal.setdefault(seen[name][3], []).append(name)
         return by_goal
 
     def _records(self, session_ids: Sequence[str]) -> list[SessionRecord]:
@@ -471,7 +499,8 @@ class StatusIndex:
         for goal_id in ids:
             stats = _goal_file_stats(os.path.join(goals_root, goal_id))
             for sid in by_goal.get(goal_id, ()):
-                stats.append(self._sessions[sid][0])
+                ino, size, mtime = self._sessions[sid][:3]
+                stats.append((f"{sid}/{SESSION_FILE}", ino, size, mtime))
                 stats.extend(_turn_stats(os.path.join(sessions_root, sid), sid))
             broken = unreadable.by_goal.get(goal_id, ())
             for record in broken:
@@ -481,7 +510,7 @@ class StatusIndex:
                 stats.append(log_stat)
             signature = tuple(stats)
             entry = self.entries.get(goal_id)
-            if entry is None or entry.signature != signature:
+            if entry is None or entry.signature != digest(signature):
                 entry = fold_goal(
                     goal_id,
                     store=self.store,
@@ -517,7 +546,7 @@ class StatusIndex:
     def bare_rows(self) -> dict[str, tuple[str, dict[str, Any]]]:
         """Each goal's signature (as JSON) and row as folded: what `status_text` reuses
         a row's text by."""
-        return {g: (json.dumps(e.signature), e.row) for g, e in self.entries.items()}
+        return {g: (e.signature, e.row) for g, e in self.entries.items()}
 
 
 def _index_identity() -> dict[str, Any]:

@@ -121,7 +121,11 @@ class SessionStore:
 
     # -- paths -------------------------------------------------------------------------
     def session_dir(self, session_id: str) -> Path:
-        return self.sessions_dir / validate_session_id(session_id)
+        # Joined as text: pathlib interns a part it is given whole, so `sessions_dir / id`
+        # made the caller's id string itself an entry of the interpreter's interned-string
+        # table for as long as anything kept it (a table key), one per session ever seen;
+        # split out of the joined path, the part is a copy that goes with the Path.
+        return Path(os.path.join(self.sessions_dir, validate_session_id(session_id)))
 
     def session_path(self, session_id: str) -> Path:
         return self.session_dir(session_id) / SESSION_FILE

@@ -135,6 +135,9 @@ def test_status_of_no_goals_loads_no_projection_core(tmp_path: Path) -> None:
     assert made.returncode == 0, made.stderr
     with_goal = loaded_by([*state, "status", "--json"])
     assert "loopx_chat.session_runtime.projection" in with_goal
+    # The status index's digest of each goal's files is BLAKE2b without hashlib's OpenSSL
+    # bindings (issue 37): a status with its index kept loads no hashlib.
+    assert "hashlib" not in loaded_by([*state, "status", "--json"])
 
 
 def test_a_first_status_loads_no_scanner_no_logging_and_no_openssl(tmp_path: Path) -> None:

@@ -37,8 +37,12 @@ from loopx_chat.goals.unreadable import attribute, unreadable_fields, with_unrea
 from loopx_chat.state.jsonl import append_record
 from loopx_chat.state.session_records import SessionRecord, TokenCounts, TurnRecord
 from loopx_chat.state.session_store import SessionStore
+from tests.helpers.row_size import own_bytes
 
 HOME = "/home/owner/.codex"
+# The most one session's (key, row) pair in the index may hold on its own: its session.json's
+# inode, size and mtime, its creation time (the goal's name is shared), measured 393.
+SESSION_ROW_BYTES = 420
 GOALS = ("a", "b", "c")
 
 
@@ -526,3 +530,47 @@ def test_status_goal_accepts_a_goal_known_only_through_a_broken_session(tmp_path
         row
     ]
     assert again.folded == 0  # the persisted row, its signature unchanged
+
+
+def test_what_the_index_keeps_does_not_grow_with_a_goals_sessions(tmp_path: Path) -> None:
+    # Issue 37: a long-running service opens sessions on a goal for months. The goal's entry
+    # keeps a digest of its files' stats, not the stats (a session.json and a turn file more
+    # with each session), and each session's row is a few words.
+    store = SessionStore(tmp_path)
+    goals = GateStore(tmp_path)
+    index = StatusIndex(store, goals, HOME)
+    kept: dict[int, tuple[int, int]] = {}
+    for n in range(1, 41):
+        sid = f"session-{n:04d}-{'0' * 27}"
+        at = f"2026-01-01T00:{n // 60:02d}:{n % 60:02d}.000000Z"
+        store.create(
+            SessionRecord(
+                session_id=sid,
+                goal_id="long",
+                created_at=at,
+                updated_at=at,
+                upstream_thread_id=f"thread-{n:04d}-{'0' * 24}",
+            )
+        )
+        with store.lock(sid):
+            store.save_turn(
+                TurnRecord(
+                    turn_id=f"turn-{n:04d}-{'0' * 27}",
+                    session_id=sid,
+                    status="completed",  # type: ignore[arg-type]
+                    created_at=at,
+                    updated_at=at,
+                    completed_at=at,
+                    upstream_turn_id=f"u{n}",
+                    tokens=TokenCounts(1, 1, 2),
+                )
+            )
+        if n in (4, 40):
+            index.refresh()
+            rows = list(index._sessions.items())
+            session_row = max(
+                own_bytes(row, rows[:i] + rows[i + 1 :]) for i, row in enumerate(rows)
+            )
+            kept[n] = (own_bytes(index.entries["long"].signature), session_row)
+    assert kept[40][0] == kept[4][0], kept  # before: 23,400 bytes at 40 sessions
+    assert kept[40][1] <= SESSION_ROW_BYTES, kept  # before: 551 bytes a session

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import stat
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,25 @@ def test_turn_records_are_compact(store: SessionStore) -> None:
     assert store.find_turn_by_client_id("t", "c-1") == turn
     assert store.find_turn_by_client_id("t", "nope") is None
     assert _mode(store.turn_path("t", "turn-1")) == 0o600
+
+
+def _is_interned(text: str) -> bool:
+    """Whether a string equal to `text` is in the interpreter's interned-string table (asked
+    with a copy, so the question adds nothing to the table that outlives it)."""
+    copy = "".join(list(text))
+    assert copy is not text
+    return sys.intern(copy) is not copy
+
+
+def test_a_session_id_the_store_was_given_is_not_interned(store: SessionStore) -> None:
+    # Issue 37: pathlib interned each id it was handed whole, so a long-running service's
+    # interned-string table kept an entry for every session whose id a table of ours held.
+    ids = [f"interned-check-{i:04d}-{'x' * 20}" for i in range(3)]
+    for sid in ids:
+        store.create(_record(sid))
+        store.load(sid)
+        store.list_turns(sid)
+        store.update(sid, status="busy")
+        store.session_path(sid)
+    assert len(store.list().sessions) == 3
+    assert not any(_is_interned(sid) for sid in ids)

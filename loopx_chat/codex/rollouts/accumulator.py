@@ -4,7 +4,8 @@ What this module owns:
   * `_Acc`, the mutable state of one file while it is read (turn counts, open turns, the last
     turn, token totals, models, history mode, the thread id from the first session_meta, the
     newest time, and the file's read mode), how a parsed record or turn event advances it,
-    its flat row in the index (`to_row` / `from_row`), and the `ThreadFacts` it yields.
+    its flat row in the index (`to_row` / `from_row`), the `ThreadFacts` it yields, and the
+    accumulator a finished file's facts stand for (`from_facts`, for an entry that dropped it).
 
 What it must never do:
   * keep anything a picker in `fields` did not let through, or accept an index shape it did
@@ -327,6 +328,28 @@ class _Acc:
         acc.tokens = tokens
         acc.models = _one_copy(tuple(sorted(set(kept))))
         acc.latest = latest
+        return acc
+
+    @classmethod
+    def from_facts(cls, facts: ThreadFacts, mode: str | None, meta_seen: bool, named: bool) -> _Acc:
+        """The accumulator whose `facts` these are, for a file with no open turn (`to_row`
+        gives back the same row): what a settled index entry keeps instead of it (`mode`,
+        `meta_seen`, and `named`: whether the thread id came from the file's session_meta)."""
+        acc = cls()
+        acc.mode = mode
+        acc.meta_seen = meta_seen
+        acc.thread_id = facts.thread_id if named else None
+        acc.history_mode = facts.history_mode
+        turns = facts.turns
+        acc.started, acc.completed = turns.started, turns.completed
+        acc.failed, acc.interrupted = turns.failed, turns.interrupted
+        last = facts.last_turn
+        if last is not None:
+            acc.last_id, acc.last_outcome = last.turn_id, last.outcome
+            acc.last_error, acc.last_completed_at = last.error_code, last.completed_at
+        acc.tokens = facts.tokens
+        acc.models = facts.models
+        acc.latest = facts.latest_event_at
         return acc
 
     def facts(self, thread_id: str, archived: bool) -> ThreadFacts:

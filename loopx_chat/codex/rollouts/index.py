@@ -87,11 +87,23 @@ def _stat_key(path: Path) -> _StatKey | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+# What a settled entry keeps of its accumulator besides the facts: (read mode, session_meta
+# seen, thread id from it), one copy of each of the few combinations for all entries.
+_Settled = tuple[str | None, bool, bool]
+_SETTLED: dict[_Settled, _Settled] = {}
+
+
 class _Entry:
-    """The index's record of one rollout file, with caches a rescan reuses when it is unchanged."""
+    """The index's record of one rollout file, with caches a rescan reuses when it is unchanged.
+
+    Once its facts are made and no turn of it is open, `settle` drops its accumulator: a
+    long-lived scanner keeps a row per rollout file, most of them of threads long closed, and
+    the facts hold all the accumulator did but the read mode and two flags. `acc` makes it
+    again from the facts when the file changes (or the index is written)."""
 
     __slots__ = (
-        "acc",
+        "_acc",
+        "_settled",
         "archived",
         "dev",
         "facts",
@@ -114,10 +126,33 @@ class _Entry:
         # in place (same inode, not shorter) does not, and then the file is read again.
         self.tail = ""
         self.archived = archived
-        self.acc = acc
+        self._acc: _Acc | None = acc
+        self._settled: _Settled | None = None
         self.facts: ThreadFacts | None = None  # its facts, while unchanged
 
+    @property
+    def acc(self) -> _Acc:
+        """The accumulator, made again from the facts if it was dropped (`settle`)."""
+        acc = self._acc
+        if acc is None:
+            acc = self._acc = self._unsettled()
+        return acc
+
+    def _unsettled(self) -> _Acc:
+        assert self.facts is not None and self._settled is not None  # as `settle` left it
+        return _Acc.from_facts(self.facts, *self._settled)
+
+    def settle(self) -> None:
+        """Drop the accumulator of a file whose facts are made and whose turns all ended."""
+        acc = self._acc
+        if acc is None or self.facts is None or acc.open_turns:
+            return
+        settled = (acc.mode, acc.meta_seen, acc.thread_id is not None)
+        self._settled = _SETTLED.setdefault(settled, settled)
+        self._acc = None
+
     def touched(self) -> None:
+        self.acc  # noqa: B018 - made again from the facts before they go
         self.facts = None
 
     def to_row(self) -> list[Any]:
@@ -130,7 +165,8 @@ class _Entry:
             self.offset,
             self.tail,
             self.archived,
-            *self.acc.to_row(),
+            # A settled entry's row is made from its facts without keeping the accumulator.
+            *(self._acc or self._unsettled()).to_row(),
         ]
 
     def copy(self) -> _Entry:

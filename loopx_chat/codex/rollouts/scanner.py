@@ -234,6 +234,7 @@ def _threads(entries: Mapping[str, _Entry]) -> dict[str, ThreadFacts]:
             if thread_id is None:
                 continue  # neither a session_meta nor a uuid in the name: no thread to name
             facts = entry.facts = entry.acc.facts(thread_id, entry.archived)
+        entry.settle()  # a row per rollout file lives as long as the scanner: keep the facts
         other = found.get(facts.thread_id)
         if other is None or _rank(entry, facts) > _rank(*other):
             found[facts.thread_id] = (entry, facts)
