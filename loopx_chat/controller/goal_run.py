@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from loopx_chat.codex.budget_trip import BudgetTrip
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.controller.chat_controller import ChatController
@@ -285,6 +286,7 @@ class _Follow:
     started: float = 0.0
     warm: Any = None
     watch: Any = None
+    trip: BudgetTrip | None = None  # the budget, acted on by codex's reader (`budget_trip`)
     loop: Any = None  # the run's turns in the ledger (`LoopTurns`, sharing `open_turns`)
     # The run's one ordered input queue: codex's notifications (routed here while the run
     # holds the thread) and what the owner and this process did (`run_inbox`).
@@ -365,6 +367,16 @@ class _Follow:
                 # From here codex's notifications come in the run's inbox, in order with
                 # everything else it is given; the reader only puts them there.
                 proc = warm.thread.proc
+                # The budget is acted on where codex's tokens are read first: the reader
+                # interrupts the turn that reaches it without waiting for this thread.
+                self.trip = BudgetTrip(
+                    warm.thread.thread_id,
+                    warm.thread.usage_total,
+                    budget=self.plan.token_budget,
+                    spent=self.spent(),
+                    send=proc.fire,
+                )
+                proc.tap(self.trip.see)
                 proc.route(self.inbox.queue)
                 try:
                     return self._follow()
@@ -381,6 +393,7 @@ class _Follow:
                     self._end(None, by="host", reason=exc.error_code)
                     raise
                 finally:
+                    proc.tap(None)
                     proc.route(None)
                     warm.running_turn_id = None
         except LoopxChatError as exc:
@@ -683,7 +696,9 @@ class _Follow:
 
     def _check_budget(self, event: LoopEvent) -> None:
         """A hard budget: once the tokens codex reports during a turn reach it, that turn is
-        interrupted, so a run overspends by at most the one model response in flight."""
+        interrupted, so a run overspends by at most the one model response in flight. The
+        reader asked codex already when more requests were to come in the turn (`trip`):
+        this thread, later, only records it and interrupts what the reader leaves to it."""
         if self.budget_spent_in is not None or event.turn_id not in self.open_turns:
             return
         if self.spent(event.tokens or 0) < self.plan.token_budget:
@@ -696,7 +711,8 @@ class _Follow:
         agree = self._host_run_tokens() == self.spent()
         if not self.watch.answered(event.turn_id) or not agree:
             self.steered = True
-            self.watch.stop_turn(event.turn_id)
+            if self.trip is None or not self.trip.tripped(event.turn_id):
+                self.watch.stop_turn(event.turn_id)  # codex's reader has not asked already
 
     def _spent(self) -> None:
         """The turn that reached the budget ended: the goal is budget-limited, as codex sets

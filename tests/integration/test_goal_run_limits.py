@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,28 @@ def _goal_with_session(cli: OwnerCli) -> str:
     return str(doc["session_id"])
 
 
+@pytest.fixture
+def runner(
+    tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str
+) -> Iterator[GoalRunner]:
+    """A goal run's runner in this process (so a test can hold its thread), on goal `g`
+    whose session has had one chat turn."""
+    state = tmp_path / "state"
+    with make_controller(state, bound_home, base_env, codex_bin) as c:
+        GoalLedger(GateStore(state)).set_goal_state(
+            "g", {"objective": "count on", "acceptance": ["counted"]}
+        )
+        session = c.open_session("g", tmp_path)
+        c.submit_turn(session.session_id, "mock:text=ready")
+        yield GoalRunner(c, GateStore(state))
+
+
+def _follower(runner: GoalRunner, budget: int) -> Any:
+    """An authorized run of goal `g` with `budget`, not started (`.run()` follows it)."""
+    plan = runner.plan("g", None, budget)
+    return runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
+
+
 # -- budgets -------------------------------------------------------------------------------
 @pytest.mark.parametrize("budget", [5000, 50000])
 def test_a_turn_that_reaches_the_budget_is_interrupted_within_one_response(
@@ -72,6 +95,42 @@ def test_a_turn_that_reaches_the_budget_is_interrupted_within_one_response(
     assert sum(t.tokens.total_tokens for t in turns) == spent
     assert turns[-1].status == "interrupted"
     assert run_events(cli.state, "g")[-1]["run_tokens"] == spent
+
+
+# How late the run's own thread takes the count that reaches the budget, and how long the
+# mock takes to finish each tool call response: a loaded machine's scheduling, made certain.
+LATE_SEC = 1.5
+CALL_SEC = 0.3
+
+
+def test_the_budget_holds_when_the_runs_thread_takes_the_count_late(
+    runner: GoalRunner, mock: MockResponsesServer
+) -> None:
+    """Issue 34, race 1: inside a turn of tool calls codex checks no budget, and its next
+    model request follows the response that reached it at once. On a loaded machine the
+    run's thread took that count from its inbox late, and codex's next responses were spent
+    before its interrupt. The interrupt no longer waits for the run's thread: here that
+    thread is held LATE_SEC (five responses' time) at the count that reaches the budget, and
+    the run still overspends by less than the one response in flight."""
+    budget = 5000
+    follow = _follower(runner, budget)
+    check = follow._check_budget
+
+    def late(event: Any) -> None:
+        if follow.budget_spent_in is None and follow.spent(event.tokens or 0) >= budget:
+            time.sleep(LATE_SEC)  # the run's thread, descheduled on a loaded machine
+        check(event)
+
+    follow._check_budget = late
+    first = len(mock.response_tokens)
+    call = f"mock:slow={CALL_SEC} mock:call=no_such_tool {{}}"
+    mock.script(*[call] * RUNAWAY_CALLS, default="mock:text=done")
+    result = follow.run()
+    served = mock.response_tokens[first:]
+    assert result.exit_code == 3 and result.host is not None
+    assert result.host.status == "budgetLimited"
+    assert budget <= result.ledger_tokens < budget + max(served), served
+    assert result.differences == ()
 
 
 @pytest.mark.parametrize("budget", [5000, 50000])
@@ -108,48 +167,35 @@ def _takes(follow: Any) -> list[bool]:
 
 
 def test_a_run_codex_ends_by_itself_ends_on_its_last_event_and_a_paused_one_waits_a_step(
-    tmp_path: Path,
-    bound_home: Path,
-    base_env: dict[str, str],
-    codex_bin: str,
-    mock: MockResponsesServer,
+    runner: GoalRunner, mock: MockResponsesServer
 ) -> None:
     """Codex's own end (its budget, here) is followed by no turn: the run ends on the event
     that ends it, without a quiet step. A status the run set while a turn ran (the owner's
     Pause) may be crossed by a turn codex was starting: that run ends after a quiet step."""
-    state = tmp_path / "state"
-    with make_controller(state, bound_home, base_env, codex_bin) as c:
-        GoalLedger(GateStore(state)).set_goal_state(
-            "g", {"objective": "count on", "acceptance": ["counted"]}
-        )
-        session = c.open_session("g", tmp_path)
-        c.submit_turn(session.session_id, "mock:text=ready")
-        runner = GoalRunner(c, GateStore(state))
 
-        def follower() -> tuple[Any, list[bool]]:
-            plan = runner.plan("g", None, 12000)
-            follow = runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
-            return follow, _takes(follow)
+    def follower() -> tuple[Any, list[bool]]:
+        follow = _follower(runner, 12000)
+        return follow, _takes(follow)
 
-        mock.script(default="mock:text=working on it")
-        follow, takes = follower()
-        result = follow.run()
-        assert result.exit_code == 3 and result.host is not None
-        assert result.host.status == "budgetLimited"
-        assert takes[-1] is True  # it ended on codex's event, not after a quiet step
+    mock.script(default="mock:text=working on it")
+    follow, takes = follower()
+    result = follow.run()
+    assert result.exit_code == 3 and result.host is not None
+    assert result.host.status == "budgetLimited"
+    assert takes[-1] is True  # it ended on codex's event, not after a quiet step
 
-        mock.script(default="mock:slow=0.3 mock:text=working on it")
-        follow, takes = follower()
-        thread, box = run_in_thread(follow.run)
-        try:
-            wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
-            follow.pause()  # the owner's Pause while codex's second turn runs
-        finally:
-            thread.join(60)
-        result = box["result"]
-        assert isinstance(result, RunResult) and result.exit_code == 6, box
-        assert result.host is not None and result.host.status == "paused"
-        assert takes[-1] is False  # the run set the status: it ended after a quiet step
+    mock.script(default="mock:slow=0.3 mock:text=working on it")
+    follow, takes = follower()
+    thread, box = run_in_thread(follow.run)
+    try:
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        follow.pause()  # the owner's Pause while codex's second turn runs
+    finally:
+        thread.join(60)
+    result = box["result"]
+    assert isinstance(result, RunResult) and result.exit_code == 6, box
+    assert result.host is not None and result.host.status == "paused"
+    assert takes[-1] is False  # the run set the status: it ended after a quiet step
 
 
 # -- runaway loops ------------------------------------------------------------------------
