@@ -36,9 +36,8 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from loopx_chat.codex.budget_trip import BudgetTrip
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.controller.chat_controller import ChatController
@@ -77,6 +76,9 @@ from loopx_chat.goals.run_block import (
 from loopx_chat.state.file_change import FileChange
 from loopx_chat.state.session_records import TurnRecord
 
+if TYPE_CHECKING:
+    from loopx_chat.codex.budget_trip import BudgetTrip
+
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
 STEP_SEC = 0.05  # the longest the loop waits on its inbox before it looks at the clock
 GATE_DECIDED = "gate already decided"
@@ -94,6 +96,7 @@ USAGE_WAIT_SEC = 300.0
 # `update_goal` complete), after which it starts no continuation turn.
 CODEX_ENDS = ("budgetLimited", "complete")
 WHILE_CODEX_STARTS = (
+    "loopx_chat.codex.budget_trip",
     "loopx_chat.controller.host_requests",
     "loopx_chat.codex.rollouts.host_facts",
     "loopx_chat.codex.rollouts.scanner",
@@ -163,7 +166,8 @@ class GoalRunner:
         # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
         self.plan = RunChecks(controller, goals).plan
         # Imported while codex starts, not on a run's way: the host-request desk the thread
-        # is bound to before the goal is set, the rollout reader of the run's end (`_compare`).
+        # is bound to before the goal is set, the budget the reader acts on (`budget_trip`), the
+        # rollout reader of the run's end (`_compare`).
         imports = controller.while_starting_imports
         imports.extend(name for name in WHILE_CODEX_STARTS if name not in imports)
 
@@ -366,6 +370,8 @@ class _Follow:
                 )
                 # From here codex's notifications come in the run's inbox, in order with
                 # everything else it is given; the reader only puts them there.
+                from loopx_chat.codex.budget_trip import BudgetTrip  # loaded as codex starts
+
                 proc = warm.thread.proc
                 # The budget is acted on where codex's tokens are read first: the reader
                 # interrupts the turn that reaches it without waiting for this thread.
@@ -582,8 +588,11 @@ class _Follow:
             if self._waits_for_usage_reset():
                 last_event = time.monotonic()
             elif self._done() and (event is None or self._ended_by_codex()):
-                # Quiet (a turn codex started is seen first), unless codex ended the loop
-                # itself: then it starts no turn, and the run ends without waiting a step.
+                # Quiet, and codex says no turn of its runs (a turn it started is seen
+                # first), unless codex ended the loop itself: then it starts no turn, and the
+                # run ends without waiting a step.
+                if event is None and self._codex_runs_a_turn():
+                    continue
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
 
     def _waits_for_usage_reset(self) -> bool:
@@ -630,6 +639,22 @@ class _Follow:
             and self.watch.running_turn_id is None
             and not self.open_turns
         )
+
+    def _codex_runs_a_turn(self) -> bool:
+        """Before a quiet run ends: whether codex has said more, or runs a turn the run has not
+        seen start. A turn codex was starting as the run set the goal's status may say so
+        after the quiet step (on a loaded machine, long after): it would run unrecorded. Codex
+        is asked which turn runs; what it said before answering is in the inbox by then (one
+        ordered stream), and a running turn not seen yet is followed from here as if its
+        `turn/started` came (that one, when it comes, is a repeat the decoder drops)."""
+        running = self.watch.running_turn()
+        if not self.inbox.queue.empty():
+            return True  # said before its answer: taken next
+        if running is None or running in self.open_turns:
+            return running is not None
+        thread_id = self.warm.thread.thread_id
+        self._take(Notification("turn/started", {"threadId": thread_id, "turn": {"id": running}}))
+        return True
 
     def _ended_by_codex(self) -> bool:
         """Codex ended its loop by itself (`CODEX_ENDS`) and this run sent it nothing since the
