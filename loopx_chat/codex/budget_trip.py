@@ -65,6 +65,11 @@ class BudgetTrip:
         self._lock = threading.Lock()
         self._tripped: set[str] = set()
 
+    def count_more(self, tokens: int) -> None:
+        """Finished turns the run found since (a recovered run reads its ledger)."""
+        with self._lock:
+            self._spent += tokens
+
     def tripped(self, turn_id: str) -> bool:
         """Whether this trip already asked codex to interrupt `turn_id` (any thread may ask)."""
         with self._lock:
@@ -76,15 +81,13 @@ class BudgetTrip:
         event = self._events.see(note)
         if event is None or event.turn_id is None:
             return
-        if event.kind == "turn_ended" and event.outcome is not None:
-            self._spent += event.outcome.tokens.total_tokens
-            return
-        if event.kind != "usage" or self._spent + (event.tokens or 0) < self.budget:
-            return
-        if self._events.answered(event.turn_id):
-            return  # its answer ended it: codex starts no model request more in it
         with self._lock:
-            if event.turn_id in self._tripped:
+            if event.kind == "turn_ended" and event.outcome is not None:
+                self._spent += event.outcome.tokens.total_tokens
                 return
+            if event.kind != "usage" or self._spent + (event.tokens or 0) < self.budget:
+                return
+            if self._events.answered(event.turn_id) or event.turn_id in self._tripped:
+                return  # its answer ended it (no model request more in it), or asked already
             self._tripped.add(event.turn_id)
         self._send("turn/interrupt", {"threadId": self._thread_id, "turnId": event.turn_id})

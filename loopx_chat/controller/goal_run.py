@@ -503,6 +503,7 @@ class _Follow:
         restarted, is followed from here."""
         controller = self.runner.controller
         controller.turns.settle_orphan(self.session_id)
+        before = self.spent()
         # The run's turns so far count toward its budget, whichever process recorded them.
         self.finished = sorted(
             (t for t in controller.store.list_turns(self.session_id)
@@ -512,6 +513,8 @@ class _Follow:
         history = self.runner.runs.run(self.goal_id, self.record.run_id).history
         started = [e for e in history if e.get("event") == "started"]
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
+        if self.trip is not None:  # it counted from before the ledger was read
+            self.trip.count_more(self.spent() - before)
         self.goal = self.watch.get()
         self.loop_started = True
         self.state.move("recovered")
@@ -647,7 +650,12 @@ class _Follow:
         is asked which turn runs; what it said before answering is in the inbox by then (one
         ordered stream), and a running turn not seen yet is followed from here as if its
         `turn/started` came (that one, when it comes, is a repeat the decoder drops)."""
-        running = self.watch.running_turn()
+        try:
+            running = self.watch.running_turn()
+        except CodexError as exc:
+            if exc.error_code in RESPAWN_CODES:
+                raise  # codex died: restarted as anywhere else in the loop
+            return False  # codex cannot say: the quiet step stands, as it did before
         if not self.inbox.queue.empty():
             return True  # said before its answer: taken next
         if running is None or running in self.open_turns:
