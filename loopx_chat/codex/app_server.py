@@ -96,6 +96,9 @@ class _CappedLog:
 # How long one line to stdin may take: a healthy app-server reads continuously, so this
 # only bounds one that stopped reading.
 WRITE_TIMEOUT_SEC = 30.0
+# How long a request fired from the reader thread (`fire`) may take to write: the reader
+# must not stall on a peer that stopped reading.
+FIRE_SEC = 1.0
 
 
 def child_environment(environ: Mapping[str, str], codex_home: Path) -> dict[str, str]:
@@ -132,6 +135,8 @@ class AppServerProcess:
         # follows this app-server (`route`).
         self.notifications: queue.Queue[Any] = queue.Queue()
         self._route_lock = threading.Lock()
+        # Called by the reader with each notification before it is put anywhere (`tap`).
+        self._tap: Callable[[Notification], None] | None = None
         self.closed = threading.Event()
         # Set (before `closed`) when the app-server broke the protocol and we ended it.
         self.protocol_fault: str | None = None
@@ -270,6 +275,22 @@ class AppServerProcess:
         except TimeoutError:
             raise ProcessGone("app-server stopped reading its stdin") from None
 
+    def fire(self, method: str, params: Mapping[str, Any]) -> bool:
+        """See `HostConnection.fire`: a request whose answer the reader drops (its id is
+        never pending); False when it could not be written at once."""
+        with self._id_lock:
+            self._next_id += 1
+            request_id = self._next_id
+        try:
+            self._send({"id": request_id, "method": method, "params": dict(params)}, FIRE_SEC)
+        except (ProcessGone, TimeoutError):
+            return False
+        return True
+
+    def tap(self, hook: Callable[[Notification], None] | None) -> None:
+        """See `HostConnection.tap`: the reader calls `hook` with each notification first."""
+        self._tap = hook
+
     def next_notification(self, timeout: float) -> Notification | None:
         """The next notification; None on timeout; raises ProcessGone once stdout closed."""
         try:
@@ -354,7 +375,14 @@ class AppServerProcess:
                 message["id"], method, params if isinstance(params, dict) else {}
             )
             return
-        self._note(Notification(method, params if isinstance(params, dict) else {}))
+        note = Notification(method, params if isinstance(params, dict) else {})
+        tap = self._tap
+        if tap is not None:
+            try:
+                tap(note)
+            except Exception:  # a tap that fails must not stop the reading
+                self._log.note(f"the tap of a {method} notification failed")
+        self._note(note)
 
     def _answer_server_request(
         self, request_id: Any, method: str, params: Mapping[str, Any]

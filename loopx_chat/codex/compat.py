@@ -79,6 +79,12 @@ PROTOCOL: tuple[ProtocolUse, ...] = (
     ProtocolUse("turn/interrupt", "request", ("interrupt", "timeouts", "goal runs")),
     ProtocolUse("turn/steer", "request", ("decisions after the window",)),
     ProtocolUse("thread/read", "request", ("history",), ("threadId", "includeTurns")),
+    ProtocolUse(
+        "thread/turns/list",
+        "request",
+        ("goal runs",),
+        ("threadId", "limit", "sortDirection", "itemsView"),
+    ),
     ProtocolUse("thread/goal/get", "request", ("goal runs",)),
     ProtocolUse("thread/goal/set", "request", ("goal runs",), ("threadId", "status")),
     ProtocolUse("thread/goal/clear", "request", ("goal runs",)),

@@ -1,7 +1,8 @@
 """Codex's own goal loop on a loaded thread: the thread goal, and what the loop does.
 
 Owns `thread/goal/get|set` on the app-server that holds the thread (the only process whose
-`active` starts continuation turns), `turn/interrupt` of a continuation turn, the goal's own
+`active` starts continuation turns), `turn/interrupt` of a continuation turn, which turn
+codex says runs now (`thread/turns/list`, ids and statuses only), the goal's own
 notifications (`thread/goal/updated`; the usage limit's reset from a rate-limit notice),
 and which loop turn runs and since when it is silent. A turn's events (its
 tokens as they grow, so a run can hold its budget inside a turn; its end, tool items and
@@ -118,6 +119,21 @@ class GoalLoopWatch:
         known = [r for r in resets if isinstance(r, int) and not isinstance(r, bool)]
         if known:
             self.usage_resets_at = max(known)
+
+    def running_turn(self) -> str | None:
+        """The id of the turn codex says runs on the thread now (its newest, `inProgress`),
+        read by `thread/turns/list` without the turn's items (no text), or None. Everything
+        codex said before this answer was read first: its notifications and the answer
+        share one ordered stream."""
+        page = self._call(
+            "thread/turns/list", {"limit": 1, "sortDirection": "desc", "itemsView": "notLoaded"}
+        )
+        data = page.get("data")
+        newest = data[0] if isinstance(data, list) and data else None
+        if not isinstance(newest, dict) or newest.get("status") != "inProgress":
+            return None
+        turn_id = newest.get("id")
+        return turn_id if isinstance(turn_id, str) else None
 
     def interrupt(self, turn_id: str) -> None:
         """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""

@@ -2,7 +2,8 @@
 
 Owns the vocabulary both sides share: `HostConnection` (what `CodexThread`, `ThreadReader`
 and the controller use of a running app-server: request, notify, next notification, where
-its notifications go (`route`), close,
+its notifications go (`route`), a look at each first (`tap`), a request nobody waits on
+(`fire`), close,
 pid, whether it still runs, why it ended), `ConnectionFactory` (how one is started for a
 launch), the JSON-RPC failures a connection raises (`RpcError`, `ProcessGone`), the
 `Notification` record, and the `ServerRequestPolicy` a connection answers server requests by
@@ -144,6 +145,16 @@ class HostConnection(Protocol):
     ) -> bool:
         """Answer a server request its policy's `holder` kept (an approval the owner decided,
         a question answered); False when the server is gone or stopped reading."""
+        ...
+
+    def fire(self, method: str, params: Mapping[str, Any]) -> bool:
+        """Send a request whose answer nobody waits for (it is read and dropped), from any
+        thread, the reader's included; False when it could not be written."""
+        ...
+
+    def tap(self, hook: Callable[[Notification], None] | None) -> None:
+        """From now on the reader calls `hook` with each notification before it puts it
+        anywhere (a goal run's budget, `budget_trip`); `hook` must never wait. None: no tap."""
         ...
 
     def next_notification(self, timeout: float) -> Notification | None:

@@ -36,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
@@ -76,6 +76,9 @@ from loopx_chat.goals.run_block import (
 from loopx_chat.state.file_change import FileChange
 from loopx_chat.state.session_records import TurnRecord
 
+if TYPE_CHECKING:
+    from loopx_chat.codex.budget_trip import BudgetTrip
+
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
 STEP_SEC = 0.05  # the longest the loop waits on its inbox before it looks at the clock
 GATE_DECIDED = "gate already decided"
@@ -93,6 +96,7 @@ USAGE_WAIT_SEC = 300.0
 # `update_goal` complete), after which it starts no continuation turn.
 CODEX_ENDS = ("budgetLimited", "complete")
 WHILE_CODEX_STARTS = (
+    "loopx_chat.codex.budget_trip",
     "loopx_chat.controller.host_requests",
     "loopx_chat.codex.rollouts.host_facts",
     "loopx_chat.codex.rollouts.scanner",
@@ -162,7 +166,8 @@ class GoalRunner:
         # Every check before a run (`goal_run_checks`): nothing written, nothing spawned.
         self.plan = RunChecks(controller, goals).plan
         # Imported while codex starts, not on a run's way: the host-request desk the thread
-        # is bound to before the goal is set, the rollout reader of the run's end (`_compare`).
+        # is bound to before the goal is set, the budget the reader acts on (`budget_trip`), the
+        # rollout reader of the run's end (`_compare`).
         imports = controller.while_starting_imports
         imports.extend(name for name in WHILE_CODEX_STARTS if name not in imports)
 
@@ -285,6 +290,7 @@ class _Follow:
     started: float = 0.0
     warm: Any = None
     watch: Any = None
+    trip: BudgetTrip | None = None  # the budget, acted on by codex's reader (`budget_trip`)
     loop: Any = None  # the run's turns in the ledger (`LoopTurns`, sharing `open_turns`)
     # The run's one ordered input queue: codex's notifications (routed here while the run
     # holds the thread) and what the owner and this process did (`run_inbox`).
@@ -364,7 +370,19 @@ class _Follow:
                 )
                 # From here codex's notifications come in the run's inbox, in order with
                 # everything else it is given; the reader only puts them there.
+                from loopx_chat.codex.budget_trip import BudgetTrip  # loaded as codex starts
+
                 proc = warm.thread.proc
+                # The budget is acted on where codex's tokens are read first: the reader
+                # interrupts the turn that reaches it without waiting for this thread.
+                self.trip = BudgetTrip(
+                    warm.thread.thread_id,
+                    warm.thread.usage_total,
+                    budget=self.plan.token_budget,
+                    spent=self.spent(),
+                    send=proc.fire,
+                )
+                proc.tap(self.trip.see)
                 proc.route(self.inbox.queue)
                 try:
                     return self._follow()
@@ -381,6 +399,7 @@ class _Follow:
                     self._end(None, by="host", reason=exc.error_code)
                     raise
                 finally:
+                    proc.tap(None)
                     proc.route(None)
                     warm.running_turn_id = None
         except LoopxChatError as exc:
@@ -484,6 +503,7 @@ class _Follow:
         restarted, is followed from here."""
         controller = self.runner.controller
         controller.turns.settle_orphan(self.session_id)
+        before = self.spent()
         # The run's turns so far count toward its budget, whichever process recorded them.
         self.finished = sorted(
             (t for t in controller.store.list_turns(self.session_id)
@@ -493,6 +513,8 @@ class _Follow:
         history = self.runner.runs.run(self.goal_id, self.record.run_id).history
         started = [e for e in history if e.get("event") == "started"]
         self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
+        if self.trip is not None:  # it counted from before the ledger was read
+            self.trip.count_more(self.spent() - before)
         self.goal = self.watch.get()
         self.loop_started = True
         self.state.move("recovered")
@@ -569,8 +591,11 @@ class _Follow:
             if self._waits_for_usage_reset():
                 last_event = time.monotonic()
             elif self._done() and (event is None or self._ended_by_codex()):
-                # Quiet (a turn codex started is seen first), unless codex ended the loop
-                # itself: then it starts no turn, and the run ends without waiting a step.
+                # Quiet, and codex says no turn of its runs (a turn it started is seen
+                # first), unless codex ended the loop itself: then it starts no turn, and the
+                # run ends without waiting a step.
+                if event is None and self._codex_runs_a_turn():
+                    continue
                 return self._finish(by=self.ending_by, reason=self.ending_reason)
 
     def _waits_for_usage_reset(self) -> bool:
@@ -617,6 +642,27 @@ class _Follow:
             and self.watch.running_turn_id is None
             and not self.open_turns
         )
+
+    def _codex_runs_a_turn(self) -> bool:
+        """Before a quiet run ends: whether codex has said more, or runs a turn the run has not
+        seen start. A turn codex was starting as the run set the goal's status may say so
+        after the quiet step (on a loaded machine, long after): it would run unrecorded. Codex
+        is asked which turn runs; what it said before answering is in the inbox by then (one
+        ordered stream), and a running turn not seen yet is followed from here as if its
+        `turn/started` came (that one, when it comes, is a repeat the decoder drops)."""
+        try:
+            running = self.watch.running_turn()
+        except CodexError as exc:
+            if exc.error_code in RESPAWN_CODES:
+                raise  # codex died: restarted as anywhere else in the loop
+            return False  # codex cannot say: the quiet step stands, as it did before
+        if not self.inbox.queue.empty():
+            return True  # said before its answer: taken next
+        if running is None or running in self.open_turns:
+            return running is not None
+        thread_id = self.warm.thread.thread_id
+        self._take(Notification("turn/started", {"threadId": thread_id, "turn": {"id": running}}))
+        return True
 
     def _ended_by_codex(self) -> bool:
         """Codex ended its loop by itself (`CODEX_ENDS`) and this run sent it nothing since the
@@ -683,7 +729,9 @@ class _Follow:
 
     def _check_budget(self, event: LoopEvent) -> None:
         """A hard budget: once the tokens codex reports during a turn reach it, that turn is
-        interrupted, so a run overspends by at most the one model response in flight."""
+        interrupted, so a run overspends by at most the one model response in flight. The
+        reader asked codex already when more requests were to come in the turn (`trip`):
+        this thread, later, only records it and interrupts what the reader leaves to it."""
         if self.budget_spent_in is not None or event.turn_id not in self.open_turns:
             return
         if self.spent(event.tokens or 0) < self.plan.token_budget:
@@ -696,7 +744,8 @@ class _Follow:
         agree = self._host_run_tokens() == self.spent()
         if not self.watch.answered(event.turn_id) or not agree:
             self.steered = True
-            self.watch.stop_turn(event.turn_id)
+            if self.trip is None or not self.trip.tripped(event.turn_id):
+                self.watch.stop_turn(event.turn_id)  # codex's reader has not asked already
 
     def _spent(self) -> None:
         """The turn that reached the budget ended: the goal is budget-limited, as codex sets

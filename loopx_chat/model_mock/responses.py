@@ -421,7 +421,7 @@ class _Handler(BaseHTTPRequestHandler):
                 arguments = json.loads(call.group(2))
             except ValueError:
                 arguments = {}
-            owner._issued_calls.add(stream.function_call(call.group(1), arguments))
+            owner._issued_calls.add(stream.function_call(call.group(1), arguments, delay))
             return
         if shell and tool_output is None:
             owner._issued_calls.add(
@@ -483,8 +483,9 @@ class _SseStream:
         else:
             self._event({"type": "response.completed", "response": final})
 
-    def function_call(self, name: str, arguments: dict[str, Any]) -> str:
-        """Stream one call of tool `name`; returns its call id."""
+    def function_call(self, name: str, arguments: dict[str, Any], delay: float = 0.0) -> str:
+        """Stream one call of tool `name`, its end `delay` seconds after its arguments (a
+        model that takes that long to finish the response); returns its call id."""
         self._event({"type": "response.in_progress", "response": dict(self._response)})
         namespace, _, bare = name.rpartition("/")
         call = {
@@ -508,6 +509,8 @@ class _SseStream:
             }
         )
         self._event({"type": "response.output_item.done", "output_index": 0, "item": call})
+        if delay:
+            self._handler._wait(delay)
         self._finish([call], output_tokens=20, failed=False)
         return str(call["call_id"])
 

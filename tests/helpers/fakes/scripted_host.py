@@ -111,6 +111,7 @@ class ScriptedHost:
         self._ids = itertools.count(1)
         self._notes: queue.Queue[Any] = queue.Queue()
         self._route_lock = threading.Lock()
+        self._tap: Callable[[Notification], None] | None = None
         self._ended = threading.Event()
 
     @property
@@ -180,7 +181,20 @@ class ScriptedHost:
             rehome(self._notes, target)
             self._notes = target
 
+    def fire(self, method: str, params: Mapping[str, Any]) -> bool:
+        try:
+            self.request(method, params, 1.0)
+        except (RpcError, ProcessGone, TimeoutError):
+            return False
+        return True
+
+    def tap(self, hook: Callable[[Notification], None] | None) -> None:
+        self._tap = hook
+
     def _note(self, item: Notification | None) -> None:
+        tap = self._tap
+        if tap is not None and item is not None:
+            tap(item)
         with self._route_lock:
             self._notes.put(item)
 

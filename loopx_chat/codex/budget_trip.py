@@ -1,0 +1,93 @@
+"""A goal run's hard budget, acted on by the app-server's reader as codex reports tokens.
+
+Owns `BudgetTrip`: fed each notification of the thread's app-server on the reader thread,
+before the notification reaches the run's inbox (`HostConnection.tap`), it counts the run's
+tokens the way the run does (the same decoder, `turn_events.TurnEvents`: each followed
+turn charged the growth of the thread's total) and, once they reach the budget in a turn
+whose last finished item is not the agent's answer (more model requests to come), sends
+`turn/interrupt` for it at once, answered to nobody (`HostConnection.fire`). Codex checks a
+goal's budget only between turns, and within a turn of quick tool calls its next model
+request follows the response that reached the budget within milliseconds: the run's own
+thread, which takes the same count from its inbox later (later still on a loaded machine),
+loses that race; the reader, which reads it first, does not wait on anything to act.
+
+It never waits (the reader must never block on the run or on codex's answer), never decides
+anything but this one interrupt (the run still records the turn, marks the goal
+budget-limited and interrupts a turn codex starts after), and keeps numbers and ids only.
+A turn whose last response was its answer is left to the run: it ends by itself, and
+codex, counting as the ledger does, marks the goal budget-limited.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from loopx_chat.codex.host_connection import Notification
+from loopx_chat.codex.turn_events import TurnEvents
+from loopx_chat.state.session_records import TokenCounts
+
+# The notifications that move the count (everything else, deltas first, is passed by).
+COUNTED = frozenset(
+    {"turn/started", "turn/completed", "item/completed", "thread/tokenUsage/updated"}
+)
+# Fire and forget: `send(method, params)` writes one request whose answer nobody awaits.
+Send = Callable[[str, Mapping[str, Any]], object]
+
+
+@dataclass(slots=True)
+class _Totals:
+    """The thread's total as this trip last saw it (its decoder's baseline)."""
+
+    thread_id: str
+    usage_total: TokenCounts | None
+
+
+class BudgetTrip:
+    """One run's budget on one thread: `see` each notification, on the reader thread."""
+
+    def __init__(
+        self,
+        thread_id: str,
+        usage_total: TokenCounts | None,
+        *,
+        budget: int,
+        spent: int,
+        send: Send,
+    ) -> None:
+        self.budget = budget
+        self._spent = spent  # the run's finished turns, as the ledger counts them
+        self._send = send
+        self._events = TurnEvents(_Totals(thread_id, usage_total))
+        self._thread_id = thread_id
+        self._lock = threading.Lock()
+        self._tripped: set[str] = set()
+
+    def count_more(self, tokens: int) -> None:
+        """Finished turns the run found since (a recovered run reads its ledger)."""
+        with self._lock:
+            self._spent += tokens
+
+    def tripped(self, turn_id: str) -> bool:
+        """Whether this trip already asked codex to interrupt `turn_id` (any thread may ask)."""
+        with self._lock:
+            return turn_id in self._tripped
+
+    def see(self, note: Notification) -> None:
+        if note.method not in COUNTED:
+            return
+        event = self._events.see(note)
+        if event is None or event.turn_id is None:
+            return
+        with self._lock:
+            if event.kind == "turn_ended" and event.outcome is not None:
+                self._spent += event.outcome.tokens.total_tokens
+                return
+            if event.kind != "usage" or self._spent + (event.tokens or 0) < self.budget:
+                return
+            if self._events.answered(event.turn_id) or event.turn_id in self._tripped:
+                return  # its answer ended it (no model request more in it), or asked already
+            self._tripped.add(event.turn_id)
+        self._send("turn/interrupt", {"threadId": self._thread_id, "turnId": event.turn_id})
