@@ -74,7 +74,6 @@ class GoalLoopWatch:
         self.silent_since: float | None = None
         self.events = TurnEvents(thread)
         self.running_turn_id: str | None = None
-        self.interrupted: set[str] = set()
         # After a set, the status codex answered with: goal updates still queued from before
         # it (a resume reports the goal as it was) are stale until codex reports this one.
         self._expect_status: str | None = None
@@ -121,7 +120,6 @@ class GoalLoopWatch:
 
     def interrupt(self, turn_id: str) -> None:
         """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""
-        self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
     def answered(self, turn_id: str) -> bool:
@@ -131,7 +129,6 @@ class GoalLoopWatch:
 
     def stop_turn(self, turn_id: str) -> None:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
-        self.interrupted.add(turn_id)
         self.thread._send_interrupt(turn_id)
 
     def ended(self) -> CodexError:
