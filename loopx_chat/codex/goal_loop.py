@@ -16,7 +16,7 @@ back into state).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from loopx_chat.codex.host_connection import Notification
@@ -56,12 +56,7 @@ class HostGoalState:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "token_budget": self.token_budget,
-            "tokens_used": self.tokens_used,
-            "time_used_seconds": self.time_used_seconds,
-        }
+        return asdict(self)
 
 
 class GoalLoopWatch:
