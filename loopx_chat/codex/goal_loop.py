@@ -17,7 +17,7 @@ back into state).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from loopx_chat.codex.host_connection import Notification
@@ -57,12 +57,7 @@ class HostGoalState:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "status": self.status,
-            "token_budget": self.token_budget,
-            "tokens_used": self.tokens_used,
-            "time_used_seconds": self.time_used_seconds,
-        }
+        return asdict(self)
 
 
 class GoalLoopWatch:
@@ -75,7 +70,6 @@ class GoalLoopWatch:
         self.silent_since: float | None = None
         self.events = TurnEvents(thread)
         self.running_turn_id: str | None = None
-        self.interrupted: set[str] = set()
         # After a set, the status codex answered with: goal updates still queued from before
         # it (a resume reports the goal as it was) are stale until codex reports this one.
         self._expect_status: str | None = None
@@ -137,7 +131,6 @@ class GoalLoopWatch:
 
     def interrupt(self, turn_id: str) -> None:
         """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""
-        self.interrupted.add(turn_id)
         self.thread.abandon_turn(turn_id)
 
     def answered(self, turn_id: str) -> bool:
@@ -147,7 +140,6 @@ class GoalLoopWatch:
 
     def stop_turn(self, turn_id: str) -> None:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
-        self.interrupted.add(turn_id)
         self.thread._send_interrupt(turn_id)
 
     def ended(self) -> CodexError:

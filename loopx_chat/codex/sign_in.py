@@ -14,7 +14,7 @@ scratch files there at start).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,7 @@ class SignIn:
         return not self.needed or self.signed_in is not False
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "provider": self.provider,
-            "needed": self.needed,
-            "signed_in": self.signed_in,
-            "how": self.how,
-        }
+        return asdict(self)
 
 
 def sign_in_state(home: Path, config: Mapping[str, Any], environ: Mapping[str, str]) -> SignIn:

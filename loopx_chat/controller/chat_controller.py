@@ -331,15 +331,12 @@ class ChatController:
         return self.binding.path
 
     # -- helpers ------------------------------------------------------------------------
-    def _session_lock(self, session_id: str) -> contextlib.AbstractContextManager[None]:
-        return self._warm.session_lock(session_id)
-
     @contextlib.contextmanager
     def _using(self, session_id: str) -> Iterator[None]:
         """Hold the session's lock; afterwards, however the work ended, a loaded thread that
         is not in a turn starts its idle timer (so no error path keeps an app-server and its
         writer lock forever)."""
-        with self._session_lock(session_id):
+        with self._warm.session_lock(session_id):
             try:
                 yield
             finally:
@@ -355,9 +352,6 @@ class ChatController:
     def environ(self) -> dict[str, str]:
         """A copy of the environment snapshot taken at construction."""
         return dict(self._environ)
-
-    def _binary_path(self) -> Path:
-        return self.find_binary().path
 
     def _check_home(self, record: SessionRecord) -> None:
         if record.agent_id != "codex" or record.session_mode == "attached_host":
@@ -428,7 +422,7 @@ class ChatController:
                 error_code="work_dir_missing",
                 remedy=WORK_DIR_REMEDY,
             )
-        executable = self._binary_path()
+        executable = self.find_binary().path
         folder = self.store.session_dir(session_id)
         with state_write(folder):
             ensure_private_dir(folder)
@@ -620,7 +614,7 @@ class ChatController:
             return 0
         rules = StopRules(quiet_sec=quiet_sec, most_sec=most_sec)
         follower = LoopFollower(LoopTurns(self.turns, session_id), rules)
-        with self._session_lock(session_id), contextlib.suppress(CodexError):
+        with self._warm.session_lock(session_id), contextlib.suppress(CodexError):
             follower.follow(GoalLoopWatch(warm.thread))
         return follower.loop.recorded
 
@@ -1051,12 +1045,9 @@ class ChatController:
             if warm is not None and warm.thread.alive:
                 self._warm.cancel_idle_close(warm)
                 return warm.thread.read_history()
-            turns = self._read_unloaded(record, record.upstream_thread_id)
+            with self._reader(record) as reader:
+                turns = reader.read_history(record.upstream_thread_id)
         return self._in_flight_marked(session_id, record.upstream_thread_id, turns)
-
-    def _read_unloaded(self, record: SessionRecord, thread_id: str) -> list[dict[str, Any]]:
-        with self._reader(record) as reader:
-            return reader.read_history(thread_id)
 
     @contextlib.contextmanager
     def _reader(self, record: SessionRecord) -> Iterator[ThreadReader]:

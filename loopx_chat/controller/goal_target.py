@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
@@ -28,11 +28,7 @@ class HostGoal:
     token_budget: int | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "objective": self.objective,
-            "status": self.status,
-            "token_budget": self.token_budget,
-        }
+        return asdict(self)
 
     @classmethod
     def from_result(cls, result: dict[str, Any]) -> HostGoal | None:

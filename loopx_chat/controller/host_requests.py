@@ -514,15 +514,7 @@ class HostRequestDesk:
     def _answer(self, live: Live, choice: Choice) -> bool:
         """Send the answer once; False when it was already answered or codex is gone."""
         result = reply_for(live.kind, live.request.params, choice)  # may raise usage_error
-        with live.lock:
-            if live.done:
-                return False
-            live.done = True
-        if live.timer is not None:
-            live.timer.cancel()
-        with self._lock:
-            self._live.pop(live.gate_id, None)
-        return live.proc.reply(live.request.request_id, result=result)
+        return self._settle(live) and live.proc.reply(live.request.request_id, result=result)
 
     def _window_passed(self, gate_id: str) -> None:
         live = self.live(gate_id)
@@ -569,16 +561,23 @@ class HostRequestDesk:
             self._expire(live, "host stopped")
 
     def _expire(self, live: Live, why: str) -> None:
+        if not self._settle(live):
+            return
+        with contextlib.suppress(LoopxChatError):
+            self.goals.note_host(live.goal_id, live.gate_id, {"state": "expired", "expired": why})
+
+    def _settle(self, live: Live) -> bool:
+        """Mark the request done and no longer live here; False when it already was (answered
+        or expired), so each request is settled once."""
         with live.lock:
             if live.done:
-                return
+                return False
             live.done = True
         if live.timer is not None:
             live.timer.cancel()
         with self._lock:
             self._live.pop(live.gate_id, None)
-        with contextlib.suppress(LoopxChatError):
-            self.goals.note_host(live.goal_id, live.gate_id, {"state": "expired", "expired": why})
+        return True
 
     # -- decisions recorded elsewhere --------------------------------------------------------
     def _ensure_poller(self) -> None:
@@ -590,17 +589,13 @@ class HostRequestDesk:
 
     def _poll(self) -> None:
         while not self._stop.wait(POLL_SEC):
-            for live in self.live_gates():
-                with contextlib.suppress(LoopxChatError):
-                    gate = self.goals.gate(live.goal_id, live.gate_id)
-                    if gate.status != "pending":
-                        self._deliver_recorded(live, gate)
+            self.deliver_decided()
 
-    def deliver_decided(self, goal_id: str) -> None:
+    def deliver_decided(self, goal_id: str | None = None) -> None:
         """Send now the decisions recorded elsewhere (another shell's `gate resolve`) on the
-        goal's requests this process holds, rather than at the next poll."""
+        goal's requests this process holds (every goal's: None), rather than at the next poll."""
         for live in self.live_gates():
-            if live.goal_id != goal_id:
+            if goal_id is not None and live.goal_id != goal_id:
                 continue
             with contextlib.suppress(LoopxChatError):
                 gate = self.goals.gate(live.goal_id, live.gate_id)
@@ -633,12 +628,7 @@ class HostRequestDesk:
         `expired: host restarted`."""
         count = 0
         for gate in gates:
-            host = gate.host or {}
-            if gate.host is None or host.get("state") != "live":
-                continue
-            pid = host.get("holder_pid")
-            mine = gate.gate_id in self._live
-            if mine or (isinstance(pid, int) and pid != os.getpid() and self._alive(pid)):
+            if (gate.host or {}).get("state") != "live" or self._still_waiting(gate):
                 continue
             self.goals.note_host(
                 gate.goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
