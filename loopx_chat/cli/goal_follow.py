@@ -92,14 +92,19 @@ class RunFollower:
         while True:
             try:
                 self.run = self.runs.run(self.goal_id, self.run.run_id)
-                for event in self.run.history[self.events_seen :]:
-                    if event.get("event") != "ended":
-                        line = run_line(self.run, event)
-                        if line is not None:
-                            self.say(line)
+                lines = [
+                    (str(event.get("at") or ""), line)
+                    for event in self.run.history[self.events_seen :]
+                    if event.get("event") != "ended"
+                    and (line := run_line(self.run, event)) is not None
+                ]
                 self.events_seen = len(self.run.history)
                 self._words()
-                self._turns()
+                # One poll may find several turns and events (a restart after turns that
+                # ended a moment before codex died): said in the order they happened, as
+                # the run's own terminal said them.
+                for _, line in sorted([*lines, *self._turns()], key=lambda pair: pair[0]):
+                    self.say(line)
                 if not self.run.live:
                     break
                 self._note_gone()
@@ -124,7 +129,8 @@ class RunFollower:
         for text in self.words.new():
             click.echo(visible_text(text, ControlMode.PICTURES))
 
-    def _turns(self) -> None:
+    def _turns(self) -> list[tuple[str, str]]:
+        """The line of each turn finished since the last look, with when it finished."""
         turns = sorted(
             (
                 t
@@ -138,15 +144,20 @@ class RunFollower:
             self.run.authorized_at,
         )
         used = 0
+        lines: list[tuple[str, str]] = []
         for n, turn in enumerate(turns, 1):
             used += turn.tokens.total_tokens
             if n > self.turns_seen:
                 elapsed = _seconds_between(started, turn.completed_at)
-                self.say(
-                    f"turn {n} {turn.status}  {used:,} of {self.run.token_budget:,} tokens  "
-                    f"{elapsed:.1f}s"
+                lines.append(
+                    (
+                        str(turn.completed_at),
+                        f"turn {n} {turn.status}  {used:,} of {self.run.token_budget:,} "
+                        f"tokens  {elapsed:.1f}s",
+                    )
                 )
         self.turns_seen = max(self.turns_seen, len(turns))
+        return lines
 
     def _note_gone(self) -> None:
         """Say once when the process that runs it is gone (a service restarting picks it
