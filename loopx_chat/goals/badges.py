@@ -136,10 +136,12 @@ def spent_words(facts: RunFacts) -> str:
 
 
 def budget_share(facts: RunFacts) -> int:
-    """How much of the budget is spent, in whole percent (0 without a budget)."""
+    """How much of the budget is spent, in whole percent (0 without a budget). Not capped:
+    a run may end past its budget by the one model response in flight, and the owner is
+    told the share that was spent (the page's bar alone stops at full)."""
     if not facts.budget:
         return 0
-    return min(100, facts.tokens * 100 // facts.budget)
+    return facts.tokens * 100 // facts.budget
 
 
 def _key(facts: RunFacts) -> tuple[str, str]:

@@ -372,7 +372,7 @@ def _budget_bar(run: RunView | None) -> str:
         return ""
     share = budget_share(facts)
     return (
-        f'<progress class="budget" max="100" value="{share}" '
+        f'<progress class="budget" max="100" value="{min(share, 100)}" '
         f'aria-label="{share} % of the token budget spent"></progress>'
     )
 

@@ -67,3 +67,13 @@ def test_every_click_on_the_page_has_its_confirmation() -> None:
     decisions |= set(re.findall(r'"(approve|decline|cancel|amend|answer|reject)"', gate_source))
     assert runs == {"run", "pause", "gates", "accept", "reopen"}
     assert runs | decisions <= set(SAID), (runs | decisions) - set(SAID)
+
+
+def test_a_run_past_its_budget_says_the_share_spent_and_the_bar_stops_at_full() -> None:
+    """A run may end past its budget by the response in flight: the words say how far (not
+    a capped 100 %), and the page's bar is full, its label as true as the words."""
+    over = RunFacts("running", "active", turns=3, tokens=5180, budget=5000)
+    assert run_says(over)[1] == "Codex is working on it (turn 3, 5,180 of 5,000 tokens, 103 %)"
+    view = page.RunView("run-1", "running", "active", True, "", facts=over)
+    bar = page._budget_bar(view)
+    assert 'value="100"' in bar and 'aria-label="103 % of the token budget spent"' in bar
