@@ -38,6 +38,7 @@ from loopx_chat.codex.host_connection import (
     ServerRequest,
     ServerRequestPolicy,
     rehome,
+    waiting,
 )
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.private_files import open_private_append, state_write
@@ -288,8 +289,13 @@ class AppServerProcess:
         return True
 
     def tap(self, hook: Callable[[Notification], None] | None) -> None:
-        """See `HostConnection.tap`: the reader calls `hook` with each notification first."""
-        self._tap = hook
+        """See `HostConnection.tap`: the reader calls `hook` with each notification first,
+        and those queued already are given to it now (under the lock the reader puts with,
+        so each one reaches `hook` once, in order)."""
+        with self._route_lock:
+            self._tap = hook
+            for note in waiting(self.notifications) if hook is not None else ():
+                self._call_tap(hook, note)
 
     def next_notification(self, timeout: float) -> Notification | None:
         """The next notification; None on timeout; raises ProcessGone once stdout closed."""
@@ -376,13 +382,16 @@ class AppServerProcess:
             )
             return
         note = Notification(method, params if isinstance(params, dict) else {})
-        tap = self._tap
-        if tap is not None:
-            try:
-                tap(note)
-            except Exception:  # a tap that fails must not stop the reading
-                self._log.note(f"the tap of a {method} notification failed")
-        self._note(note)
+        with self._route_lock:
+            if self._tap is not None:
+                self._call_tap(self._tap, note)
+            self.notifications.put(note)
+
+    def _call_tap(self, tap: Callable[[Notification], None], note: Notification) -> None:
+        try:
+            tap(note)
+        except Exception:  # a tap that fails must not stop the reading
+            self._log.note(f"the tap of a {note.method} notification failed")
 
     def _answer_server_request(
         self, request_id: Any, method: str, params: Mapping[str, Any]

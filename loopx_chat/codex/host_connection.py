@@ -77,6 +77,13 @@ class ServerRequestPolicy:
         return None, {"code": -32601, "message": f"loopx-chat does not answer {method}"}
 
 
+def waiting(source: queue.Queue[Any]) -> list[Notification]:
+    """codex's notifications in `source` not yet taken, in order, left where they are
+    (`tap`)."""
+    with source.mutex:
+        return [item for item in source.queue if isinstance(item, Notification)]
+
+
 def rehome(source: queue.Queue[Any], target: queue.Queue[Any]) -> None:
     """Move codex's items (notifications and the end marker, None) from `source` into
     `target` in order; anything else put in `source` stays there, in order (`route`)."""
@@ -154,7 +161,10 @@ class HostConnection(Protocol):
 
     def tap(self, hook: Callable[[Notification], None] | None) -> None:
         """From now on the reader calls `hook` with each notification before it puts it
-        anywhere (a goal run's budget, `budget_trip`); `hook` must never wait. None: no tap."""
+        anywhere (a goal run's budget, `budget_trip`); `hook` must never wait. None: no tap.
+        The notifications read already and not yet taken are given to `hook` first, in
+        order: it sees the stream from where its consumer will take it (a resumed thread's
+        token total, repeated by codex before the run takes anything, is its baseline)."""
         ...
 
     def next_notification(self, timeout: float) -> Notification | None:

@@ -30,6 +30,7 @@ from loopx_chat.controller.goal_run import GoalRunner, RunResult
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
+from loopx_chat.state.session_store import SessionStore
 from tests.helpers.goal_runs import goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.real_codex import make_controller
@@ -98,6 +99,33 @@ def test_a_turn_that_reaches_the_budget_is_interrupted_within_one_response(
     assert sum(t.tokens.total_tokens for t in turns) == spent
     assert turns[-1].status == "interrupted"
     assert run_events(cli.state, "g")[-1]["run_tokens"] == spent
+
+
+def test_a_resumed_threads_earlier_tokens_are_not_charged_to_the_run(
+    cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    """The run's process resumes a thread whose chat turns already spent more than the
+    budget. The budget's reader-side count (`budget_trip`) once started from zero: codex's
+    repeat of the thread's total, read before the count was tapped in, was charged to the
+    run's first turn, which was interrupted after its first response while the run's own
+    count was below the budget; codex then started nothing, and the run waited out the idle
+    timeout and ended paused. The run now spends its budget, counted once."""
+    budget = 5000
+    sid = _goal_with_session(cli)
+    for n in range(4):  # the thread's earlier turns: more tokens than the run's budget
+        sent = cli("chat", "send", sid, "--json", f"mock:text=earlier {n}")
+        assert sent.returncode == 0, sent.stderr
+    earlier = sum(t.tokens.total_tokens for t in SessionStore(cli.state).list_turns(sid))
+    assert earlier > budget
+    mock.script(*["mock:call=no_such_tool {}"] * RUNAWAY_CALLS, default="mock:text=done")
+    first = len(mock.response_tokens)
+    code, doc = cli.json("goal", "run", "g", "--token-budget", str(budget))
+    served = mock.response_tokens[first:]
+    assert code == 3, doc
+    assert doc["run"]["ended_by"] == "the budget"
+    spent = doc["ledger_tokens"]
+    assert budget <= spent < budget + max(served)
+    assert doc["host_tokens_used"] == spent and doc["differences"] == []
 
 
 # How late the run's own thread takes the count that reaches the budget, and how long the

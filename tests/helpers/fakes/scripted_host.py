@@ -39,6 +39,7 @@ from loopx_chat.codex.host_connection import (
     ServerRequest,
     ServerRequestPolicy,
     rehome,
+    waiting,
 )
 from tests.helpers.fakes.replay import ANSWERS, Answer, Conversation, Replayer, load
 
@@ -110,7 +111,7 @@ class ScriptedHost:
         self._lock = threading.RLock()  # a holder may reply while the recording plays
         self._ids = itertools.count(1)
         self._notes: queue.Queue[Any] = queue.Queue()
-        self._route_lock = threading.Lock()
+        self._route_lock = threading.RLock()  # a tap may fire a request that notifies
         self._tap: Callable[[Notification], None] | None = None
         self._ended = threading.Event()
 
@@ -189,13 +190,15 @@ class ScriptedHost:
         return True
 
     def tap(self, hook: Callable[[Notification], None] | None) -> None:
-        self._tap = hook
+        with self._route_lock:
+            self._tap = hook
+            for note in waiting(self._notes) if hook is not None else ():
+                hook(note)
 
     def _note(self, item: Notification | None) -> None:
-        tap = self._tap
-        if tap is not None and item is not None:
-            tap(item)
         with self._route_lock:
+            if self._tap is not None and item is not None:
+                self._tap(item)
             self._notes.put(item)
 
     def close(self, grace: float = 3.0) -> int | None:
