@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import cast
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_run import GoalRunner, _Follow
+from loopx_chat.controller.goal_run import GoalRunner
 from loopx_chat.controller.goal_run_checks import RunPlan
+from loopx_chat.controller.loop_follower import LoopFollower
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_runs import GoalRun, RunObjective
@@ -51,8 +51,8 @@ class RunPool:
         """goal id -> run id of the runs this process follows now."""
         return {gid: follow.record.run_id for gid, (follow, _) in self._held().items()}
 
-    def _held(self) -> dict[str, tuple[_Follow, threading.Thread]]:
-        return cast(dict[str, tuple[_Follow, threading.Thread]], self.registry.background_runs())
+    def _held(self) -> dict[str, tuple[LoopFollower, threading.Thread]]:
+        return self.registry.background_runs()
 
     def start(
         self,
@@ -113,7 +113,7 @@ class RunPool:
             self._launch(self.runner.follower(record, plan))
         return record
 
-    def _launch(self, follow: _Follow) -> None:
+    def _launch(self, follow: LoopFollower) -> None:
         def body() -> None:
             with contextlib.suppress(LoopxChatError):
                 follow.run()
