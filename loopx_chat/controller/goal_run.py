@@ -16,7 +16,8 @@ from collections.abc import Callable
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan
-from loopx_chat.controller.loop_follower import LoopFollower, RunResult, TurnProgress
+from loopx_chat.controller.loop_follower import LoopFollower
+from loopx_chat.controller.our_run import PARTS, RunResult, TurnProgress
 from loopx_chat.errors import Remedy, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
@@ -28,6 +29,7 @@ WHILE_CODEX_STARTS = (
     "loopx_chat.controller.host_requests",
     "loopx_chat.codex.rollouts.host_facts",
     "loopx_chat.codex.rollouts.scanner",
+    *PARTS,
 )
 
 

@@ -49,7 +49,7 @@ class RunPool:
 
     def running(self) -> dict[str, str]:
         """goal id -> run id of the runs this process follows now."""
-        return {gid: follow.record.run_id for gid, (follow, _) in self._held().items()}
+        return {gid: follow.our_run().record.run_id for gid, (follow, _) in self._held().items()}
 
     def _held(self) -> dict[str, tuple[LoopFollower, threading.Thread]]:
         return self.registry.background_runs()
@@ -118,8 +118,9 @@ class RunPool:
             with contextlib.suppress(LoopxChatError):
                 follow.run()
 
-        thread = threading.Thread(target=body, name=f"goal-run-{follow.goal_id}", daemon=True)
-        self.registry.background(follow.goal_id, follow, thread)
+        goal_id = follow.our_run().goal_id
+        thread = threading.Thread(target=body, name=f"goal-run-{goal_id}", daemon=True)
+        self.registry.background(goal_id, follow, thread)
         thread.start()
 
     def pause(self, goal_id: str) -> GoalRun:
@@ -132,7 +133,7 @@ class RunPool:
             # The goal is paused at once; its running turn may take a while to finish, and
             # the answer does not wait for more than a moment of it (the card follows).
             thread.join(timeout=PAUSE_WAIT_SEC)
-            return self.runner.runs.run(goal_id, follow.record.run_id)
+            return self.runner.runs.run(goal_id, follow.our_run().record.run_id)
         latest = self.runner.runs.latest(goal_id)
         if latest is not None and latest.live and pid_alive(latest.pid):
             raise CodexError(
