@@ -1,22 +1,16 @@
 """Codex's goal loop on a loaded thread, followed once, by one class and one loop.
 
-Owns `LoopFollower`, one per followed loop: a run of ours (`for_run`, then `run`; its
-budget, gates and record are the collaborators `our_run.OurRun` brings) or a loop no run of
-ours runs (`follow`: the service's `HostLoops`; a CLI command before it lets a loaded thread
-go), which has none of them. Both are followed by the one take-inputs loop (`_loop`): its
-inputs are one ordered queue (`run_inbox`), codex's notifications (routed there while it
-follows; the app-server's reader only puts, so the follower may always wait on codex) and
-what this process asks, taken one at a time on the follower's own thread. Between inputs it
-looks at the goal's records (`Looks`: the `goal stop` record for a loop not ours,
-`StopLook`; the gates and stop record for a run, `run_gates.RunGates`). When it stops is
-data (`StopRules`: quiet, most, the loop ended, the idle and first-output timeouts, how
-often it looks, how long it steps). Its turns are recorded through `loop_turns.LoopTurns`,
-and its state moves only as the table `run_states.MOVES` allows.
+Owns `LoopFollower`: a run of ours (`for_run`, then `run`, with the budget, gates and record
+`our_run.OurRun` brings) or a loop no run of ours runs (`follow`: the service's `HostLoops`,
+a CLI command before it lets a thread go), which has none of them. One take-inputs loop
+(`_loop`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
+app-server's reader only puts, and what this process asks), the goal's records looked at
+between inputs (`Looks`: `StopLook`, the `goal stop` record of a loop not ours; a run's
+`run_gates.RunGates`), when to stop as data (`StopRules`), the turns recorded through
+`loop_turns.LoopTurns`, the state moved only as `run_states.MOVES` allows.
 
-It never writes a loop of its own: it never calls `turn/start`, only `thread/goal/set`,
-`turn/interrupt` and reading notifications. A loop not ours it never sets but to `paused`
-(the owner's Pause, a `goal stop` in force). It never decides that a loop may run, and keeps
-no text.
+It never calls `turn/start` (only `thread/goal/set`, `turn/interrupt`), never sets a loop
+not ours but to `paused`, never decides that a loop may run, and keeps no text.
 """
 
 from __future__ import annotations
@@ -32,7 +26,6 @@ from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
 from loopx_chat.controller.loop_turns import LoopTurns
 from loopx_chat.controller.run_inbox import (
-    GateDecided,
     GateOpened,
     LetGo,
     PauseAsked,
@@ -51,8 +44,6 @@ if TYPE_CHECKING:
     from loopx_chat.goals.goal_runs import GoalRun
     from loopx_chat.goals.run_block import RunBlock
 
-__all__ = ["LoopFollower", "LoopTurns", "Stop", "StopLook", "StopRules"]
-
 # Codex's app-server died: a run starts it again (`our_run`); a follower asking codex which
 # turn runs passes these on rather than taking them for "codex cannot say".
 RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
@@ -63,8 +54,7 @@ CODEX_ENDS = ("budgetLimited", "complete")
 
 @dataclass(frozen=True)
 class StopRules:
-    """When following a loop ends (besides `LetGo` and the records looked at), as data.
-    None: the rule is off."""
+    """When following a loop ends (besides `LetGo` and the records), as data. None: off."""
 
     quiet_sec: float | None = None  # codex said nothing of the loop for this long, no turn open
     most_sec: float | None = None  # this long in all (a turn still open is recorded interrupted)
@@ -91,27 +81,16 @@ class Stop:
 
 
 class Looks(Protocol):
-    """The goal's records, looked at between inputs, and the callers that wait on a look."""
+    """The goal's records between inputs: whether one moved since the last look (`changed`:
+    looked at now), acting on them and the owner's Pause (`look`: what stops, if so), the
+    caller of a gate answered (`answer`), whether the loop waits on the owner (never idle)
+    or a gate holds it (`blocked`: not over while one is open)."""
 
-    def changed(self) -> bool:
-        """Whether a record moved since the last look (looked at now, not at the next)."""
-        ...
-
-    def look(self) -> Stop | None:
-        """Act on what the records say (and the owner's Pause taken); what stops, if so."""
-        ...
-
-    def answer(self, item: RunInput) -> None:
-        """A caller that waits on the look is told what became of its gate."""
-        ...
-
-    def waits_on_owner(self) -> bool:
-        """The loop waits on the owner (time spent so is never idle)."""
-        ...
-
-    def blocked(self) -> bool:
-        """A gate holds the loop: it is not over while one is open."""
-        ...
+    def changed(self) -> bool: ...
+    def look(self) -> Stop | None: ...
+    def answer(self, item: RunInput) -> None: ...
+    def waits_on_owner(self) -> bool: ...
+    def blocked(self) -> bool: ...
 
 
 class StopLook:
@@ -131,6 +110,15 @@ class StopLook:
 
     def changed(self) -> bool:
         return False
+
+    def waits_on_owner(self) -> bool:
+        return False
+
+    def blocked(self) -> bool:
+        return False
+
+    def answer(self, item: RunInput) -> None:
+        return None  # no gate of a loop not ours is asked about
 
     def look(self) -> Stop | None:
         f = self.follower
@@ -153,15 +141,6 @@ class StopLook:
             f.state.move("paused")
             f.goal = f.watch.set("paused")
             f.paused = self.record_pause(actor, f.goal.status)
-
-    def answer(self, item: RunInput) -> None:
-        return None  # no gate of a loop not ours is asked about
-
-    def waits_on_owner(self) -> bool:
-        return False
-
-    def blocked(self) -> bool:
-        return False
 
 
 class LoopFollower:
@@ -224,7 +203,6 @@ class LoopFollower:
         return follow
 
     def our_run(self) -> OurRun:
-        """The run of ours this follows; a loop not ours has none."""
         if self.ours is None:
             raise StateError("this loop is not a run of ours", error_code="not_our_run")
         return self.ours
@@ -239,9 +217,8 @@ class LoopFollower:
 
     # -- what callers ask (any thread: put in the inbox, taken in order) -------------------
     def pause(self, actor: str = "owner", timeout: float = 0.0) -> dict[str, Any] | None:
-        """The owner's Pause, taken in order: the goal is paused, the running turn finishes.
-        Of a loop not ours, by `actor`: its record once done (waited up to `timeout`), None
-        when the follow ended first (`error` says why, if it failed)."""
+        """The owner's Pause, taken in order: the goal paused, the running turn finishes. A
+        loop not ours: its record (waited up to `timeout`), None if the follow ended first."""
         self.inbox.put(PauseAsked(actor))
         self.answered.wait(timeout)
         return self.paused
@@ -257,24 +234,20 @@ class LoopFollower:
         self.inbox.put(StopAsked())
 
     def post_gate(self, gate_id: str) -> None:
-        """A host gate codex's request became (on the app-server's reader): put in the inbox
-        after the notifications that came before it; never waits on the follower."""
+        """A host gate codex's request became (by the app-server's reader, which never waits
+        on the follower): taken after the notifications that came before it."""
         self.inbox.put(GateOpened(gate_id))
 
     def look_now(self, gate_id: str | None) -> RunBlock:
-        """A gate of this goal was recorded (`gate_id`) or decided (None) by the caller's
-        thread: what became of it (`run_gates`; bounded)."""
         return self.our_run().gates.look_now(gate_id)
 
     def run(self) -> RunResult:
-        """Follow the run of ours (`for_run`) until it ends."""
         return self.our_run().run()
 
     # -- a loop no run of ours runs ----------------------------------------------------------
     def follow(self, watch: GoalLoopWatch, goal: HostGoalState | None = None) -> int:
-        """Follow until a rule says stop (`goal`: the host goal as it starts); the turns
-        recorded, one still open recorded interrupted (letting the thread go ends it).
-        Raises (and keeps in `error`) `app_server_exited` when codex died."""
+        """Follow until a rule says stop (`goal`: the host goal as it starts); a turn still
+        open is recorded interrupted. Codex died: `app_server_exited`, kept in `error`."""
         self.watch, self.goal, proc = watch, goal, watch.thread.proc
         proc.route(self.inbox.queue)
         try:
@@ -367,9 +340,8 @@ class LoopFollower:
         return None
 
     def _confirmed_end(self, took: LoopEvent | None) -> Stop | None:
-        """The goal left `active`, no gate holds it and no turn runs: the loop is over after
-        a quiet step and codex's word that no turn runs (`_codex_runs_a_turn`), or at once
-        when codex ended it itself (`_ended_by_codex`)."""
+        """The goal left `active`, no gate holds it, no turn runs: over after a quiet step and
+        codex's word (`_codex_runs_a_turn`), or at once when codex ended it itself."""
         if self.goal is None or self._active() or self.looks.blocked():
             return None
         if took is not None and not self._ended_by_codex():
@@ -382,9 +354,8 @@ class LoopFollower:
         return self.goal is not None and self.goal.status == "active"
 
     def _take(self, item: RunInput, *, ending: bool = False) -> LoopEvent | Stop | None:
-        """One input, in order: codex's notification seen (its loop event, handled); the
-        owner's or this process's: the goal's records looked at now, then a caller that
-        waits answered (what stopped the loop, if that did); once `ending`, only answered."""
+        """One input, in order: codex's notification seen (its event); another: the records
+        looked at, then its caller answered (what stopped, if so); once `ending`, answered."""
         if isinstance(item, Notification):
             event = self.watch.see(item)
             if event is not None:
@@ -400,8 +371,7 @@ class LoopFollower:
             stop = self.looks.look()
             if isinstance(item, PauseAsked):
                 self.answered.set()
-        if isinstance(item, (GateOpened, GateDecided)):
-            self.looks.answer(item)
+        self.looks.answer(item)
         return stop
 
     def _on(self, event: LoopEvent) -> None:
@@ -441,12 +411,10 @@ class LoopFollower:
             self._take(item, ending=True)
 
     def _codex_runs_a_turn(self) -> bool:
-        """Before a quiet loop ends: whether codex has said more, or runs a turn not seen to
-        start. A turn codex was starting as the goal's status was set may say so after the
-        quiet step (on a loaded machine, long after): it would run unrecorded. Codex is asked
-        which turn runs; what it said before answering is in the inbox by then (one ordered
-        stream), and a running turn not seen yet is followed from here as if its
-        `turn/started` came (that one, when it comes, is a repeat the decoder drops)."""
+        """Before a quiet loop ends: whether codex said more, or runs a turn not seen to start
+        (one it was starting as the goal's status was set may say so long after, and would run
+        unrecorded). What codex said before its answer is in the inbox by then; a running turn
+        not seen yet is followed as if its `turn/started` came (the real one is dropped)."""
         try:
             running = self.watch.running_turn()
         except CodexError as exc:
@@ -462,11 +430,9 @@ class LoopFollower:
         return True
 
     def _ended_by_codex(self) -> bool:
-        """Codex ended its loop by itself (`CODEX_ENDS`) and nothing was sent to it since the
-        goal was set. The quiet step before the end guards a status set here (paused,
-        blocked, budget-limited by the ledger's count), which a turn codex was starting may
-        cross; a status codex set after the turn that spent or completed the goal is not
-        followed by another turn. Ending at once saves that step (50 ms) at every run's end."""
+        """Codex ended its loop by itself (`CODEX_ENDS`), nothing sent to it since the goal was
+        set: no turn follows, so the quiet step (50 ms), which guards a status set here that a
+        starting turn may cross, is saved."""
         return not self.steered and self.goal is not None and self.goal.status in CODEX_ENDS
 
     def _set(self, status: str, *, objective: str | None = None) -> HostGoalState | None:

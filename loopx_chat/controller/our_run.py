@@ -1,20 +1,15 @@
-"""A goal run of ours, followed: `OurRun`, what a `LoopFollower` of a run has and a loop no
-run of ours runs does not (its runner, plan and authority's record, its limits, gates and
-end).
+"""A goal run of ours, followed: `OurRun`, what a run's `LoopFollower` has and a loop not
+ours does not: its runner, plan and authority's record, and its parts `run_limits.RunLimits`
+(budget, runaway guard, usage wait), `run_gates.RunGates` (gates, `goal stop`, Pause) and
+`run_end.RunEnd` (its end and `RunResult`), imported while codex starts.
 
-Owns the run's life around the follower's one loop, once its authority is on record
-(`goal_run.GoalRunner`, the service's `RunPool`): the thread held, the goal set `active`
-with a finite `tokenBudget` once (from then on codex starts every continuation turn itself),
-or a run whose process died picked up (`recovering`); the rules its loop stops by (the idle
-and first-output timeouts, a confirmed end, a look at the goal's records every poll and
-whenever the gate log moves); a dead app-server started again and the thread resumed
-(bounded, with backoff; failed with the reason when it cannot); the goal paused on Ctrl-C;
-each event it records said in the words `goal follow` prints; the progress of each turn.
-Its parts: `run_limits.RunLimits` (budget, runaway guard, usage-limit wait),
-`run_gates.RunGates` (gates, `goal stop`, Pause), `run_end.RunEnd` (the end and its result).
+Owns the run's life around the follower's one loop: the thread held, the goal set `active`
+with a finite `tokenBudget` once (codex starts every continuation turn itself from then on),
+or a run whose process died picked up (`recovering`); its `StopRules`; a dead app-server
+started again and the thread resumed (bounded, with backoff; failed with the reason when it
+cannot); the goal paused on Ctrl-C; each event recorded and said as `goal follow` prints it.
 
-It never calls `turn/start`, never decides that a run may start (the runner authorized it),
-and keeps no text.
+It never calls `turn/start`, never decides that a run may start, and keeps no text.
 """
 
 from __future__ import annotations
@@ -45,16 +40,11 @@ if TYPE_CHECKING:
     from loopx_chat.state.session_records import TurnRecord
 
 STEP_SEC = 0.05  # the longest the loop waits on its inbox before it looks at the clock
-# Codex's app-server died mid-run: it is started again and the thread resumed after each of
-# these pauses in turn (codex's loop goes on by itself once the thread is loaded); then the
-# run is failed, with the reason.
+# Codex's app-server died mid-run: started again and the thread resumed after each of these
+# pauses (codex's loop goes on by itself once the thread is loaded); then the run fails.
 RESPAWN_BACKOFF_SEC = (0.5, 2.0, 5.0)
 # The run's parts, imported while codex starts (`GoalRunner`), not on a run's way to it.
-PARTS = (
-    "loopx_chat.controller.run_limits",
-    "loopx_chat.controller.run_gates",
-    "loopx_chat.controller.run_end",
-)
+PARTS = tuple(f"loopx_chat.controller.run_{part}" for part in ("limits", "gates", "end"))
 
 
 class _Respawn(Exception):
@@ -106,8 +96,7 @@ class TurnProgress:
 
 
 class OurRun:
-    """One authorized goal run of ours, followed by `follower` (`run()` blocks until it
-    ends)."""
+    """One authorized goal run of ours, followed by `follower` (`run()` until it ends)."""
 
     def __init__(
         self,

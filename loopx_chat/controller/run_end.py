@@ -1,14 +1,12 @@
 """How a goal run of ours ends: `RunEnd`, which makes what it hands back (`RunResult`).
 
-Owns the run's last steps: stopping it now (the goal paused, the running turn interrupted
-and given a moment to end, a turn still open recorded interrupted), its `ended` record (who
-ended it, why, its tokens and turns, and the result document, so `goal follow` in any shell
-ends with what the run's own terminal printed), and the comparison of the ledger's tokens
-with the host goal's and with the host's rollouts (`codex facts`), each difference said in
-words. A loop no run of ours runs has no end of ours to record.
+Owns the run's last steps: stopping it now (goal paused, running turn interrupted and given
+a moment, one still open recorded interrupted), its `ended` record with the result document
+(so `goal follow` in any shell ends as the run's terminal did), and the ledger's tokens
+compared with the host goal's and the host's rollouts (`codex facts`), in words.
 
-It never starts a turn, never sets the host goal but to `paused`, and records numbers and
-its own words only: no transcript text, no local path.
+It never starts a turn, never sets the goal but to `paused`, and records numbers and its
+own words only.
 """
 
 from __future__ import annotations

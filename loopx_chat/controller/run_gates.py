@@ -1,18 +1,14 @@
-"""A goal run's gates and stop record, looked at while its loop is followed: `RunGates`.
+"""A goal run's gates and stop record, looked at between inputs: `RunGates`, a run's `Looks`.
 
-Owns what a run of ours reads from the goal's records between codex's notifications (the
-follower's `Looks`): a blocking gate opened anywhere sets the host goal `blocked` and
-interrupts a turn started after it; approving the last one sets it `active` again (with the
-carried objective, when a host gate was decided after codex stopped waiting on it); a
-rejected one, `goal stop`, the owner's Pause end the run (paused; the running turn
-finishes); the service stopping ends it at once. What codex asks on a continuation turn is
-such a gate, a host gate, while its turn stays open: the run is blocked on it but the host
-goal is left `active`, since codex's own wait holds its loop, and a decision recorded
-anywhere is delivered to codex as its answer, never carried. It answers the caller that
-recorded or decided a gate in this process (`look_now`) with what became of it.
+Owns: a blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn
+started after it; approving the last sets it `active` again (with the carried objective when
+a host gate was decided after codex stopped waiting); a rejected one, `goal stop` or the
+owner's Pause pause the run (its turn finishes); the service stopping ends it at once. A host
+gate codex asked on a turn it holds open blocks the run but leaves the goal `active` (codex's
+wait holds its loop); its decision is delivered as codex's answer, never carried. The caller
+that recorded or decided a gate here is told what became of it (`look_now`).
 
-It never decides a gate, never writes the goal's records but through `GoalRuns.note`, and
-never starts a turn. A loop no run of ours runs has none of this (`loop_follower.StopLook`).
+It never decides a gate, writes records only through `GoalRuns.note`, never starts a turn.
 """
 
 from __future__ import annotations
@@ -105,9 +101,7 @@ class RunGates:
         return None
 
     def _block(self, gates: list[OwnerGate]) -> None:
-        """Block the host goal for newly opened gates (set once; each gate acknowledged by
-        its `blocked` record) and interrupt any turn started at or after the first of them,
-        except the turn that is itself waiting on a host gate (codex asked in it)."""
+        """Newly opened gates, each acknowledged by its `blocked` record (`_hold_blocked`)."""
         f = self.run.follower
         first = gates[0]
         newly = not self.blocked_on
@@ -189,10 +183,8 @@ class RunGates:
 
     # -- the callers that wait on a gate -----------------------------------------------------
     def look_now(self, gate_id: str | None) -> RunBlock:
-        """Called by a thread that just recorded (`gate_id`) or decided (None) a gate of this
-        goal: the run takes it from its inbox in order, looks at the gates on its own thread,
-        and this returns what became of the gate (bounded). Never from codex's reader: that
-        only puts (`post_gate`)."""
+        """A thread recorded (`gate_id`) or decided (None) a gate of this goal: the run takes
+        it in order and looks; what became of it (bounded). Never codex's reader (it puts)."""
         f = self.run.follower
         if threading.current_thread() is f.follower_thread:
             return self._answer_for(gate_id)  # recorded by the run itself: it looks next

@@ -1,13 +1,12 @@
-"""A goal run's limits, kept while its loop is followed: `RunLimits`.
+"""A goal run's limits while its loop is followed: `RunLimits`.
 
-Owns the run's hard token budget (the turn whose reported tokens reach it is interrupted;
-codex's reader acts on it first, through `codex.budget_trip.BudgetTrip`, wired here), the
-runaway guard (a loop that repeats itself, or passes `--max-turns`, is paused with an owner
-gate that says why) and the wait for the account's usage limit to reset
-(`--resume-after-usage-limit`). A loop no run of ours runs has none of these.
+Owns the hard token budget (the turn whose tokens reach it is interrupted; codex's reader
+acts first, through `codex.budget_trip.BudgetTrip`, wired here), the runaway guard (a loop
+that repeats itself or passes `--max-turns` is paused with an owner gate that says why) and
+the wait for the usage limit's reset (`--resume-after-usage-limit`).
 
-It never starts a turn, never decides that a run may go on past a limit (the owner's gate
-does), and keeps no text: the guard compares answers in memory only.
+It never starts a turn, never lets a run past a limit (the owner's gate does), and keeps no
+text: the guard compares answers in memory only.
 """
 
 from __future__ import annotations

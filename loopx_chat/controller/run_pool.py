@@ -76,7 +76,7 @@ class RunPool:
             if self.closed:
                 raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
             if goal_id in held:
-                run = held[goal_id][0].record
+                run = held[goal_id][0].our_run().record
                 raise CodexError(
                     f"goal {goal_id} is already running (run {run.run_id})",
                     error_code="thread_busy",

@@ -235,3 +235,21 @@ def test_a_loop_not_ours_and_a_run_of_ours_are_followed_by_one_class_and_one_sta
     assert type(run) is LoopFollower and run.session_id == sid and run.ours is not None
     assert run.state.state == "authorized" and follower.ours is None
     assert follower.state.history == [("", "running"), ("completed", "complete")]
+
+
+def test_a_second_start_of_a_goal_the_service_runs_is_refused_naming_its_run() -> None:
+    """`RunPool.start` of a goal it runs already refuses with `thread_busy` and names the run
+    it holds: the run's record is on the follower's `OurRun` (a loop not ours has none)."""
+    import threading
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.goal_run import GoalRunner
+    from loopx_chat.controller.run_pool import RunPool
+
+    plan = SimpleNamespace(session=SimpleNamespace(session_id="s-1"), goal_id="g")
+    runner = SimpleNamespace(controller=SimpleNamespace(turns=None))
+    run = GoalRunner.follower(runner, SimpleNamespace(run_id="run-1"), plan)  # type: ignore[arg-type]
+    pool = SimpleNamespace(_lock=threading.Lock(), closed=False, _held=lambda: {"g": (run, None)})
+    with pytest.raises(CodexError) as refused:
+        RunPool.start(pool, "g")  # type: ignore[arg-type]
+    assert refused.value.error_code == "thread_busy" and "(run run-1)" in refused.value.message
