@@ -2,13 +2,13 @@
 
 When the service loads a thread (its warm hold, a resume, a chat turn) whose host goal is
 `active` with no run authorization of ours, codex continues it at once. This module owns
-following such a loop while the service holds the thread (a `loop_follower.LoopFollower`
-each, on a worker of its own, kept in the controller's one registry, `running_goals`):
-each continuation turn goes into the turn ledger like any other (`origin: goal_loop`, no
-run), and the thread stays loaded while the loop runs. It
-also owns the owner's Pause of such a loop (the host goal set `paused`, recorded with its
-actor) and letting a loop go (a Run adopts it; the service stops: a turn still open is
-recorded interrupted, since closing the thread ends it).
+following such a loop while the service holds the thread (the one follower of goal loops,
+`loop_follower.LoopFollower`, in its mode for a loop not ours, on a worker of its own, kept
+in the controller's one registry, `running_goals`): each continuation turn goes into the
+turn ledger like any other (`origin: goal_loop`, no run), and the thread stays loaded while
+the loop runs. It also owns the owner's Pause of such a loop (the host goal set `paused`,
+recorded with its actor) and letting a loop go (a Run adopts it; the service stops: a turn
+still open is recorded interrupted, since closing the thread ends it).
 
 It never changes the host goal by itself: only the owner's Pause (the card's, or a `goal
 stop` in force, the owner's recorded "no automatic turn") sets anything, and only `paused`.

@@ -1,248 +1,455 @@
-"""Codex's goal loop on a loaded thread, followed once: its events into turn records, until a
-stop rule says so.
+"""Codex's goal loop on a loaded thread, followed once, by one class and one loop.
 
-Owns `LoopTurns`, the one bookkeeping of a loop's turns in the ledger (`origin: goal_loop`,
-a run's id or none): a draft when codex starts a continuation turn, its outcome when it
-ends, `interrupted` for one open when the thread is let go; a goal run (`goal_run._Follow`)
-keeps its turns through it too. And `LoopFollower`, for a loop no run of ours runs (the
-service's `HostLoops`; a CLI command before it lets a loaded thread go): its inputs are one
-queue, codex's notifications (routed there while it follows) and what this process asks
-(`LetGo`, and a run's `PauseAsked`); when it stops is data (`StopRules`). The one file it
-looks at is the goal's `goal stop` record (`stop_look_sec`): the CLI writes it, never
-through the service, so it is always another process's write.
+Owns `LoopFollower`: a run of ours (`for_run`, then `run`, with the budget, gates and record
+`our_run.OurRun` brings) or a loop no run of ours runs (`follow`: the service's `HostLoops`,
+a CLI command before it lets a thread go), which has none of them. One take-inputs loop
+(`_loop`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
+app-server's reader only puts, and what this process asks), the goal's records looked at
+between inputs (`Looks`: `StopLook`, the `goal stop` record of a loop not ours; a run's
+`run_gates.RunGates`), when to stop as data (`StopRules`), the turns recorded through
+`loop_turns.LoopTurns`, the state moved only as `run_states.MOVES` allows.
 
-It never sets the host goal but to `paused` (the owner's Pause, a `goal stop` in force),
-never decides that a loop may run, and keeps no text.
+It never calls `turn/start` (only `thread/goal/set`, `turn/interrupt`), never sets a loop
+not ours but to `paused`, never decides that a loop may run, and keeps no text.
 """
 
 from __future__ import annotations
 
-import queue
+import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from loopx_chat.codex.goal_loop import GoalLoopWatch, HostGoalState, LoopEvent
 from loopx_chat.codex.host_connection import Notification
-from loopx_chat.codex.thread import TurnOutcome
-from loopx_chat.controller.run_inbox import PauseAsked
-from loopx_chat.controller.turn_ledger import TurnLedger
-from loopx_chat.errors import LoopxChatError
-from loopx_chat.state.session_records import TokenCounts, TurnRecord
+from loopx_chat.controller.loop_turns import LoopTurns
+from loopx_chat.controller.run_inbox import (
+    GateOpened,
+    LetGo,
+    PauseAsked,
+    RunInbox,
+    RunInput,
+    StopAsked,
+)
+from loopx_chat.controller.run_states import RUNNING, RunState
+from loopx_chat.errors import CodexError, LoopxChatError, StateError
+from loopx_chat.state.session_records import TurnRecord
 
+if TYPE_CHECKING:
+    from loopx_chat.controller.goal_run import GoalRunner
+    from loopx_chat.controller.goal_run_checks import RunPlan
+    from loopx_chat.controller.our_run import OurRun, RunResult, TurnProgress
+    from loopx_chat.goals.goal_runs import GoalRun
+    from loopx_chat.goals.run_block import RunBlock
 
-@dataclass
-class LoopTurns:
-    """The continuation turns of one session's loop, recorded as they start and end."""
-
-    turns: TurnLedger
-    session_id: str
-    warm: Any = None  # the loaded thread: its running turn is ours to show while it runs
-    run_id: str | None = None  # the goal run the turns belong to, if one of ours
-    desk: Any = None  # the host-request desk: codex forgets what it asked when a turn ends
-    open_turns: dict[str, TurnRecord] = field(default_factory=dict)
-    recorded: int = 0
-
-    def on(self, event: LoopEvent) -> TurnRecord | None:
-        """Record a turn codex started or ended; the record of a turn that ended."""
-        if event.kind == "turn_started" and event.turn_id:
-            turn = self.turns.draft(
-                self.session_id,
-                None,
-                origin="goal_loop",
-                run_id=self.run_id,
-                upstream_turn_id=event.turn_id,
-            )
-            self.turns.begin(turn)
-            self.open_turns[event.turn_id] = turn
-            if self.warm is not None:
-                self.warm.running_turn_id = turn.turn_id
-        elif event.kind == "turn_ended" and event.outcome is not None:
-            turn = self.open_turns.pop(str(event.turn_id), None)
-            if turn is None:
-                return None
-            result = self.turns.finish(turn, event.outcome)
-            self.recorded += 1
-            if self.warm is not None:
-                self.warm.running_turn_id = None
-                if self.desk is not None:
-                    self.desk.turn_ended(self.warm.thread.thread_id)
-            return result.turn
-        return None
-
-    def settle(self, code: str | None = None) -> list[TurnRecord]:
-        """The thread is let go: a turn still open ends with it, recorded interrupted."""
-        settled: list[TurnRecord] = []
-        for upstream, turn in self.open_turns.items():
-            self.turns.finish(turn, TurnOutcome(upstream, "interrupted", code, TokenCounts()))
-            settled.append(replace(turn, status="interrupted"))
-        self.recorded += len(settled)
-        self.open_turns.clear()
-        if self.warm is not None:
-            self.warm.running_turn_id = None
-        return settled
+# Codex's app-server died: a run starts it again (`our_run`); a follower asking codex which
+# turn runs passes these on rather than taking them for "codex cannot say".
+RESPAWN_CODES = ("app_server_exited", "app_server_protocol")
+# The goal statuses codex sets itself when its loop ends (its budget spent, the model's
+# `update_goal` complete), after which it starts no continuation turn.
+CODEX_ENDS = ("budgetLimited", "complete")
 
 
 @dataclass(frozen=True)
 class StopRules:
-    """When following a loop ends (besides `LetGo`), as data. None: the rule is off."""
+    """When following a loop ends (besides `LetGo` and the records), as data. None: off."""
 
     quiet_sec: float | None = None  # codex said nothing of the loop for this long, no turn open
     most_sec: float | None = None  # this long in all (a turn still open is recorded interrupted)
     loop_ended: bool = False  # the host goal left `active` and no turn is open
     hand_over_sec: float = 0.0  # let go for a Run: how long the running turn may take to end
-    stop_look_sec: float | None = None  # how often the `goal stop` record is looked at
+    stop_look_sec: float | None = None  # how often the goal's records are looked at
+    # The loop's end is confirmed: a gate open holds it, and it waits a quiet step and asks
+    # codex which turn runs, unless codex ended the loop itself (a run of ours).
+    end_confirmed: bool = False
+    idle_sec: float | None = None  # the goal active, no event this long, no owner waited on
+    first_output_sec: float | None = None  # a turn codex started said nothing this long
+    step_sec: float | None = None  # every take waits this long at most (the gate log's stat)
 
 
 @dataclass(frozen=True)
-class LetGo:
-    """Stop following: `hand_over` (a Run adopts the loop) lets the running turn end first."""
+class Stop:
+    """What ended the loop: a `StopRules` field, `let_go` or `stopped`; `now`: the goal is
+    paused and its running turn interrupted (else the loop ended by itself)."""
 
-    hand_over: bool = False
+    why: str
+    by: str | None = None  # who stopped it, in a run's record
+    reason: str | None = None
+    now: bool = False
+
+
+class Looks(Protocol):
+    """The goal's records between inputs: whether one moved since the last look (`changed`:
+    looked at now), acting on them and the owner's Pause (`look`: what stops, if so), the
+    caller of a gate answered (`answer`), whether the loop waits on the owner (never idle)
+    or a gate holds it (`blocked`: not over while one is open)."""
+
+    def changed(self) -> bool: ...
+    def look(self) -> Stop | None: ...
+    def answer(self, item: RunInput) -> None: ...
+    def waits_on_owner(self) -> bool: ...
+    def blocked(self) -> bool: ...
+
+
+class StopLook:
+    """A loop not ours: the one file looked at is the goal's `goal stop` record, always
+    another process's write (the CLI writes it, never through the service). A stop in force,
+    or the owner's Pause, pauses the loop and is recorded at once (`record_pause`)."""
+
+    def __init__(
+        self,
+        follower: LoopFollower,
+        record_pause: Callable[[str, str], dict[str, Any]] | None,
+        stopped_by: Callable[[], str | None] | None,
+    ) -> None:
+        self.follower = follower
+        self.record_pause = record_pause  # (actor, host status) -> the Pause's record
+        self.stopped_by = stopped_by  # the actor of a `goal stop` in force, or None
+
+    def changed(self) -> bool:
+        return False
+
+    def waits_on_owner(self) -> bool:
+        return False
+
+    def blocked(self) -> bool:
+        return False
+
+    def answer(self, item: RunInput) -> None:
+        return None  # no gate of a loop not ours is asked about
+
+    def look(self) -> Stop | None:
+        f = self.follower
+        if f.pause_asked is not None:
+            self._pause(f.pause_asked)
+            f.pause_asked = None
+        if self.stopped_by is None or f.paused is not None:
+            return None
+        try:
+            actor = self.stopped_by()
+        except LoopxChatError:
+            return None  # an unreadable record changes nothing
+        if actor is not None:
+            self._pause(f"{actor} (goal stop)")
+        return None
+
+    def _pause(self, actor: str) -> None:
+        f = self.follower
+        if f.paused is None and self.record_pause is not None:
+            f.state.move("paused")
+            f.goal = f.watch.set("paused")
+            f.paused = self.record_pause(actor, f.goal.status)
 
 
 class LoopFollower:
-    """One loop no run of ours runs, followed on the thread `watch` holds, by `rules`."""
+    """One goal loop followed on the thread its watch holds: a run of ours (`for_run`, then
+    `run`), or a loop no run of ours runs (`follow`), by `rules`."""
 
     def __init__(
         self,
         loop: LoopTurns,
-        rules: StopRules,
+        rules: StopRules | None = None,
         *,
         record_pause: Callable[[str, str], dict[str, Any]] | None = None,
         stopped_by: Callable[[], str | None] | None = None,
     ) -> None:
-        self.loop = loop
-        self.rules = rules
-        self.record_pause = record_pause  # (actor, host status) -> the Pause's record
-        self.stopped_by = stopped_by  # the actor of a `goal stop` in force, or None
-        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.loop = loop  # the loop's turns in the ledger
+        self.rules = rules or StopRules()
+        # A run of ours: its budget, gates and record (`for_run`); a loop not ours has none.
+        self.ours: OurRun | None = None
+        self.looks: Looks = StopLook(self, record_pause, stopped_by)
+        # The one ordered input queue: codex's notifications (routed here while the thread is
+        # followed) and what the owner and this process did (`run_inbox`).
+        self.inbox = RunInbox()
+        self.state = RunState(RUNNING)  # moves checked by `run_states.MOVES`
         self.goal: HostGoalState | None = None
-        self.paused: dict[str, Any] | None = None
+        self.watch: Any = None  # the `GoalLoopWatch` of the followed thread
+        self.finished: list[TurnRecord] = []
+        self.paused: dict[str, Any] | None = None  # the Pause of a loop not ours, recorded
+        self.pause_asked: str | None = None  # the owner's Pause, taken from the inbox
         self.error: LoopxChatError | None = None
-        self.done = threading.Event()
+        self.done = threading.Event()  # a loop not ours: the follow is over
         self.answered = threading.Event()  # a Pause was handled (or the follow is over)
         self.why: str | None = None  # which rule ended it: a `StopRules` field, or `let_go`
-        self._hand_over = False
+        self.hand_over = False
+        self.stop_requested = threading.Event()  # this process stops
+        self.follower_thread: threading.Thread | None = None
+        self.say: Callable[[str], None] = lambda _: None
+        self.on_delta: Callable[[str], None] | None = None  # the agent's reply, never stored
+        self.steered = False  # the goal was set or a turn interrupted after the loop's start
+        self.last = 0.0  # monotonic: the last event of the loop (or the owner waited on)
 
-    def let_go(self, *, hand_over: bool = False) -> None:
-        self.inbox.put(LetGo(hand_over))
+    @classmethod
+    def for_run(
+        cls,
+        runner: GoalRunner,
+        plan: RunPlan,
+        record: GoalRun,
+        on_turn: Callable[[TurnProgress], None] | None,
+        say: Callable[[str], None],
+        *,
+        recovering: bool = False,
+    ) -> LoopFollower:
+        """What follows one authorized run of ours (`run()` blocks until it ends); its turns
+        carry the run's id. `recovering`: the run's process died with the goal active."""
+        from loopx_chat.controller.our_run import OurRun
 
-    def pause(self, actor: str, timeout: float) -> dict[str, Any] | None:
-        """Ask for the owner's Pause; its record once done, None when the follow ended first
-        (`error` says why, if it failed)."""
+        turns = LoopTurns(runner.controller.turns, plan.session.session_id, run_id=record.run_id)
+        follow = cls(turns)
+        follow.say = say
+        follow.ours = OurRun(follow, runner, plan, record, on_turn, recovering=recovering)
+        return follow
+
+    def our_run(self) -> OurRun:
+        if self.ours is None:
+            raise StateError("this loop is not a run of ours", error_code="not_our_run")
+        return self.ours
+
+    @property
+    def session_id(self) -> str:
+        return self.loop.session_id
+
+    @property
+    def open_turns(self) -> dict[str, TurnRecord]:
+        return self.loop.open_turns
+
+    # -- what callers ask (any thread: put in the inbox, taken in order) -------------------
+    def pause(self, actor: str = "owner", timeout: float = 0.0) -> dict[str, Any] | None:
+        """The owner's Pause, taken in order: the goal paused, the running turn finishes. A
+        loop not ours: its record (waited up to `timeout`), None if the follow ended first."""
         self.inbox.put(PauseAsked(actor))
         self.answered.wait(timeout)
         return self.paused
 
+    def let_go(self, *, hand_over: bool = False) -> None:
+        """Stop following a loop not ours: `hand_over` (a Run adopts it) lets the running
+        turn end first."""
+        self.inbox.put(LetGo(hand_over))
+
+    def stop(self) -> None:
+        """This process stops: the goal is paused now and the running turn interrupted."""
+        self.stop_requested.set()  # also ends a wait to start codex again
+        self.inbox.put(StopAsked())
+
+    def post_gate(self, gate_id: str) -> None:
+        """A host gate codex's request became (by the app-server's reader, which never waits
+        on the follower): taken after the notifications that came before it."""
+        self.inbox.put(GateOpened(gate_id))
+
+    def look_now(self, gate_id: str | None) -> RunBlock:
+        return self.our_run().gates.look_now(gate_id)
+
+    def run(self) -> RunResult:
+        return self.our_run().run()
+
+    # -- a loop no run of ours runs ----------------------------------------------------------
     def follow(self, watch: GoalLoopWatch, goal: HostGoalState | None = None) -> int:
-        """Follow until a rule says stop (`goal`: the host goal as it starts); the turns
-        recorded, one still open recorded interrupted (letting the thread go ends it).
-        Raises (and keeps in `error`) `app_server_exited` when codex died."""
-        self.goal, proc = goal, watch.thread.proc
-        proc.route(self.inbox)
+        """Follow until a rule says stop (`goal`: the host goal as it starts); a turn still
+        open is recorded interrupted. Codex died: `app_server_exited`, kept in `error`."""
+        self.watch, self.goal, proc = watch, goal, watch.thread.proc
+        proc.route(self.inbox.queue)
         try:
-            self.why = self._follow(watch)
-            if self._hand_over:
-                self._hand_over_turn(watch)
+            self.why = self._loop().why
+            if self.hand_over:
+                self._turn_ends(self.rules.hand_over_sec)  # a Run adopts it
         except LoopxChatError as exc:
             self.error = exc
             raise
         finally:
             proc.route(None)
             self.loop.settle()
+            self.state.end_as(self.goal.status if self.goal is not None else None)
             self.done.set()
             self.answered.set()
         return self.loop.recorded
 
-    def _follow(self, watch: GoalLoopWatch) -> str:
-        """Take inputs until a rule says stop; which one."""
+    # -- the one loop ------------------------------------------------------------------------
+    def _loop(self) -> Stop:
+        """Take inputs in order until a rule, a record or the caller says stop; what did."""
         rules = self.rules
-        start = last = next_look = time.monotonic()
+        start = self.last = time.monotonic()
+        next_look = start if rules.stop_look_sec is not None else math.inf
         while True:
             now = time.monotonic()
-            if rules.stop_look_sec is not None and now >= next_look:
-                next_look = now + rules.stop_look_sec
-                self._look_for_stop(watch)
-            item = self._take(self._wait(now, start, last, next_look))
-            if item is None:
-                raise watch.ended()
-            if isinstance(item, LetGo):
-                self._hand_over = item.hand_over
-                return "let_go"
-            if isinstance(item, PauseAsked):
-                self._pause(watch, item.actor)
-            elif isinstance(item, Notification):
-                last = self._see(watch, item) or last
-            if (why := self._stops(watch, start, last)) is not None:
-                return why
+            if self.looks.changed() or now >= next_look:  # what another process recorded
+                if rules.stop_look_sec is not None:
+                    next_look = now + rules.stop_look_sec
+                if (stop := self.looks.look()) is not None:
+                    return stop
+            got, item = self.inbox.take(self._wait(now, start, next_look))
+            if got and item is None:
+                raise self.watch.ended()
+            took = self._take(item)
+            if isinstance(took, Stop):
+                return took
+            if took is not None:
+                self.last = time.monotonic()
+            if (stop := self._stops(start, took)) is not None:
+                return stop
 
-    def _see(self, watch: GoalLoopWatch, note: Notification) -> float | None:
-        """Record what codex's notification says of the loop; when, if it said anything."""
-        event = watch.see(note)
-        if event is None:
-            return None
-        if event.kind == "goal_updated" and event.goal is not None:
-            self.goal = event.goal
-        self.loop.on(event)
-        return time.monotonic()
-
-    def _hand_over_turn(self, watch: GoalLoopWatch) -> None:
-        """Let go for a Run: the running turn gets a moment to end on its own record."""
-        deadline = time.monotonic() + self.rules.hand_over_sec
-        while self.loop.open_turns and (left := deadline - time.monotonic()) > 0:
-            item = self._take(left)
-            if item is None:
-                return  # codex is gone: the turn is recorded interrupted
-            if isinstance(item, Notification):
-                self._see(watch, item)
-
-    def _stops(self, watch: GoalLoopWatch, start: float, last: float) -> str | None:
-        """The rule that says stop now, if any."""
-        rules, now = self.rules, time.monotonic()
-        if rules.most_sec is not None and now - start >= rules.most_sec:
-            return "most_sec"
-        if self.loop.open_turns or watch.running_turn_id is not None or not self.inbox.empty():
-            return None  # a turn codex started is seen before the loop is called over
-        if rules.loop_ended and (self.goal is None or self.goal.status != "active"):
-            return "loop_ended"
-        if rules.quiet_sec is not None and now - last > rules.quiet_sec:
-            return "quiet_sec"
-        return None
-
-    def _wait(self, now: float, start: float, last: float, next_look: float) -> float:
-        """How long the next take may wait: until the nearest rule could say stop."""
+    def _wait(self, now: float, start: float, next_look: float) -> float:
+        """How long the next take may wait: a step, or until the nearest rule could stop."""
         rules = self.rules
-        times = [start + rules.most_sec] if rules.most_sec is not None else []
+        if rules.step_sec is not None:
+            return rules.step_sec
+        times = [next_look] if next_look < math.inf else []
+        if rules.most_sec is not None:
+            times.append(start + rules.most_sec)
         if rules.quiet_sec is not None:
-            times.append(last + rules.quiet_sec + 0.01)
-        if rules.stop_look_sec is not None:
-            times.append(next_look)
+            times.append(self.last + rules.quiet_sec + 0.01)
         return max(0.0, min(times, default=now + 1.0) - now)
 
-    def _take(self, timeout: float) -> object:
-        try:
-            return self.inbox.get(timeout=timeout)
-        except queue.Empty:
-            return False  # nothing came: only the clock moved
+    def _stops(self, start: float, took: LoopEvent | None) -> Stop | None:
+        """The rule that says stop after an input (or a quiet step), if any."""
+        rules, watch, ours = self.rules, self.watch, self.ours
+        now = time.monotonic()
+        if rules.most_sec is not None and now - start >= rules.most_sec:
+            return Stop("most_sec")
+        silent = watch.silent_since
+        if self.looks.waits_on_owner():
+            self.last = now  # time spent waiting on the owner is not idle
+            watch.silent_since = None  # codex asked the owner: it got through
+        elif (
+            rules.first_output_sec is not None
+            and silent is not None
+            and now - silent > rules.first_output_sec
+        ):
+            # Codex cannot reach its model (it retries for ever, saying so only in the
+            # notices passed on): stop the turn and pause the goal.
+            by = "loopx-chat (Codex produced nothing within the first-output timeout)"
+            return Stop("first_output_sec", by, "first_output_timeout", now=True)
+        elif rules.idle_sec is not None and self._active() and now - self.last > rules.idle_sec:
+            # Codex stopped continuing without saying so (an interrupted loop stays `active`
+            # but starts nothing): pause it, so the state says what is true.
+            return Stop("idle_sec", "loopx-chat (no turn for the idle timeout)", now=True)
+        if ours is not None and ours.limits.waits_for_usage_reset():
+            self.last = time.monotonic()
+            return None
+        if self.open_turns or watch.running_turn_id is not None:
+            return None  # a turn codex started is seen before the loop is called over
+        if rules.end_confirmed:
+            return self._confirmed_end(took)
+        if not self.inbox.queue.empty():
+            return None
+        if rules.loop_ended and not self._active():
+            return Stop("loop_ended")
+        if rules.quiet_sec is not None and now - self.last > rules.quiet_sec:
+            return Stop("quiet_sec")
+        return None
 
-    def _look_for_stop(self, watch: GoalLoopWatch) -> None:
-        """`goal stop` in force is the owner's recorded "no automatic turn": the loop is
-        paused like the card's Pause, with the stop's actor. An unreadable record changes
-        nothing."""
-        if self.stopped_by is None or self.paused is not None:
-            return
-        try:
-            actor = self.stopped_by()
-        except LoopxChatError:
-            return
-        if actor is not None:
-            self._pause(watch, f"{actor} (goal stop)")
+    def _confirmed_end(self, took: LoopEvent | None) -> Stop | None:
+        """The goal left `active`, no gate holds it, no turn runs: over after a quiet step and
+        codex's word (`_codex_runs_a_turn`), or at once when codex ended it itself."""
+        if self.goal is None or self._active() or self.looks.blocked():
+            return None
+        if took is not None and not self._ended_by_codex():
+            return None
+        if took is None and self._codex_runs_a_turn():
+            return None
+        return Stop("loop_ended")
 
-    def _pause(self, watch: GoalLoopWatch, actor: str) -> None:
-        if self.paused is None and self.record_pause is not None:
-            self.goal = watch.set("paused")
-            self.paused = self.record_pause(actor, self.goal.status)
-        self.answered.set()
+    def _active(self) -> bool:
+        return self.goal is not None and self.goal.status == "active"
+
+    def _take(self, item: RunInput, *, ending: bool = False) -> LoopEvent | Stop | None:
+        """One input, in order: codex's notification seen (its event); another: the records
+        looked at, then its caller answered (what stopped, if so); once `ending`, answered."""
+        if isinstance(item, Notification):
+            event = self.watch.see(item)
+            if event is not None:
+                self._on(event)
+            return event
+        stop = None
+        if item is not None and not ending:
+            if isinstance(item, LetGo):
+                self.hand_over = item.hand_over
+                return Stop("let_go")
+            if isinstance(item, PauseAsked):
+                self.pause_asked = item.actor
+            stop = self.looks.look()
+            if isinstance(item, PauseAsked):
+                self.answered.set()
+        self.looks.answer(item)
+        return stop
+
+    def _on(self, event: LoopEvent) -> None:
+        """What the loop did: recorded, and given to the run's budget and guard if ours."""
+        ours = self.ours
+        if event.kind == "goal_updated":
+            self.goal = event.goal
+        elif event.kind == "usage":
+            if ours is not None:
+                ours.limits.check_budget(event)
+        elif event.kind == "delta":
+            if self.on_delta is not None and event.text is not None:
+                self.on_delta(event.text)
+        elif event.kind == "notice":
+            if event.text is not None:
+                self.say(event.text)
+        elif event.kind == "turn_started" and event.turn_id:
+            self.loop.on(event)
+            if ours is not None and ours.refuses_turns():
+                self._interrupt(event.turn_id)
+        elif event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
+            # Recorded, and codex forgets a request to the owner when its turn ends.
+            turn = self.loop.on(event)
+            if turn is not None:
+                self.finished.append(turn)
+                if ours is not None:
+                    ours.turn_ended(event, turn)
+
+    def _turn_ends(self, seconds: float) -> None:
+        """The running turn gets `seconds` to end on its own record; what else comes meanwhile
+        is only answered. Codex gone: the turn is recorded interrupted after."""
+        deadline = time.monotonic() + seconds
+        while self.open_turns and (left := deadline - time.monotonic()) > 0:
+            got, item = self.inbox.take(min(left, 0.1))
+            if got and item is None:
+                return
+            self._take(item, ending=True)
+
+    def _codex_runs_a_turn(self) -> bool:
+        """Before a quiet loop ends: whether codex said more, or runs a turn not seen to start
+        (one it was starting as the goal's status was set may say so long after, and would run
+        unrecorded). What codex said before its answer is in the inbox by then; a running turn
+        not seen yet is followed as if its `turn/started` came (the real one is dropped)."""
+        try:
+            running = self.watch.running_turn()
+        except CodexError as exc:
+            if exc.error_code in RESPAWN_CODES:
+                raise  # codex died: restarted as anywhere else in the loop
+            return False  # codex cannot say: the quiet step stands, as it did before
+        if not self.inbox.queue.empty():
+            return True  # said before its answer: taken next
+        if running is None or running in self.open_turns:
+            return running is not None
+        thread_id = self.watch.thread.thread_id
+        self._take(Notification("turn/started", {"threadId": thread_id, "turn": {"id": running}}))
+        return True
+
+    def _ended_by_codex(self) -> bool:
+        """Codex ended its loop by itself (`CODEX_ENDS`), nothing sent to it since the goal was
+        set: no turn follows, so the quiet step (50 ms), which guards a status set here that a
+        starting turn may cross, is saved."""
+        return not self.steered and self.goal is not None and self.goal.status in CODEX_ENDS
+
+    def _set(self, status: str, *, objective: str | None = None) -> HostGoalState | None:
+        """Set the host goal's status (None: codex refused)."""
+        self.steered = True
+        try:
+            goal = self.watch.set(status, objective=objective)
+        except CodexError:
+            return None
+        self.goal = goal
+        return goal
+
+    def _interrupt(self, turn_id: str) -> None:
+        self.steered = True
+        self.watch.interrupt(turn_id)
+
+    def spent(self, running: int = 0) -> int:
+        """The loop's tokens: its finished turns plus the running turn's so far (one figure,
+        what codex reports for the goal's turns, for the budget, progress and the ledger)."""
+        return sum(t.tokens.total_tokens for t in self.finished) + running

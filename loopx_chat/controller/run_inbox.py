@@ -1,13 +1,14 @@
-"""The one ordered input queue of a goal run, and the typed records that go into it.
+"""The one ordered input queue of a followed goal loop, and the typed records that go into it.
 
-Owns `RunInbox`: while a run follows its goal, codex's app-server delivers its notifications
-straight into the run's inbox (`HostConnection.route`), and every other input of the run is
-put there too, by whichever thread has it: a host request that became a host gate (by the
-app-server's reader, after the notifications that came before it), a gate recorded or
-decided in this process (by the service), the owner's Pause, the service stopping. The run
+Owns `RunInbox`: while a loop is followed (`loop_follower.LoopFollower`: a run of ours, or a
+loop loopx-chat did not start), codex's app-server delivers its notifications straight into
+its inbox (`HostConnection.route`), and every other input is put there too, by whichever
+thread has it: a host request that became a host gate (by the app-server's reader, after the
+notifications that came before it), a gate recorded or decided in this process (by the
+service), the owner's Pause, the service stopping, letting a loop not ours go. The follower
 takes them one at a time, in the order they came, on its own thread. A caller that wants to
 know what became of its gate waits on the record's `Answer`; the app-server's reader never
-waits on the run (it only puts), so the run may always wait on codex.
+waits on the follower (it only puts), so the follower may always wait on codex.
 
 It never decides anything and never touches Codex or records: records only carry ids.
 """
@@ -69,7 +70,14 @@ class StopAsked:
     """The process that runs it is stopping: pause the goal now."""
 
 
-OwnerInput = GateOpened | GateDecided | PauseAsked | StopAsked
+@dataclass(frozen=True)
+class LetGo:
+    """Stop following a loop not ours: `hand_over` (a Run adopts it) lets its turn end first."""
+
+    hand_over: bool = False
+
+
+OwnerInput = GateOpened | GateDecided | PauseAsked | StopAsked | LetGo
 # What a run takes, in order: codex's notifications (None: its app-server ended) and the rest.
 RunInput = Notification | OwnerInput | None
 

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import cast
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_run import GoalRunner, _Follow
+from loopx_chat.controller.goal_run import GoalRunner
 from loopx_chat.controller.goal_run_checks import RunPlan
+from loopx_chat.controller.loop_follower import LoopFollower
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_runs import GoalRun, RunObjective
@@ -49,10 +49,10 @@ class RunPool:
 
     def running(self) -> dict[str, str]:
         """goal id -> run id of the runs this process follows now."""
-        return {gid: follow.record.run_id for gid, (follow, _) in self._held().items()}
+        return {gid: follow.our_run().record.run_id for gid, (follow, _) in self._held().items()}
 
-    def _held(self) -> dict[str, tuple[_Follow, threading.Thread]]:
-        return cast(dict[str, tuple[_Follow, threading.Thread]], self.registry.background_runs())
+    def _held(self) -> dict[str, tuple[LoopFollower, threading.Thread]]:
+        return self.registry.background_runs()
 
     def start(
         self,
@@ -76,7 +76,7 @@ class RunPool:
             if self.closed:
                 raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
             if goal_id in held:
-                run = held[goal_id][0].record
+                run = held[goal_id][0].our_run().record
                 raise CodexError(
                     f"goal {goal_id} is already running (run {run.run_id})",
                     error_code="thread_busy",
@@ -113,13 +113,14 @@ class RunPool:
             self._launch(self.runner.follower(record, plan))
         return record
 
-    def _launch(self, follow: _Follow) -> None:
+    def _launch(self, follow: LoopFollower) -> None:
         def body() -> None:
             with contextlib.suppress(LoopxChatError):
                 follow.run()
 
-        thread = threading.Thread(target=body, name=f"goal-run-{follow.goal_id}", daemon=True)
-        self.registry.background(follow.goal_id, follow, thread)
+        goal_id = follow.our_run().goal_id
+        thread = threading.Thread(target=body, name=f"goal-run-{goal_id}", daemon=True)
+        self.registry.background(goal_id, follow, thread)
         thread.start()
 
     def pause(self, goal_id: str) -> GoalRun:
@@ -132,7 +133,7 @@ class RunPool:
             # The goal is paused at once; its running turn may take a while to finish, and
             # the answer does not wait for more than a moment of it (the card follows).
             thread.join(timeout=PAUSE_WAIT_SEC)
-            return self.runner.runs.run(goal_id, follow.record.run_id)
+            return self.runner.runs.run(goal_id, follow.our_run().record.run_id)
         latest = self.runner.runs.latest(goal_id)
         if latest is not None and latest.live and pid_alive(latest.pid):
             raise CodexError(

@@ -1,22 +1,23 @@
 """The goal loops this process follows, and the one seam every gate-recording path here calls.
 
-Owns the per-process registry (one per `ChatController`), by goal id: a run of ours while it
+Owns the per-process registry (one per `ChatController`): by goal id, the one follower of
+the goal's loop (`loop_follower.LoopFollower`), of either kind. A run of ours while it
 follows its goal (`following`), and one started on a thread of its own (the service's
 `RunPool`) from its start until that thread ends (`background`, `background_runs`); a loop
-loopx-chat did not start (the service's `HostLoops`, a `LoopFollower` on a thread of its
-own), in a map of its own that no gate reaches (`foreign`), until it is let go (`let_go`).
-Neither keeps a list of its own; whether this process follows a loop on a session is asked
-here (`follows_session`). A gate opened or decided in this process (the service's `POST
-/api/goals/G/gates` and decisions, a host request codex sent) asks that run to look at the
-goal's gates now (a record in the run's inbox) and waits until it has: the host goal is
-`blocked` (a turn started since the gate interrupted), or `active` again, or paused on a
-rejection, before the recording call returns to its caller. A host gate codex's request
-became is only put in the inbox (`gate_posted`): codex's reader never waits on a run. A run
-another process follows (a foreground `goal run`) is waited for through the goal's run log
-instead (`goals.run_block`). No gate reaches a loop loopx-chat did not start.
+loopx-chat did not start (the service's `HostLoops`, on a thread of its own), held as
+`foreign`, which no gate reaches, until it is let go (`let_go`). A goal has one follower
+here at a time. Neither caller keeps a list of its own; whether this process follows a loop
+on a session is asked here (`follows_session`). A gate opened or decided in this process
+(the service's `POST /api/goals/G/gates` and decisions, a host request codex sent) asks that
+run to look at the goal's gates now (a record in the run's inbox) and waits until it has:
+the host goal is `blocked` (a turn started since the gate interrupted), or `active` again,
+or paused on a rejection, before the recording call returns to its caller. A host gate
+codex's request became is only put in the inbox (`gate_posted`): codex's reader never waits
+on a run. A run another process follows (a foreground `goal run`) is waited for through the
+goal's run log instead (`goals.run_block`). No gate reaches a loop loopx-chat did not start.
 
-It never sets a goal and never talks to Codex itself: the run does, on its own thread, so
-the two never race over the host goal.
+It never sets a goal and never talks to Codex itself: the follower does, on its own thread,
+so the two never race over the host goal.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes a registry
     from loopx_chat.controller.loop_follower import LoopFollower
@@ -33,91 +34,87 @@ if TYPE_CHECKING:  # loaded only once a gate is recorded: every controller makes
     from loopx_chat.goals.run_block import RunBlock
 
 
-class GateFollower(Protocol):
-    """A run as the registry sees it (`goal_run._Follow`)."""
-
-    @property
-    def session_id(self) -> str:
-        """The session whose thread the run follows."""
-        ...
-
-    def look_now(self, gate_id: str | None) -> RunBlock:
-        """Look at the goal's gates now, on the run's own thread; what became of `gate_id`."""
-        ...
-
-    def post_gate(self, gate_id: str) -> None:
-        """Put the gate in the run's inbox and return at once (codex's reader calls this)."""
-        ...
-
-
 @dataclass
 class _Held:
-    follower: Any  # a `GateFollower`; in `_loops`, a `LoopFollower`
-    thread: threading.Thread | None  # set for a run started on a thread of its own
-    following: bool  # inside its `following` block: gates recorded here ask it
+    follower: LoopFollower
+    thread: threading.Thread | None  # set for a follower started on a thread of its own
+    following: bool  # a run inside its `following` block: gates recorded here ask it
+    foreign: bool = False  # a loop loopx-chat did not start: no gate asks it
+
+    def live(self) -> bool:
+        """Still following: a loop not ours until its follow is over, a run of ours while
+        it follows or its thread has not ended."""
+        if self.foreign:
+            return not self.follower.done.is_set()
+        if self.following or self.thread is None:
+            return self.following
+        return self.thread.ident is None or self.thread.is_alive()  # not started yet, or runs
 
 
 class RunningGoals:
-    """The loops this process follows by goal id; thread-safe."""
+    """The loops this process follows by goal id, one follower each; thread-safe."""
 
     def __init__(self) -> None:
         # Re-entrant: `HostLoops.take_up` takes loops up as one step under it.
         self.lock = threading.RLock()
-        self._runs: dict[str, _Held] = {}
-        self._loops: dict[str, _Held] = {}  # loopx-chat did not start them: no gate asks them
+        self._held: dict[str, _Held] = {}
         self.closed = False  # shutting down: no loop loopx-chat did not start is taken up
 
     @contextmanager
-    def following(self, goal_id: str, follower: GateFollower) -> Iterator[None]:
+    def following(self, goal_id: str, follower: LoopFollower) -> Iterator[None]:
         with self.lock:
-            held = self._runs.get(goal_id)
+            held = self._held.get(goal_id)
             if held is not None and held.follower is follower:
                 held.following = True
             else:
-                held = self._runs[goal_id] = _Held(follower, None, True)
+                held = self._held[goal_id] = _Held(follower, None, True)
         try:
             yield
         finally:
             with self.lock:
                 held.following = False
-                if held.thread is None and self._runs.get(goal_id) is held:
-                    del self._runs[goal_id]
+                if held.thread is None and self._held.get(goal_id) is held:
+                    del self._held[goal_id]
 
     def background(
-        self, goal_id: str, follower: Any, thread: threading.Thread, foreign: bool = False
+        self, goal_id: str, follower: LoopFollower, thread: threading.Thread, foreign: bool = False
     ) -> bool:
-        """A run about to start on `thread`: held until that thread ends. `foreign`: a loop
-        loopx-chat did not start (a `LoopFollower`), held until let go, unless the goal's is
-        followed here already or the process is shutting down; whether it was held."""
+        """A follower about to start on `thread`: a run of ours, held until that thread ends;
+        with `foreign`, a loop loopx-chat did not start, held until let go, unless the goal
+        is followed here already or the process is shutting down; whether it was held."""
         with self.lock:
-            if foreign and (self.closed or goal_id in self._followed(self._loops)):
+            held = self._held.get(goal_id)
+            if foreign and (self.closed or (held is not None and held.live())):
                 return False
-            (self._loops if foreign else self._runs)[goal_id] = _Held(follower, thread, False)
+            self._held[goal_id] = _Held(follower, thread, False, foreign)
             return True
 
-    def background_runs(self, foreign: bool = False) -> dict[str, tuple[Any, threading.Thread]]:
+    def background_runs(
+        self, foreign: bool = False
+    ) -> dict[str, tuple[LoopFollower, threading.Thread]]:
         """The runs started on threads of their own whose thread still runs, by goal
         (`foreign`: the loops loopx-chat did not start, until their follow is over)."""
         with self.lock:
-            if foreign:
-                loops = self._followed(self._loops).items()
-                return {goal_id: (held.follower, held.thread) for goal_id, held in loops}
-            for goal_id, held in list(self._runs.items()):
-                if held.thread is not None and not held.thread.is_alive():
-                    del self._runs[goal_id]  # ended: its `following` block is over too
+            for goal_id, held in list(self._held.items()):
+                if not held.foreign and held.thread is not None and not held.thread.is_alive():
+                    del self._held[goal_id]  # ended: its `following` block is over too
             return {
                 goal_id: (held.follower, held.thread)
-                for goal_id, held in self._runs.items()
+                for goal_id, held in self._kind(foreign).items()
                 if held.thread is not None
             }
 
-    @staticmethod
-    def _followed(loops: dict[str, _Held]) -> dict[str, _Held]:
-        return {g: held for g, held in loops.items() if not held.follower.done.is_set()}
+    def _kind(self, foreign: bool) -> dict[str, _Held]:
+        """Runs of ours, or the loops loopx-chat did not start, that still follow."""
+        return {
+            goal_id: held
+            for goal_id, held in self._held.items()
+            if held.foreign == foreign and held.live()
+        }
 
-    def follower(self, goal_id: str) -> GateFollower | None:
+    def follower(self, goal_id: str) -> LoopFollower | None:
         with self.lock:
-            held = self._runs.get(goal_id)
+            held = self._held.get(goal_id)
             return held.follower if held is not None and held.following else None
 
     def follows_session(self, session_id: str, *, foreign: bool = False) -> bool:
@@ -125,19 +122,18 @@ class RunningGoals:
         thread whose goal is active is then ours, not foreign); with `foreign`, whether a
         loop loopx-chat did not start is followed there."""
         with self.lock:
-            if foreign:
-                loops = self._followed(self._loops).values()
-                return any(held.follower.loop.session_id == session_id for held in loops)
-            runs = self._runs.values()
-            return any(held.following and held.follower.session_id == session_id for held in runs)
+            return any(
+                held.follower.session_id == session_id and (foreign or held.following)
+                for held in self._kind(foreign).values()
+            )
 
     def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:
         """Take the goal's loop loopx-chat did not start out of the registry (None: every
         one, and none is taken up after: shutdown); the follower is to let it go."""
         with self.lock:
             self.closed = self.closed or goal_id is None
-            gone = [g for g in self._loops if goal_id in (None, g)]
-            return [(held.follower, held.thread) for held in map(self._loops.pop, gone)]
+            gone = [g for g, h in self._held.items() if h.foreign and goal_id in (None, g)]
+            return [(h.follower, h.thread) for h in map(self._held.pop, gone) if h.thread]
 
     def gate_opened(self, gate: Gate) -> RunBlock | None:
         """A gate was just recorded: the run here blocks the host goal before this returns.

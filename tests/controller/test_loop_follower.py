@@ -212,3 +212,44 @@ def test_a_run_adopting_a_loop_lets_go_of_the_registrys_entry(
         assert joined(worker, box) == 1 and follower.why == "let_go"
         assert HostLoops.let_go(loops, "g") is None  # type: ignore[arg-type]
         assert not registry.follows_session(sid, foreign=True)
+
+
+def test_a_loop_not_ours_and_a_run_of_ours_are_followed_by_one_class_and_one_state_table(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    """One class follows every goal loop: a run of ours (`GoalRunner.follower`) is a
+    `LoopFollower` too, and a loop no run of ours runs moves through `run_states.MOVES` as a
+    run does: it is followed `running`, and the goal codex reports at the end moves it."""
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.goal_run import GoalRunner
+
+    with _loop_turn(tmp_path, scripted) as (c, sid, warm):
+        follower = LoopFollower(
+            LoopTurns(c.turns, sid, warm), StopRules(loop_ended=True, quiet_sec=SAFETY)
+        )
+        assert follower.follow(GoalLoopWatch(warm.thread), _goal("complete")) == 1
+        plan = SimpleNamespace(session=SimpleNamespace(session_id=sid), goal_id="g")
+        runner = SimpleNamespace(controller=c)
+        run = GoalRunner.follower(runner, SimpleNamespace(run_id="run-1"), plan)  # type: ignore[arg-type]
+    assert type(run) is LoopFollower and run.session_id == sid and run.ours is not None
+    assert run.state.state == "authorized" and follower.ours is None
+    assert follower.state.history == [("", "running"), ("completed", "complete")]
+
+
+def test_a_second_start_of_a_goal_the_service_runs_is_refused_naming_its_run() -> None:
+    """`RunPool.start` of a goal it runs already refuses with `thread_busy` and names the run
+    it holds: the run's record is on the follower's `OurRun` (a loop not ours has none)."""
+    import threading
+    from types import SimpleNamespace
+
+    from loopx_chat.controller.goal_run import GoalRunner
+    from loopx_chat.controller.run_pool import RunPool
+
+    plan = SimpleNamespace(session=SimpleNamespace(session_id="s-1"), goal_id="g")
+    runner = SimpleNamespace(controller=SimpleNamespace(turns=None))
+    run = GoalRunner.follower(runner, SimpleNamespace(run_id="run-1"), plan)  # type: ignore[arg-type]
+    pool = SimpleNamespace(_lock=threading.Lock(), closed=False, _held=lambda: {"g": (run, None)})
+    with pytest.raises(CodexError) as refused:
+        RunPool.start(pool, "g")  # type: ignore[arg-type]
+    assert refused.value.error_code == "thread_busy" and "(run run-1)" in refused.value.message

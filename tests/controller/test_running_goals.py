@@ -94,3 +94,22 @@ def test_a_host_gate_is_only_put_in_the_runs_inbox_never_waited_on(tmp_path: Pat
         assert registry.gate_posted(gate) is None
         registry.gate_posted(advisory)  # advisory: the run has nothing to block
     assert run.asked == [f"posted {gate.gate_id}"]
+
+
+def test_a_goal_has_one_follower_a_loop_not_ours_is_not_taken_up_over_a_run(
+    tmp_path: Path,
+) -> None:
+    """One registry of one kind of follower: while a run of ours follows the goal, a loop
+    loopx-chat did not start on it is not taken up (it would be a second follower of the same
+    loop); once the run is over, it is."""
+    import threading
+    from types import SimpleNamespace
+
+    registry, run = RunningGoals(), Follower()
+    loop = SimpleNamespace(done=threading.Event(), session_id="s-1")
+    worker = threading.Thread(target=lambda: None)
+    with registry.following("g", run):
+        assert not registry.background("g", loop, worker, foreign=True)  # type: ignore[arg-type]
+        assert registry.follower("g") is run
+    assert registry.background("g", loop, worker, foreign=True)  # type: ignore[arg-type]
+    assert registry.follows_session("s-1", foreign=True) and registry.follower("g") is None

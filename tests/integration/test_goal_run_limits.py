@@ -145,14 +145,15 @@ def test_the_budget_holds_when_the_runs_thread_takes_the_count_late(
     the run still overspends by less than the one response in flight."""
     budget = 5000
     follow = _follower(runner, budget)
-    check = follow._check_budget
+    limits = follow.our_run().limits
+    check = limits.check_budget
 
     def late(event: Any) -> None:
-        if follow.budget_spent_in is None and follow.spent(event.tokens or 0) >= budget:
+        if limits.spent_in is None and follow.spent(event.tokens or 0) >= budget:
             time.sleep(LATE_SEC)  # the run's thread, descheduled on a loaded machine
         check(event)
 
-    follow._check_budget = late
+    limits.check_budget = late
     first = len(mock.response_tokens)
     call = f"mock:slow={CALL_SEC} mock:call=no_such_tool {{}}"
     mock.script(*[call] * RUNAWAY_CALLS, default="mock:text=done")
