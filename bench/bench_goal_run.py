@@ -74,7 +74,7 @@ def bare(home: str, work: str, thread_id: str, budget: int, codex: str) -> None:
             },
             30,
         )
-        turns, running, limited = 0, 0, False
+        turns, running, limited, spent = 0, 0, False, 0
         while not (limited and running == 0):
             note = proc.next_notification(60)
             if note is None:
@@ -85,13 +85,17 @@ def bare(home: str, work: str, thread_id: str, budget: int, codex: str) -> None:
                 running -= 1
                 turns += 1
             elif note.method == "thread/goal/updated":
-                limited = note.params.get("goal", {}).get("status") == "budgetLimited"
-        print(json.dumps({"turns": turns}))
+                goal = note.params.get("goal", {})
+                limited = goal.get("status") == "budgetLimited"
+                spent = int(goal.get("tokensUsed") or used) - used
+        print(json.dumps({"turns": turns, "tokens": spent}))
     finally:
         proc.close()
 
 
-def fresh_session(state: Path, home: Path, env: dict[str, str], codex: str, work: Path) -> str:
+def fresh_session(
+    state: Path, home: Path, env: dict[str, str], codex: str, work: Path, goal: str = "bench"
+) -> str:
     from loopx_chat.controller.chat_controller import ChatController
     from loopx_chat.state.session_store import SessionStore
 
@@ -101,7 +105,7 @@ def fresh_session(state: Path, home: Path, env: dict[str, str], codex: str, work
         cwd=work,
         codex_bin=codex,
     ) as c:
-        sid = c.open_session("bench", work).session_id
+        sid = c.open_session(goal, work).session_id
         c.submit_turn(sid, "mock:text=ready")
         return sid
 
