@@ -204,7 +204,7 @@ class LoopFollower:
 
     def our_run(self) -> OurRun:
         if self.ours is None:
-            raise StateError("this loop is not a run of ours", error_code="not_our_run")
+            raise StateError("this loop is not a run of ours", error_code="internal_error")
         return self.ours
 
     @property

@@ -45,8 +45,10 @@ class LoopTurns:
                 run_id=self.run_id,
                 upstream_turn_id=event.turn_id,
             )
-            self.turns.begin(turn)
+            # Open before it is written: a stop inside `begin` (after the turn's record,
+            # before the session names it) leaves a turn that `settle` still records.
             self.open_turns[event.turn_id] = turn
+            self.turns.begin(turn)
             if self.warm is not None:
                 self.warm.running_turn_id = turn.turn_id
         elif event.kind == "turn_ended" and event.outcome is not None:

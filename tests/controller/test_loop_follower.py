@@ -253,3 +253,30 @@ def test_a_second_start_of_a_goal_the_service_runs_is_refused_naming_its_run() -
     with pytest.raises(CodexError) as refused:
         RunPool.start(pool, "g")  # type: ignore[arg-type]
     assert refused.value.error_code == "thread_busy" and "(run run-1)" in refused.value.message
+
+
+def test_a_stop_inside_the_record_of_a_turn_codex_started_leaves_no_turn_running(
+    tmp_path: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C (or SIGTERM) that lands while a continuation turn's start is being written,
+    after its record and before the session names it: settling the loop records it
+    interrupted. It was left `running` for good (seen once in a full run under load, in
+    `test_ctrl_c_pauses_the_goal_and_exits_130`): nothing named it to settle."""
+    from loopx_chat.codex.goal_loop import LoopEvent
+    from loopx_chat.state import outcome_slot
+
+    home = tmp_path / "bound"
+    home.mkdir()
+    with scripted.controller(tmp_path, home.resolve(), None, QUICK) as c:
+        sid = c.open_session("g", tmp_path).session_id
+        loop = LoopTurns(c.turns, sid, run_id="run-1")
+
+        def stopped_here(folder: Path) -> None:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(outcome_slot, "ensure", stopped_here)
+        with pytest.raises(KeyboardInterrupt):
+            loop.on(LoopEvent("turn_started", "codex-turn-1"))
+        monkeypatch.undo()
+        loop.settle("controller_stopped")
+    assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", "run-1")]
