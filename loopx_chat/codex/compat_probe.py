@@ -186,9 +186,7 @@ def summary_line(check: CodexCheck) -> str:
         return "codex: does not run (`codex --version` failed)"
     tested = f"{TESTED_RANGE.oldest}-{TESTED_RANGE.newest}"
     line = f"codex {check.version}: {check.position} the tested range {tested}"
-    if check.position == "inside":
-        line = f"codex {check.version}: inside the tested range {tested}"
-    elif check.position in ("older", "newer"):
+    if check.position in ("older", "newer"):
         line = f"codex {check.version}: {check.position} than the tested range {tested} (warning)"
     if not check.schema_checked:
         return line + "; protocol not checked"
