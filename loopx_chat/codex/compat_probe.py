@@ -142,15 +142,11 @@ def check_codex(
 def _verdict(version: str, missing: tuple[MissingUse, ...] | None, *, cached: bool) -> CodexCheck:
     position = range_position(version)
     warnings: list[str] = []
-    if position == "newer":
+    if position in ("newer", "older"):
+        checked = f", checked {TESTED_RANGE.checked_on}" if position == "newer" else ""
         warnings.append(
-            f"codex {version} is newer than loopx-chat was tested on "
-            f"({TESTED_RANGE.oldest} to {TESTED_RANGE.newest}, checked {TESTED_RANGE.checked_on})"
-        )
-    elif position == "older":
-        warnings.append(
-            f"codex {version} is older than loopx-chat was tested on "
-            f"({TESTED_RANGE.oldest} to {TESTED_RANGE.newest})"
+            f"codex {version} is {position} than loopx-chat was tested on "
+            f"({TESTED_RANGE.oldest} to {TESTED_RANGE.newest}{checked})"
         )
     elif position == "unknown":
         warnings.append(f"codex reports a version loopx-chat cannot read ({version})")
@@ -186,9 +182,7 @@ def summary_line(check: CodexCheck) -> str:
         return "codex: does not run (`codex --version` failed)"
     tested = f"{TESTED_RANGE.oldest}-{TESTED_RANGE.newest}"
     line = f"codex {check.version}: {check.position} the tested range {tested}"
-    if check.position == "inside":
-        line = f"codex {check.version}: inside the tested range {tested}"
-    elif check.position in ("older", "newer"):
+    if check.position in ("older", "newer"):
         line = f"codex {check.version}: {check.position} than the tested range {tested} (warning)"
     if not check.schema_checked:
         return line + "; protocol not checked"

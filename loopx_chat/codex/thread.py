@@ -346,14 +346,7 @@ class CodexThread:
             timeout_code="startup_timeout",
             rejected=rejected,
         )
-        thread = result.get("thread")
-        thread_id = thread.get("id") if isinstance(thread, dict) else None
-        if not isinstance(thread_id, str) or not thread_id:
-            raise CodexError(
-                "Codex app-server did not return a thread id.",
-                error_code="app_server_protocol",
-                remedy=HOST_REMEDY,
-            )
+        thread_id = _returned_id(result, "thread")
         if resume_thread_id is not None and thread_id != resume_thread_id:
             raise CodexError(
                 "Codex app-server resumed an unexpected thread.",
@@ -410,14 +403,7 @@ class CodexThread:
         except BaseException:
             self._approval_in_effect = self._sandbox_in_effect = self._mode_in_effect = None
             raise
-        turn = result.get("turn")
-        turn_id = turn.get("id") if isinstance(turn, dict) else None
-        if not isinstance(turn_id, str) or not turn_id:
-            raise CodexError(
-                "Codex app-server did not return a turn id.",
-                error_code="app_server_protocol",
-                remedy=HOST_REMEDY,
-            )
+        turn_id = _returned_id(result, "turn")
         steered = self.active_turn_id is not None and turn_id == self.active_turn_id
         self.active_turn_id = turn_id
         if steered:  # a steer joins the running turn: what it named may not have applied
@@ -646,6 +632,18 @@ def _rpc(
             error_code=timeout_code,
             remedy=HOST_REMEDY,
         ) from None
+
+
+def _returned_id(result: dict[str, Any], kind: str) -> str:
+    item = result.get(kind)
+    found = item.get("id") if isinstance(item, dict) else None
+    if not isinstance(found, str) or not found:
+        raise CodexError(
+            f"Codex app-server did not return a {kind} id.",
+            error_code="app_server_protocol",
+            remedy=HOST_REMEDY,
+        )
+    return found
 
 
 def _timeout_code(reason: str | None) -> str | None:

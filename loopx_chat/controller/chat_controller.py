@@ -372,7 +372,7 @@ class ChatController:
             remedy=MISSING_HOME_REMEDY,
         )
 
-    def _load_checked(self, session_id: str) -> SessionRecord:
+    def _load_checked(self, session_id: str, *, managed: bool = False) -> SessionRecord:
         record = self.store.load(validate_session_id(session_id))
         if record.agent_id != "codex":
             # Listed and projected like any session, but never driven: nothing is spawned.
@@ -382,6 +382,11 @@ class ChatController:
                 error_code="agent_unsupported",
             )
         self._check_home(record)
+        if managed and record.session_mode == "attached_host":
+            raise CodexError(
+                "attached-host sessions have no managed app-server",
+                error_code="app_server_rejected",
+            )
         return record
 
     def _open_thread(
@@ -579,12 +584,7 @@ class ChatController:
         given) and kept from the idle close for as long as the caller holds it: a goal run
         follows codex's own loop on it. What codex asks on it goes to the host-request
         desk, bound to the session's goal, when its policy lets codex ask."""
-        record = self._load_checked(session_id)
-        if record.session_mode == "attached_host":
-            raise CodexError(
-                "attached-host sessions have no managed app-server",
-                error_code="app_server_rejected",
-            )
+        self._load_checked(session_id, managed=True)
         with self._using(session_id):
             record = self._load_checked(session_id)
             warm = self._ensure_warm(record, approval_policy=approval_policy)
@@ -1104,12 +1104,7 @@ class ChatController:
 
         It loads the thread (a resume): use `thread_metadata` for the goal, never this.
         """
-        record = self._load_checked(session_id)
-        if record.session_mode == "attached_host":
-            raise CodexError(
-                "attached-host sessions have no managed app-server",
-                error_code="app_server_rejected",
-            )
+        self._load_checked(session_id, managed=True)
         with self._using(session_id):
             warm = self._ensure_warm(self._load_checked(session_id))
             try:

@@ -46,15 +46,11 @@ class HostGoal:
 GoalCall = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
-class CodexGoalTarget:
-    def __init__(self, controller: ChatController) -> None:
-        self.controller = controller
-
-    @contextlib.contextmanager
-    def on(self, session_id: str) -> Iterator[ThreadGoal]:
-        """The goal of one session's thread, for the span of one preview, apply or revert."""
-        with self.controller.thread_metadata(session_id) as call:
-            yield ThreadGoal(call)
+@contextlib.contextmanager
+def thread_goal(controller: ChatController, session_id: str) -> Iterator[ThreadGoal]:
+    """The goal of one session's thread, for the span of one preview, apply or revert."""
+    with controller.thread_metadata(session_id) as call:
+        yield ThreadGoal(call)
 
 
 class ThreadGoal:

@@ -77,9 +77,6 @@ class Choice:
     # Per question id (or an MCP server's field name): (id, text) pairs, in order.
     answers: tuple[tuple[str, str], ...] = ()
 
-    def answer_map(self) -> dict[str, str]:
-        return dict(self.answers)
-
 
 @dataclass(frozen=True)
 class Binding:
@@ -239,7 +236,7 @@ def _amendment(params: Mapping[str, Any]) -> Any:
 def reply_for(kind: str, params: Mapping[str, Any], choice: Choice) -> dict[str, Any]:
     """The JSON-RPC result codex 0.171.0 takes for this choice."""
     if kind == "elicitation":
-        return elicitation.reply(params, choice.decision, choice.answer_map())
+        return elicitation.reply(params, choice.decision, dict(choice.answers))
     if kind == "question":
         if choice.decision != "answer":
             return {"answers": {}}
@@ -267,10 +264,6 @@ def reply_for(kind: str, params: Mapping[str, Any], choice: Choice) -> dict[str,
     if choice.decision == "cancel":
         return {"decision": "cancel"}
     return {"decision": "decline"}
-
-
-def empty_choice(kind: str) -> Choice:
-    return Choice("answer" if kind == "question" else "decline")
 
 
 def window_choice(kind: str, params: Mapping[str, Any]) -> Choice:
@@ -614,7 +607,9 @@ class HostRequestDesk:
         try:
             answered = self._answer(live, choice)
         except UsageError:
-            answered = self._answer(live, empty_choice(live.kind))
+            answered = self._answer(
+                live, Choice("answer" if live.kind == "question" else "decline")
+            )
         if answered:
             self.goals.note_host(
                 live.goal_id,

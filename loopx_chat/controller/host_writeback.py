@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_target import CodexGoalTarget, HostGoal
+from loopx_chat.controller.goal_target import HostGoal, thread_goal
 from loopx_chat.errors import LoopxChatError, UsageError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_facts import goal_turns
@@ -60,7 +60,6 @@ class WritebackService:
     def __init__(self, controller: ChatController, goals: GateStore) -> None:
         self.controller = controller
         self.goals = goals
-        self.target = CodexGoalTarget(controller)
 
     # -- sources ---------------------------------------------------------------------------
     def source_for(
@@ -217,7 +216,7 @@ class WritebackService:
             doc["host_after"] = "unchanged: apply records skipped (unsupported_class)"
         elif plan.status == "previewed" and sid:
             try:
-                with self.target.on(sid) as host:
+                with thread_goal(self.controller, sid) as host:
                     prior = host.read()
                 doc["host_before"] = prior.to_dict() if prior else None
                 desired = self._desired(goal_id, source, prior)
@@ -257,13 +256,13 @@ class WritebackService:
             return self._log(
                 goal_id, writeback_result(plan, status="skipped", reason_code="unsupported_class")
             )
-        if key and self._applied(goal_id, key):
+        if key and self._last_status(goal_id, key) == "applied":
             return self._log(
                 goal_id, writeback_result(plan, status="skipped", reason_code="already_applied")
             )
         assert sid is not None
         try:
-            with self.target.on(sid) as host:
+            with thread_goal(self.controller, sid) as host:
                 prior = host.read()
                 self._check_unchanged(goal_id, sid, prior)
                 desired = self._desired(goal_id, source, prior)
@@ -307,7 +306,7 @@ class WritebackService:
             ),
             None,
         )
-        if record is None or self._reverted(goal_id, key):
+        if record is None or self._last_status(goal_id, key, ("applied", "reverted")) == "reverted":
             raise LoopxChatError(
                 f"no applied writeback {key} to revert", error_code="writeback_not_applied"
             )
@@ -315,7 +314,7 @@ class WritebackService:
         host_prior = HostGoal(**prior) if isinstance(prior, dict) else None
         sid = str(record["session_id"])
         try:
-            with self.target.on(sid) as host:
+            with thread_goal(self.controller, sid) as host:
                 self._check_unchanged(goal_id, sid, host.read())
                 host.restore(host_prior)
         except LoopxChatError as exc:
@@ -342,17 +341,14 @@ class WritebackService:
     def records(self, goal_id: str) -> list[dict[str, Any]]:
         return read_records(self._path(goal_id))
 
-    def _applied(self, goal_id: str, key: str) -> bool:
-        applied = [r for r in self.records(goal_id) if r.get("idempotency_key") == key]
-        return bool(applied) and applied[-1].get("status") == "applied"
-
-    def _reverted(self, goal_id: str, key: str) -> bool:
-        mine = [
-            r
+    def _last_status(self, goal_id: str, key: str, among: tuple[str, ...] = ()) -> str | None:
+        """The status of the key's last record (of those with a status in `among`, if given)."""
+        statuses = [
+            r.get("status")
             for r in self.records(goal_id)
-            if r.get("idempotency_key") == key and r.get("status") in ("applied", "reverted")
+            if r.get("idempotency_key") == key and (not among or r.get("status") in among)
         ]
-        return bool(mine) and mine[-1].get("status") == "reverted"
+        return statuses[-1] if statuses else None
 
     def _check_unchanged(self, goal_id: str, sid: str, current: HostGoal | None) -> None:
         """Refuse when the host goal is not what we last left on this thread."""

@@ -49,10 +49,10 @@ class RunPool:
 
     def running(self) -> dict[str, str]:
         """goal id -> run id of the runs this process follows now."""
-        return {gid: follow.our_run().record.run_id for gid, (follow, _) in self._held().items()}
-
-    def _held(self) -> dict[str, tuple[LoopFollower, threading.Thread]]:
-        return self.registry.background_runs()
+        return {
+            gid: follow.our_run().record.run_id
+            for gid, (follow, _) in self.registry.background_runs().items()
+        }
 
     def start(
         self,
@@ -72,7 +72,7 @@ class RunPool:
         run record, then the follow on a thread of this process; returns the record.
         With `reopen_note`: Reopen the run Codex said was done, the note its next objective."""
         with self._lock:
-            held = self._held()
+            held = self.registry.background_runs()
             if self.closed:
                 raise CodexError("loopx-chat is shutting down", error_code="controller_stopped")
             if goal_id in held:
@@ -126,7 +126,7 @@ class RunPool:
     def pause(self, goal_id: str) -> GoalRun:
         """Pause the goal this process runs: set paused, its running turn finishes, the run
         ends. A run another process follows (a `goal run` in a terminal) is refused."""
-        held = self._held().get(goal_id)
+        held = self.registry.background_runs().get(goal_id)
         if held is not None:
             follow, thread = held
             follow.pause()
@@ -171,7 +171,7 @@ class RunPool:
             )
             follow = self.runner.follower(run, plan, recovering=True)
             with self._lock:
-                held = self._held()
+                held = self.registry.background_runs()
                 if goal_id in held or len(held) >= self.max_running:
                     continue
                 self._launch(follow)
@@ -182,7 +182,7 @@ class RunPool:
         """Shutdown: every run this process follows is paused and its turn recorded."""
         with self._lock:
             self.closed = True
-            held = list(self._held().values())
+            held = list(self.registry.background_runs().values())
         for follow, _ in held:
             follow.stop()
         grace = self.runner.controller.config.timeouts.interrupt_settle + 2

@@ -249,7 +249,8 @@ def test_a_second_start_of_a_goal_the_service_runs_is_refused_naming_its_run() -
     plan = SimpleNamespace(session=SimpleNamespace(session_id="s-1"), goal_id="g")
     runner = SimpleNamespace(controller=SimpleNamespace(turns=None))
     run = GoalRunner.follower(runner, SimpleNamespace(run_id="run-1"), plan)  # type: ignore[arg-type]
-    pool = SimpleNamespace(_lock=threading.Lock(), closed=False, _held=lambda: {"g": (run, None)})
+    registry = SimpleNamespace(background_runs=lambda: {"g": (run, None)})
+    pool = SimpleNamespace(_lock=threading.Lock(), closed=False, registry=registry)
     with pytest.raises(CodexError) as refused:
         RunPool.start(pool, "g")  # type: ignore[arg-type]
     assert refused.value.error_code == "thread_busy" and "(run run-1)" in refused.value.message
