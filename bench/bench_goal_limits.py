@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_goal_run import DEFAULT_CODEX, fresh_session
+from bench_goal_run import DEFAULT_CODEX, fresh_session, offline_home
 
 BUDGETS = (5_000, 50_000)
 NO_PROGRESS_BUDGET = 200_000
@@ -64,7 +64,6 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=80, help="tool calls the mock scripts")
     parser.add_argument("--codex-bin", default=str(DEFAULT_CODEX))
     args = parser.parse_args()
-    from loopx_chat.codex.offline_config import write_offline_codex_config
     from loopx_chat.goals.gate_store import GateStore
     from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.model_mock.responses import MockResponsesServer
@@ -74,9 +73,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     with tempfile.TemporaryDirectory() as tmp, MockResponsesServer() as mock:
         root = Path(tmp)
-        home = root / "home"
-        write_offline_codex_config(home, mock.base_url)
-        home = home.resolve()
+        home = offline_home(root, mock.base_url)
         state = root / "state"
         run_env = {**env, "LOOPX_CHAT_CODEX_HOME": str(home)}
         goals = itertools.count(1)

@@ -110,6 +110,15 @@ def fresh_session(
         return sid
 
 
+def offline_home(root: Path, base_url: str) -> Path:
+    """A Codex home under `root` whose model is the loopback mock at `base_url`."""
+    from loopx_chat.codex.offline_config import write_offline_codex_config
+
+    home = root / "home"
+    write_offline_codex_config(home, base_url)
+    return home.resolve()
+
+
 def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
     start = time.perf_counter()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
@@ -130,7 +139,6 @@ def main() -> None:
         home, work, thread, budget = args.bare
         bare(home, work, thread, int(budget), args.codex_bin)
         return
-    from loopx_chat.codex.offline_config import write_offline_codex_config
     from loopx_chat.goals.gate_store import GateStore
     from loopx_chat.goals.goal_ledger import GoalLedger
     from loopx_chat.model_mock.responses import MockResponsesServer
@@ -143,9 +151,7 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     with tempfile.TemporaryDirectory() as tmp, MockResponsesServer() as mock:
         root = Path(tmp)
-        home = root / "home"
-        write_offline_codex_config(home, mock.base_url)
-        home = home.resolve()
+        home = offline_home(root, mock.base_url)
         state = root / "state"
         GoalLedger(GateStore(state)).set_goal_state(
             "bench", {"objective": "count on", "acceptance": ["counted"]}
