@@ -51,7 +51,6 @@ from loopx_chat.controller.home_ownership import (
     AppServerRegistry,
     HomeLock,
     RegisteredServer,
-    process_create_time,
 )
 from loopx_chat.controller.parked_outcomes import ParkedOutcomes
 from loopx_chat.controller.running_goals import RunningGoals
@@ -71,6 +70,7 @@ from loopx_chat.controller.turn_settings import (
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
+from loopx_chat.pids import start_time
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -453,7 +453,7 @@ class ChatController:
                 self._registry.register(
                     RegisteredServer(
                         pid=host.proc.pid,
-                        create_time=process_create_time(host.proc.pid),
+                        create_time=start_time(host.proc.pid) or 0.0,
                         codex_home=str(self.binding.path),
                         sqlite_home=str(self.binding.sqlite_home),
                         thread_id=host.thread_id,
@@ -470,13 +470,10 @@ class ChatController:
         `initialize`, and this runs in that wait instead of ahead of the spawn.
 
         Only now, with a home and a codex to run, does this controller do real work, so its
-        start is recorded here (a refusal before the spawn leaves state untouched). Registering
-        the app-server needs psutil (about 17 ms to import); the modules a caller listed in
-        `while_starting_imports` are imported here too."""
+        start is recorded here (a refusal before the spawn leaves state untouched). The modules
+        a caller listed in `while_starting_imports` are imported here too."""
         self.record_start()
         import importlib
-
-        import psutil  # noqa: F401
 
         for name in self.while_starting_imports:
             importlib.import_module(name)

@@ -36,6 +36,7 @@ from filelock import FileLock, Timeout
 from loopx_chat.codex.sign_in import SignIn, sign_in_state
 from loopx_chat.errors import LoopxChatError, Remedy, StateError
 from loopx_chat.home import CodexHomeBinding, home_key
+from loopx_chat.pids import start_time
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
@@ -208,24 +209,12 @@ class AppServerRegistry:
                 entry = RegisteredServer(**parse_json(read_regular(path, limit=1 << 16)))
             except (OSError, ValueError, TypeError, StateError):
                 continue  # a torn or foreign file is not an app-server of ours
-            same = abs(process_create_time(entry.pid) - entry.create_time) < 0.01
-            if same:
+            started = start_time(entry.pid)
+            if started is not None and abs(started - entry.create_time) < 0.01:
                 out.append(entry)
             else:
                 self.unregister(entry.pid)  # the process is gone or the pid was reused
         return out
-
-
-def process_create_time(pid: int) -> float:
-    """The process's start time, 0.0 when it is gone or not ours to read."""
-    # psutil costs about 17 ms to import: a chat command reaches it only after the app-server
-    # is spawned, while codex is still starting, so the import is off the critical path.
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return 0.0
 
 
 # -- the per-home lock and the quiesce request ----------------------------------------------
@@ -341,7 +330,7 @@ def find_home_users(
             users[entry.pid] = HomeUser(
                 entry.pid, "codex app-server", "registered", f"session {entry.session_id}"
             )
-    import psutil  # see process_create_time
+    import psutil  # only here: a home's users are looked for by an exclusive operation
 
     me = os.getpid()
     for proc in psutil.process_iter(["pid", "cmdline"]):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from loopx_chat import pids
 from loopx_chat.pids import pid_alive
 
 SECRET_FILE = "service-token"
@@ -117,15 +118,6 @@ def read_secret(state_dir: Path, *, file_name: str = SECRET_FILE) -> str | None:
     return text
 
 
-def _process_started(pid: int) -> float | None:
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:  # gone, or not ours to see: either way not a service we can use
-        return None
-
-
 def parse_runtime(raw: bytes) -> ServiceRuntime | None:
     """`service.json` as a record, or None when it is not one we wrote."""
     try:
@@ -156,7 +148,7 @@ def read_runtime(
     """The running service of this state dir, or None: no file, not ours, or stale (its pid
     is gone, or now belongs to a process that started after the file was written).
 
-    `start_time=False` checks only that the pid is alive (no psutil): for a caller that
+    `start_time=False` checks only that the pid is alive (no start time read): for a caller that
     then authenticates the service with the owner's secret, which only a service of this
     state dir can answer to, a reused pid shows as a service that does not answer."""
     try:
@@ -169,7 +161,7 @@ def read_runtime(
     if not pid_alive(runtime.pid):
         return None
     if start_time and runtime.process_started is not None:
-        now_started = _process_started(runtime.pid)
+        now_started = pids.start_time(runtime.pid)
         if now_started is None or abs(now_started - runtime.process_started) > 1.0:
             return None
     return runtime
@@ -248,7 +240,7 @@ def runtime_for_this_process(
         started_at=started_at,
         version=version,
         codex_home_id=home_identity(codex_home),
-        process_started=_process_started(pid),
+        process_started=pids.start_time(pid),
     )
 
 

@@ -3,6 +3,9 @@ answered, and never at the cost of an app-server left running."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
@@ -96,3 +99,31 @@ def test_the_controller_records_its_start_while_codex_boots_and_only_once(
     events = [e["kind"] for e in ControlLog(state).events()]
     assert events.count("controller_started") == 1
     assert events.index("controller_started") < events.index("session_opened")
+
+
+def test_a_whole_turn_reads_its_app_servers_start_time_without_psutil_on_linux(
+    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+) -> None:
+    """Registering the app-server needs its start time; on Linux `/proc` gives it as psutil
+    would (`pids.start_time`), and psutil's 17 ms import is no longer part of a turn."""
+    probe = (
+        "import json, sys\n"
+        "sys.argv = ['loopx-chat', *json.loads(sys.argv[1])]\n"
+        "from loopx_chat.cli import main\n"
+        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
+        "print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n"
+    )
+    state = tmp_path / "state"
+    args = ["--state-dir", str(state), "--codex-bin", codex_bin, "chat", "new", "--goal", "g"]
+    done = subprocess.run(
+        [sys.executable, "-c", probe, json.dumps([*args, "--json", "mock:text=hi"])],
+        env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    code, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert code in (None, 0), done.stderr
+    assert json.loads(done.stdout)["turn"]["status"] == "completed"
+    assert "loopx_chat.controller.home_ownership" in loaded  # it registered its app-server
+    assert ("psutil" in loaded) == (not sys.platform.startswith("linux"))
