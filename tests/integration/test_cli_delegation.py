@@ -35,6 +35,7 @@ from loopx_chat.state.service_runtime import (
     runtime_for_this_process,
     write_runtime,
 )
+from tests.helpers.module_probe import probe_modules
 from tests.helpers.waiting import wait_value
 
 SKIP_NOTE = "not using the service"
@@ -213,22 +214,9 @@ def test_a_delegated_send_loads_no_controller_no_state_layer_no_filelock(
     served: tuple[Cli, str],
 ) -> None:
     cli, sid = served
-    probe = (
-        "import json, sys\n"
-        "sys.argv = ['loopx-chat', *json.loads(sys.argv[1])]\n"
-        "from loopx_chat.cli import main\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n"
-    )
     args = ["--state-dir", str(cli.state), "chat", "send", sid, "--json", "mock:text=probe"]
-    done = subprocess.run(
-        [sys.executable, "-c", probe, json.dumps(args)],
-        env={**cli.env, "LOOPX_CHAT_CODEX_HOME": str(cli.home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    code, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    env = {**cli.env, "LOOPX_CHAT_CODEX_HOME": str(cli.home)}
+    done, code, loaded = probe_modules(args, env)
     assert code in (None, 0), done.stderr
     assert json.loads(done.stdout)["turn"]["status"] == "completed"
     assert "loopx_chat.service.client" in loaded  # the probe sees the delegated path

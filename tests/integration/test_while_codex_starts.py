@@ -4,7 +4,6 @@ answered, and never at the cost of an app-server left running."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.chat_controller import ControllerConfig
 from loopx_chat.errors import StateError
 from loopx_chat.state.control_events import ControlLog
+from tests.helpers.module_probe import probe_modules
 from tests.helpers.real_codex import make_controller, real_launch
 from tests.helpers.waiting import wait_for
 
@@ -106,23 +106,10 @@ def test_a_whole_turn_reads_its_app_servers_start_time_without_psutil_on_linux(
 ) -> None:
     """Registering the app-server needs its start time; on Linux `/proc` gives it as psutil
     would (`pids.start_time`), and psutil's 17 ms import is no longer part of a turn."""
-    probe = (
-        "import json, sys\n"
-        "sys.argv = ['loopx-chat', *json.loads(sys.argv[1])]\n"
-        "from loopx_chat.cli import main\n"
-        "try:\n    main()\nexcept SystemExit as exc:\n    code = exc.code\n"
-        "print(json.dumps([code, sorted(sys.modules)]), file=sys.stderr)\n"
-    )
     state = tmp_path / "state"
     args = ["--state-dir", str(state), "--codex-bin", codex_bin, "chat", "new", "--goal", "g"]
-    done = subprocess.run(
-        [sys.executable, "-c", probe, json.dumps([*args, "--json", "mock:text=hi"])],
-        env={**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    code, loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    env = {**base_env, "LOOPX_CHAT_CODEX_HOME": str(bound_home)}
+    done, code, loaded = probe_modules([*args, "--json", "mock:text=hi"], env)
     assert code in (None, 0), done.stderr
     assert json.loads(done.stdout)["turn"]["status"] == "completed"
     assert "loopx_chat.controller.home_ownership" in loaded  # it registered its app-server
