@@ -40,6 +40,18 @@ def _seconds_between(start: str | None, end: str | None) -> float:
     return max(0.0, (b - a).total_seconds())
 
 
+def paused_line(run: Any) -> str | None:
+    """Why loopx-chat paused the run by itself (a `run_states.PAUSE_REASONS` code), in
+    words, said after the run's end line by `goal run` and `goal follow` alike; else None."""
+    from loopx_chat.controller.run_states import PAUSE_REASONS
+
+    if run.reason not in PAUSE_REASONS:
+        return None
+    from loopx_chat.goals.words import WORDS
+
+    return f"paused: {WORDS[run.reason]}; `loopx-chat goal run {run.goal_id}` goes on from here"
+
+
 class RunFollower:
     """One run of a goal, followed from its records until it ends."""
 
@@ -195,6 +207,8 @@ class RunFollower:
             )
             for difference in result.get("differences") or []:
                 self.say(f"difference: {difference}")
+            if (paused := paused_line(self.run)) is not None:
+                self.say(paused)
         else:
             why = f": {self.run.reason}" if self.run.reason else ""
             word = "failed" if self.run.failed else f"ended ({self.run.ended_by})"

@@ -47,6 +47,10 @@ def _render(result: object, as_json: bool) -> None:
         )
         for difference in result.differences:
             click.echo(f"[loopx-chat] difference: {difference}", err=True)
+        from loopx_chat.cli.goal_follow import paused_line
+
+        if (paused := paused_line(result.run)) is not None:
+            click.echo(f"[loopx-chat] {paused}", err=True)
         if result.run.reason == "first_output_timeout":
             from loopx_chat.cli.options import FIRST_OUTPUT_HINT
 

@@ -33,9 +33,9 @@ from loopx_chat.controller.run_inbox import (
     RunInput,
     StopAsked,
 )
-from loopx_chat.controller.run_states import RUNNING, RunState
+from loopx_chat.controller.run_states import RUNNING, TURN_INTERRUPTED_OUTSIDE, RunState
 from loopx_chat.errors import CodexError, LoopxChatError, StateError
-from loopx_chat.state.session_records import TurnRecord
+from loopx_chat.state.session_records import TurnRecord, TurnStatus
 
 if TYPE_CHECKING:
     from loopx_chat.controller.goal_run import GoalRunner
@@ -67,6 +67,10 @@ class StopRules:
     idle_sec: float | None = None  # the goal active, no event this long, no owner waited on
     first_output_sec: float | None = None  # a turn codex started said nothing this long
     step_sec: float | None = None  # every take waits this long at most (the gate log's stat)
+    # A turn interrupted by none of our own rules ends the loop: codex keeps the goal
+    # `active` and starts nothing more, so after a quiet step and codex's word that no turn
+    # runs, the goal is paused with the reason (a run of ours; never a loop not ours).
+    outside_interrupt: bool = False
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,8 @@ class LoopFollower:
         self.say: Callable[[str], None] = lambda _: None
         self.on_delta: Callable[[str], None] | None = None  # the agent's reply, never stored
         self.steered = False  # the goal was set or a turn interrupted after the loop's start
+        self.interrupted: set[str] = set()  # the turns this process asked codex to interrupt
+        self.outside: str | None = None  # the last turn ended interrupted by someone else
         self.last = 0.0  # monotonic: the last event of the loop (or the owner waited on)
 
     @classmethod
@@ -329,6 +335,8 @@ class LoopFollower:
             return None
         if self.open_turns or watch.running_turn_id is not None:
             return None  # a turn codex started is seen before the loop is called over
+        if rules.outside_interrupt and (stop := self._interrupted_outside(took)) is not None:
+            return stop
         if rules.end_confirmed:
             return self._confirmed_end(took)
         if not self.inbox.queue.empty():
@@ -349,6 +357,30 @@ class LoopFollower:
         if took is None and self._codex_runs_a_turn():
             return None
         return Stop("loop_ended")
+
+    def _interrupted_outside(self, took: LoopEvent | None) -> Stop | None:
+        """The last turn was interrupted outside loopx-chat (another client of codex's
+        app-server) and the goal is still `active`: codex starts no further turn after an
+        interrupt, so once a quiet step passed, no gate holds the loop, no pause of ours is
+        under way and codex says no turn runs (`_codex_runs_a_turn`; one that does is
+        followed), the goal is paused now, saying why, rather than after the idle timeout."""
+        if self.outside is None or took is not None or not self._active():
+            return None
+        if self.looks.blocked() or (self.ours is not None and self.ours.ending_by is not None):
+            return None
+        if self._codex_runs_a_turn():
+            return None
+        from loopx_chat.goals.words import WORDS  # the words, only when it ends so
+
+        by = f"loopx-chat ({WORDS[TURN_INTERRUPTED_OUTSIDE]})"
+        return Stop("outside_interrupt", by, TURN_INTERRUPTED_OUTSIDE, now=True)
+
+    def _interrupted_here(self, turn_id: str) -> bool:
+        """Whether this process stopped the turn: asked codex to (`_interrupt`, the budget
+        and its reader-side trip), or is stopping itself."""
+        if turn_id in self.interrupted or self.stop_requested.is_set():
+            return True
+        return self.ours is not None and self.ours.limits.interrupted(turn_id)
 
     def _active(self) -> bool:
         return self.goal is not None and self.goal.status == "active"
@@ -389,6 +421,7 @@ class LoopFollower:
             if event.text is not None:
                 self.say(event.text)
         elif event.kind == "turn_started" and event.turn_id:
+            self.outside = None  # codex went on after all: followed as any turn
             self.loop.on(event)
             if ours is not None and ours.refuses_turns():
                 self._interrupt(event.turn_id)
@@ -399,6 +432,9 @@ class LoopFollower:
                 self.finished.append(turn)
                 if ours is not None:
                     ours.turn_ended(event, turn)
+                interrupted = event.outcome.status == TurnStatus.INTERRUPTED
+                if interrupted and not self._interrupted_here(event.turn_id):
+                    self.outside = event.turn_id
 
     def _turn_ends(self, seconds: float) -> None:
         """The running turn gets `seconds` to end on its own record; what else comes meanwhile
@@ -447,6 +483,7 @@ class LoopFollower:
 
     def _interrupt(self, turn_id: str) -> None:
         self.steered = True
+        self.interrupted.add(turn_id)
         self.watch.interrupt(turn_id)
 
     def spent(self, running: int = 0) -> int:

@@ -204,6 +204,7 @@ class OurRun:
             first_output_sec=timeouts.first_output,
             stop_look_sec=self.runner.poll_sec,
             step_sec=STEP_SEC,
+            outside_interrupt=True,
         )
         self.started = time.monotonic()
         f.follower_thread = threading.current_thread()

@@ -80,6 +80,10 @@ class RunLimits:
             if self.trip is None or not self.trip.tripped(event.turn_id):
                 f.watch.stop_turn(event.turn_id)  # codex's reader has not asked already
 
+    def interrupted(self, turn_id: str) -> bool:
+        """Whether the budget stopped `turn_id` (this thread or codex's reader asked)."""
+        return self.spent_in == turn_id or (self.trip is not None and self.trip.tripped(turn_id))
+
     def turn_ended(self, event: LoopEvent) -> None:
         """A turn ended: the budget it reached ends the loop, and the guard looks at it."""
         if self.spent_in == event.turn_id:

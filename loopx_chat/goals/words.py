@@ -48,6 +48,7 @@ WORDS: dict[str, str] = {
     "app_server_protocol": "Codex answered something loopx-chat does not understand",
     "thread_busy": "another process holds the thread",
     "stopped before the loop started": "stopped before Codex started",
+    "turn_interrupted_outside": "the turn was interrupted outside loopx-chat",
     # status codes of the projection (`[severity] status` in older output)
     "session_runtime_advancement_task": "the agent has work",
     "session_runtime_monitor": "nothing to do",

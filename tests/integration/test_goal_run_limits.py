@@ -8,6 +8,9 @@ owner's `--max-turns` pause the run with an owner gate that says why. Codex dyin
 recovered: a killed app-server is started again and the thread resumed, the same run with
 its budget and id, one turn recorded interrupted; when every restart dies too, the run ends
 failed with the reason, and the first screen never calls it a loop loopx-chat did not start.
+A run never waits for nothing: a turn interrupted outside loopx-chat (codex keeps the goal
+`active` and starts no further turn) pauses the run at once, with that reason, not after the
+idle timeout.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 import psutil
 import pytest
 
-from loopx_chat.codex.host_connection import Notification
+from loopx_chat.codex.host_connection import Notification, RpcError
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
@@ -34,7 +37,7 @@ from loopx_chat.state.session_store import SessionStore
 from tests.helpers.goal_runs import goal_loop_turns, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.real_codex import make_controller
-from tests.helpers.waiting import run_in_thread, wait_for
+from tests.helpers.waiting import run_in_thread, wait_for, wait_value
 
 # Far more tool calls than any budget here allows: a turn that never ends by itself.
 RUNAWAY_CALLS = 400
@@ -419,6 +422,64 @@ def test_when_codex_cannot_be_kept_running_the_run_fails_with_the_reason(
     host_goal = doc["attention_queue"][0]["host_goal"]
     assert host_goal["goal"]["status"] == "active"  # codex's goal outlives its app-server
     assert host_goal["words"].startswith(f"run {ended['run_id']} failed: Codex's app-server")
+
+
+# -- an interrupt from outside ----------------------------------------------------------------
+def _interrupt_from_outside(follow: Any) -> str:
+    """Interrupt the loop's running turn as another client of codex does (the Codex TUI's
+    Esc, another app-server client): `turn/interrupt` on the app-server that holds the
+    thread, sent past the run, which knows nothing of it. The turn it stopped."""
+    thread = follow.watch.thread
+    while True:
+        turn_id = wait_value(lambda: next(iter(follow.open_turns), None), what="a running turn")
+        try:
+            thread.proc.request(
+                "turn/interrupt", {"threadId": thread.thread_id, "turnId": turn_id}, 30
+            )
+        except RpcError:
+            continue  # that turn ended as it was asked: the next one
+        return str(turn_id)
+
+
+def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
+    runner: GoalRunner, cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    """Issue 34: codex keeps the goal `active` after an interrupt it did not get from the
+    run, and starts no further turn; the run used to wait out its idle timeout (180 s, left
+    at its default here) and then pause "no turn for the idle timeout". It now asks codex
+    whether a turn runs and pauses the goal at once, with the interrupt as its reason."""
+    mock.script(default="mock:slow=0.3 mock:text=one more step")
+    follow = _follower(runner, 400000)
+    sid = follow.session_id
+    thread, box = run_in_thread(follow.run)
+    try:
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        stopped = _interrupt_from_outside(follow)
+    finally:
+        thread.join(300)  # longer than the idle timeout: an old run ends, by it
+    result = box.get("result")
+    assert isinstance(result, RunResult), box
+    ended = run_events(cli.state, "g")[-1]
+    assert ended["event"] == "ended"
+    assert ended["reason"] == "turn_interrupted_outside", ended  # not the idle timeout
+    assert ended["by"] == "loopx-chat (the turn was interrupted outside loopx-chat)"
+    assert result.exit_code == 6 and result.host is not None  # as for a paused run
+    assert result.host.status == "paused" and ended["host_status"] == "paused"
+    # The stopped turn is recorded once, interrupted, and no turn came after it.
+    turns = goal_loop_turns(cli.state, sid)
+    assert [t.status for t in turns if t.upstream_turn_id == stopped] == ["interrupted"]
+    assert turns[-1].upstream_turn_id == stopped
+    assert [t.status for t in turns[:-1]] == ["completed"] * (len(turns) - 1)
+    # Said plainly at the run's end (`goal follow` says what `goal run` said) and on the card.
+    done = cli("goal", "follow", "g")
+    assert done.returncode == 6, done.stderr
+    assert "paused: the turn was interrupted outside loopx-chat" in done.stderr
+    code, doc = cli.json("status", "--goal", "g")
+    assert code == 0, doc
+    host_goal = doc["attention_queue"][0]["host_goal"]
+    why = "by loopx-chat (the turn was interrupted outside loopx-chat)"
+    assert host_goal["words"] == f"paused {why}"  # the first screen
+    assert host_goal["says"].startswith(f"Paused {why} (turn ")  # the card's sentence
 
 
 # -- the usage limit -------------------------------------------------------------------------
