@@ -161,6 +161,8 @@ ERRORS: Mapping[str, ErrorSpec] = MappingProxyType(
         "public_url_invalid": ErrorSpec(Outcome.INVALID),
         "browser_unavailable": ErrorSpec(Outcome.DEPENDENCY),
         "turn_not_active": ErrorSpec(Outcome.CONFLICT),
+        # `chat interrupt` of a goal run's turn: the run's process did not record its end
+        "interrupt_not_acknowledged": ErrorSpec(Outcome.TIMEOUT),
         "idle_timeout": ErrorSpec(Outcome.TIMEOUT),
         "hard_timeout": ErrorSpec(Outcome.TIMEOUT),
         "first_output_timeout": ErrorSpec(Outcome.TIMEOUT),

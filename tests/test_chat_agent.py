@@ -770,7 +770,7 @@ def test_the_interrupt_marker_is_looked_for_at_most_every_check_interval(
     monkeypatch.setattr(
         chat_controller.os.path, "exists", lambda p: looked.append(str(p)) or exists(p)
     )
-    marker = tmp_path / chat_controller.INTERRUPT_MARKER
+    marker = tmp_path / "interrupt.request"
     watch = chat_controller._MarkerWatch(marker)
     assert not watch.present() and looked == [str(marker)]
     marker.write_text("turn")

@@ -285,13 +285,18 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
-    """Interrupt SESSION_ID's active turn (also when another process is running it)."""
+    """Interrupt SESSION_ID's active turn (also when another process is running it); a goal
+    run's turn is stopped at once and the run paused."""
     with chat_backend(ctx) as backend:
-        turn = backend.interrupt_turn(session_id)
+        done = backend.interrupt_turn(session_id)
+    turn, run = done["turn"], done.get("goal_run")
     if as_json:
-        emit_json({"ok": True, "session_id": session_id, "turn": turn})
-    else:
-        click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
+        emit_json({"ok": True, "session_id": session_id, "turn": turn, "goal_run": run})
+        return
+    click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
+    if run is not None:
+        click.echo(f"goal {run['goal_id']}: run {run['run_id']} {run['state']}, goal "
+                   f"{run['host_status']}, by {run['ended_by']}")  # fmt: skip
 
 
 @chat.command("history")

@@ -106,7 +106,7 @@ class DirectChat:
         return record
 
     def interrupt_turn(self, session_id: str) -> dict[str, Any]:
-        return self.controller.interrupt_turn(session_id).public_dict()
+        return self.controller.interrupt(session_id)
 
     def submit_turn(
         self,

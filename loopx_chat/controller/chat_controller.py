@@ -70,7 +70,7 @@ from loopx_chat.controller.turn_settings import (
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.pids import start_time
+from loopx_chat.pids import pid_alive, start_time
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -91,7 +91,6 @@ from loopx_chat.state.session_store import SessionStore
 if TYPE_CHECKING:
     from loopx_chat.controller.host_requests import HostRequestDesk
 
-INTERRUPT_MARKER = "interrupt.request"
 STDERR_LOG = "app-server.stderr.log"
 
 # How often a running turn looks for another process's interrupt marker. The check runs
@@ -997,17 +996,28 @@ class ChatController:
         return result
 
     def _marker(self, session_id: str) -> Path:
-        return self.store.session_dir(session_id) / INTERRUPT_MARKER
+        return self.turns.interrupt_marker(session_id)
+
+    def _ask_marker(self, session_id: str, turn_id: str) -> None:
+        marker = self._marker(session_id)
+        with state_write(marker):
+            atomic_write_bytes(marker, turn_id.encode(), mode=PRIVATE_FILE_MODE)
 
     def interrupt_turn(self, session_id: str) -> TurnRecord:
-        """Ask the controller running this session's turn to interrupt it (any process)."""
+        """Ask the controller running this session's turn to interrupt it (any process). A
+        goal loop's turn is stopped by its loop's follower, here or in another process: it
+        looks for the marker between inputs (`LoopTurns.interrupt_asked`)."""
         record = self._load_checked(session_id)
         if not record.active_turn_id:
             raise CodexError("This session has no active turn", error_code="turn_not_active")
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id == record.active_turn_id:
-            warm.interrupt.set()
-            return self.store.load_turn(session_id, record.active_turn_id)
+            turn = self.store.load_turn(session_id, record.active_turn_id)
+            if turn.origin == "goal_loop":
+                self._ask_marker(session_id, turn.turn_id)
+            else:
+                warm.interrupt.set()
+            return turn
         if warm is not None:
             # We hold the thread and run no turn: the recorded one was left by a controller
             # that died. (The lock probe below would see our own lock as someone else's.)
@@ -1019,13 +1029,43 @@ class ChatController:
             else None
         )
         if lock is not None and lock.held_elsewhere():
-            marker = self._marker(session_id)
-            with state_write(marker):
-                atomic_write_bytes(marker, record.active_turn_id.encode(), mode=PRIVATE_FILE_MODE)
+            self._ask_marker(session_id, record.active_turn_id)
             return self.store.load_turn(session_id, record.active_turn_id)
         # Nobody is running it: the controller died mid-turn. Record that, nothing to signal.
         self.turns.settle_orphan(session_id)
         return self.store.load_turn(session_id, record.active_turn_id)
+
+    def interrupt(self, session_id: str) -> dict[str, Any]:
+        """`chat interrupt`'s answer, here and in the service: the turn asked to stop, and
+        `goal_run`, None unless it is a continuation turn of a goal run, which its run stops
+        now and pauses (`run_gates`): then the run as recorded once it ended, waited for
+        (bounded), and its last turn, the one it stopped; `interrupt_not_acknowledged` when
+        its live process did not say."""
+        turn = self.interrupt_turn(session_id)
+        goal_id = self.store.load(session_id).goal_id if turn.run_id is not None else None
+        if turn.run_id is None or goal_id is None or turn.status != "running":
+            return {"turn": turn.public_dict(), "goal_run": None}  # a chat turn's, or done
+        from loopx_chat.goals.gate_store import GateStore
+        from loopx_chat.goals.run_block import await_end
+
+        wait = self.config.timeouts.request + self.config.timeouts.interrupt_settle
+        run = await_end(GateStore(self.store.root), goal_id, turn.run_id, timeout=wait)
+        if run.live and run.pid is not None and pid_alive(run.pid):
+            raise CodexError(
+                f"goal {goal_id}'s run {run.run_id} (pid {run.pid}) did not stop turn "
+                f"{turn.turn_id} within {wait:g} s",
+                error_code="interrupt_not_acknowledged",
+                remedy=Remedy(
+                    summary="The process running the goal has not taken the interrupt yet; "
+                    "it stays asked until it does.",
+                    next_action=f"Watch it with `loopx-chat goal follow {goal_id}`, or stop "
+                    f"the goal with `loopx-chat goal stop {goal_id}`.",
+                ),
+            )
+        # The run's last turn: the one it stopped (the one named may have ended meanwhile).
+        turn = [t for t in self.store.list_turns(session_id) if t.run_id == run.run_id][-1]
+        fields = ("goal_id", "run_id", "state", "host_status", "ended_by", "reason")
+        return {"turn": turn.public_dict(), "goal_run": {k: getattr(run, k) for k in fields}}
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """The thread's turns with their text, read from the host now (never stored).

@@ -33,7 +33,12 @@ from loopx_chat.controller.run_inbox import (
     RunInput,
     StopAsked,
 )
-from loopx_chat.controller.run_states import RUNNING, TURN_INTERRUPTED_OUTSIDE, RunState
+from loopx_chat.controller.run_states import (
+    RUNNING,
+    TURN_INTERRUPTED_BY_OWNER,
+    TURN_INTERRUPTED_OUTSIDE,
+    RunState,
+)
 from loopx_chat.errors import CodexError, LoopxChatError, StateError
 from loopx_chat.state.session_records import TurnRecord, TurnStatus
 
@@ -75,13 +80,17 @@ class StopRules:
 
 @dataclass(frozen=True)
 class Stop:
-    """What ended the loop: a `StopRules` field, `let_go` or `stopped`; `now`: the goal is
-    paused and its running turn interrupted (else the loop ended by itself)."""
+    """What ended the loop: a `StopRules` field, `let_go`, `stopped` or `interrupted`; `now`:
+    the goal is paused and its running turn interrupted (else the loop ended by itself)."""
 
     why: str
     by: str | None = None  # who stopped it, in a run's record
     reason: str | None = None
     now: bool = False
+
+
+# The owner interrupted a turn of a run of ours (`chat interrupt`): the run stops now, paused.
+OWNER_INTERRUPT = Stop("interrupted", "owner (chat interrupt)", TURN_INTERRUPTED_BY_OWNER, True)
 
 
 class Looks(Protocol):
@@ -100,7 +109,9 @@ class Looks(Protocol):
 class StopLook:
     """A loop not ours: the one file looked at is the goal's `goal stop` record, always
     another process's write (the CLI writes it, never through the service). A stop in force,
-    or the owner's Pause, pauses the loop and is recorded at once (`record_pause`)."""
+    or the owner's Pause, pauses the loop and is recorded at once (`record_pause`). The
+    owner's `chat interrupt` of its turn stops that turn, nothing more (codex's own rule for
+    an interrupt: the loop starts no further turn)."""
 
     def __init__(
         self,
@@ -126,6 +137,9 @@ class StopLook:
 
     def look(self) -> Stop | None:
         f = self.follower
+        if f.loop.interrupt_asked():
+            for upstream in list(f.open_turns):
+                f._interrupt(upstream)
         if f.pause_asked is not None:
             self._pause(f.pause_asked)
             f.pause_asked = None

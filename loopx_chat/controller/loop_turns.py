@@ -3,7 +3,9 @@
 Owns the one bookkeeping of a loop's turns (`origin: goal_loop`, a run's id or none): a
 draft when codex starts a continuation turn, its outcome when it ends, `interrupted` for one
 still open when the thread is let go or the follow ends. Every follower
-(`loop_follower.LoopFollower`, a run of ours or a loop we did not start) records through it.
+(`loop_follower.LoopFollower`, a run of ours or a loop we did not start) records through it,
+and asks it whether the owner asked to stop one of them (`chat interrupt`, from any process:
+the session's interrupt marker, `interrupt_asked`).
 
 It never talks to codex, never decides when a loop stops, and keeps no text.
 """
@@ -14,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from loopx_chat.codex.thread import TurnOutcome
+from loopx_chat.errors import LoopxChatError
+from loopx_chat.state.safe_read import read_regular
 from loopx_chat.state.session_records import TokenCounts, TurnRecord
 
 if TYPE_CHECKING:
@@ -34,6 +38,7 @@ class LoopTurns:
     desk: HostRequestDesk | None = None  # codex forgets what it asked when a turn ends
     open_turns: dict[str, TurnRecord] = field(default_factory=dict)
     recorded: int = 0
+    ids: set[str] = field(default_factory=set)  # every turn of ours this loop drafted
 
     def on(self, event: LoopEvent) -> TurnRecord | None:
         """Record a turn codex started or ended; the record of a turn that ended."""
@@ -48,9 +53,12 @@ class LoopTurns:
             # Open before it is written: a stop inside `begin` (after the turn's record,
             # before the session names it) leaves a turn that `settle` still records.
             self.open_turns[event.turn_id] = turn
-            self.turns.begin(turn)
+            self.ids.add(turn.turn_id)
             if self.warm is not None:
+                # Before the session names it: an interrupt that reads the record then finds
+                # the turn running here, not a dead controller's to settle.
                 self.warm.running_turn_id = turn.turn_id
+            self.turns.begin(turn)
         elif event.kind == "turn_ended" and event.outcome is not None:
             turn = self.open_turns.pop(str(event.turn_id), None)
             if turn is None:
@@ -63,6 +71,20 @@ class LoopTurns:
                     self.desk.turn_ended(self.warm.thread.thread_id)
             return result.turn
         return None
+
+    def interrupt_asked(self) -> bool:
+        """Whether the owner asked to stop a turn of this loop (`chat interrupt`, in this
+        process or another: the session's marker names it); the marker is taken then. One
+        naming any other turn is left alone (a chat turn's; a stale one goes with the next)."""
+        marker = self.turns.interrupt_marker(self.session_id)
+        try:
+            named = read_regular(marker, limit=256).decode("ascii", "replace")
+        except (FileNotFoundError, LoopxChatError):
+            return False
+        if named not in self.ids:
+            return False
+        marker.unlink(missing_ok=True)
+        return True
 
     def settle(self, code: str | None = None) -> list[TurnRecord]:
         """The thread is let go: a turn still open ends with it, recorded interrupted."""

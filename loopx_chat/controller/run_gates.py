@@ -3,7 +3,8 @@
 Owns: a blocking gate opened anywhere sets the host goal `blocked` and interrupts a turn
 started after it; approving the last sets it `active` again (with the carried objective when
 a host gate was decided after codex stopped waiting); a rejected one, `goal stop` or the
-owner's Pause pause the run (its turn finishes); the service stopping ends it at once. A host
+owner's Pause pause the run (its turn finishes); the service stopping, or the owner's `chat
+interrupt` of its turn (from any process), ends it at once. A host
 gate codex asked on a turn it holds open blocks the run but leaves the goal `active` (codex's
 wait holds its loop); its decision is delivered as codex's answer, never carried. The caller
 that recorded or decided a gate here is told what became of it (`look_now`).
@@ -17,7 +18,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from loopx_chat.controller.goal_run_checks import person_gates
-from loopx_chat.controller.loop_follower import Stop
+from loopx_chat.controller.loop_follower import OWNER_INTERRUPT, Stop
 from loopx_chat.controller.run_inbox import Answer, GateDecided, GateOpened, RunInput
 from loopx_chat.controller.run_states import BLOCKED as BLOCKED_STATE
 from loopx_chat.errors import LoopxChatError, StateError
@@ -76,6 +77,8 @@ class RunGates:
     def look(self) -> Stop | None:
         """Gates and `goal stop`, read from the goal's records between notifications."""
         run, f = self.run, self.run.follower
+        if f.loop.interrupt_asked():
+            return OWNER_INTERRUPT  # also while a pause lets the last turn finish
         try:
             stopped = run.runner.records.stopped(run.goal_id)
             gates = person_gates(run.runner.goals, run.goal_id)

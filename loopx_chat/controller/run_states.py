@@ -104,13 +104,15 @@ ENDED_BY_STATUS: Mapping[str, str] = MappingProxyType(
 )
 
 
-# Why loopx-chat paused a run by itself when codex's loop stopped under it: the `reason` code
-# of the run's `ended` record (its words: `goals.words.WORDS`, on the card and at the end of
-# `goal run` and `goal follow`).
+# Why a run was paused when its turn was interrupted: the `reason` code of the run's `ended`
+# record (its words: `goals.words.WORDS`, on the card and at the end of `goal run` and `goal
+# follow`, with how to go on).
 # A turn interrupted by none of this run's own rules (another client of codex's app-server):
 # codex keeps the goal `active` and starts no further turn, so the run pauses it.
 TURN_INTERRUPTED_OUTSIDE = "turn_interrupted_outside"
-PAUSE_REASONS = frozenset({TURN_INTERRUPTED_OUTSIDE})
+# The owner's `chat interrupt` of the run's turn: the run stops it now and pauses the goal.
+TURN_INTERRUPTED_BY_OWNER = "turn_interrupted_by_owner"
+PAUSE_REASONS = frozenset({TURN_INTERRUPTED_OUTSIDE, TURN_INTERRUPTED_BY_OWNER})
 
 
 class IllegalMove(RuntimeError):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError, Remedy, StateError
@@ -65,6 +66,11 @@ class TurnNotRecorded(StateError):
         self.kept = kept
 
 
+# The file another process writes to ask the session's running turn to stop (`chat
+# interrupt`): it holds the turn's id; a chat turn and a goal loop's follower look for it.
+INTERRUPT_MARKER = "interrupt.request"
+
+
 def message_digest(text: str) -> str:
     """What a running turn keeps of its message: a sha256, never the text."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -74,6 +80,9 @@ class TurnLedger:
     def __init__(self, store: SessionStore, control: ControlLog) -> None:
         self.store = store
         self.control = control
+
+    def interrupt_marker(self, session_id: str) -> Path:
+        return self.store.session_dir(session_id) / INTERRUPT_MARKER
 
     def replayed(self, record: SessionRecord, turn: TurnRecord) -> TurnResult:
         """A retry of a recorded `client_turn_id`: nothing runs again."""

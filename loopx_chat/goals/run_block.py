@@ -1,4 +1,4 @@
-"""What opening a gate did to a running goal, and the bounded wait for another process to say.
+"""What opening a gate did to a running goal, and the bounded waits for the run to say so.
 
 Owns `RunBlock` (the answer a gate request reports: `run_blocked` true when the run that
 follows the goal set the host goal `blocked` for this gate, false when a run follows it but
@@ -6,7 +6,8 @@ did not, null when no run follows it; `run_block` says which, in words) and, for
 another process follows (a foreground `goal run` in a terminal), the wait until that process
 has acknowledged the gate by its `blocked` record in the goal's run log (`GoalRuns.note`). The
 wait is bounded (`ACK_WAIT_SEC`); a run that never acknowledges is reported as such, never as
-an error: the gate itself is recorded either way.
+an error: the gate itself is recorded either way. Also the wait for a run asked to stop its
+turn (`chat interrupt`) until its `ended` record is in (`await_end`), in any process.
 
 It reads owner-local records only: it never talks to Codex and never writes.
 """
@@ -118,3 +119,25 @@ def await_block(
             run = runs.run(gate.goal_id, run.run_id)
         except StateError:
             return RunBlock(False, NOT_ACKNOWLEDGED, run.run_id)
+
+
+def await_end(
+    goals: GateStore,
+    goal_id: str,
+    run_id: str,
+    *,
+    timeout: float,
+    poll: float = ACK_POLL_SEC,
+    alive: Callable[[int | None], bool] = pid_alive,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> GoalRun:
+    """For a run asked to stop now: wait (up to `timeout`) until it recorded its end, or its
+    process is gone; the run as recorded then (still `live` when it did not say)."""
+    runs = GoalRuns(goals)
+    deadline = clock() + timeout
+    while True:
+        run = runs.run(goal_id, run_id)
+        if not run.live or not alive(run.pid) or clock() >= deadline:
+            return run
+        sleep(poll)

@@ -49,6 +49,7 @@ WORDS: dict[str, str] = {
     "thread_busy": "another process holds the thread",
     "stopped before the loop started": "stopped before Codex started",
     "turn_interrupted_outside": "the turn was interrupted outside loopx-chat",
+    "turn_interrupted_by_owner": "the owner interrupted its turn (`chat interrupt`)",
     # status codes of the projection (`[severity] status` in older output)
     "session_runtime_advancement_task": "the agent has work",
     "session_runtime_monitor": "nothing to do",

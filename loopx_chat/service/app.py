@@ -618,10 +618,8 @@ class ServiceApp:
 
     def _interrupt(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
         session_id = validate_session_id(session_id)
-        turn = self.controller.interrupt_turn(session_id)
-        return json_response(
-            200, {"ok": True, "session_id": session_id, "turn": turn.public_dict()}
-        )
+        done = self.controller.interrupt(session_id)
+        return json_response(200, {"ok": True, "session_id": session_id, **done})
 
     def _turns(self, request: Request, decision: AccessDecision, session_id: str) -> Response:
         session_id = validate_session_id(session_id)

@@ -297,7 +297,9 @@ class ServiceClient:
         return {**doc["session"], **({"host_loop": True} if doc.get("host_loop") else {})}
 
     def interrupt_turn(self, session_id: str) -> dict[str, Any]:
-        return dict(self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")["turn"])
+        """The turn asked to stop and `goal_run` (`ChatController.interrupt`)."""
+        doc = self._checked("POST", f"/api/chat/sessions/{session_id}/interrupt")
+        return {"turn": dict(doc["turn"]), "goal_run": doc.get("goal_run")}
 
     def request_gate(
         self, goal_id: str, question: str, actor: str, blocking: bool

@@ -281,3 +281,30 @@ def test_a_stop_inside_the_record_of_a_turn_codex_started_leaves_no_turn_running
         monkeypatch.undo()
         loop.settle("controller_stopped")
     assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", "run-1")]
+
+
+def test_chat_interrupt_of_a_loops_turn_in_this_process_is_the_marker_its_follower_takes(
+    tmp_path: Path, scripted: Scripted
+) -> None:
+    """Issue 34: an interrupt of a continuation turn this process runs set the warm thread's
+    flag, which only a chat turn reads. It is now the session's marker naming the turn, as
+    from another process; the loop's turns take it (the follower's look), and leave one that
+    names any other turn (a chat turn's, or a stale one) where it is."""
+    from loopx_chat.codex.goal_loop import LoopEvent
+
+    home = tmp_path / "bound"
+    home.mkdir()
+    with scripted.controller(tmp_path, home.resolve(), None, QUICK) as c:
+        sid = c.open_session("g", tmp_path).session_id
+        marker = tmp_path / "state" / "sessions" / sid / "interrupt.request"
+        with c.held_thread(sid) as warm:
+            loop = LoopTurns(c.turns, sid, warm, run_id="run-1")
+            marker.write_text("a-chat-turn")
+            loop.on(LoopEvent("turn_started", "codex-turn-1"))
+            assert not loop.interrupt_asked() and marker.read_text() == "a-chat-turn"
+            asked = c.interrupt_turn(sid)
+            assert (asked.origin, asked.run_id, asked.status) == ("goal_loop", "run-1", "running")
+            assert not warm.interrupt.is_set() and marker.read_text() == asked.turn_id
+            assert loop.interrupt_asked() and not marker.exists()  # taken, once
+            assert not loop.interrupt_asked()
+            loop.settle("controller_stopped")

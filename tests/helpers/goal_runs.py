@@ -88,3 +88,15 @@ def owner_page(base: list[str], env: dict[str, str], cwd: Path, state: Path) -> 
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def paused_by_owner_interrupt(run_id: str, goal_id: str = "g") -> dict[str, Any]:
+    """`chat interrupt`'s `goal_run` for a run it stopped and paused."""
+    return {
+        "goal_id": goal_id,
+        "run_id": run_id,
+        "state": "ended",
+        "host_status": "paused",
+        "ended_by": "owner (chat interrupt)",
+        "reason": "turn_interrupted_by_owner",
+    }

@@ -10,7 +10,8 @@ its budget and id, one turn recorded interrupted; when every restart dies too, t
 failed with the reason, and the first screen never calls it a loop loopx-chat did not start.
 A run never waits for nothing: a turn interrupted outside loopx-chat (codex keeps the goal
 `active` and starts no further turn) pauses the run at once, with that reason, not after the
-idle timeout.
+idle timeout; nor does the owner's `chat interrupt` of the run's turn from another process:
+the turn stops at once and the run pauses, with the owner's reason.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
-from tests.helpers.goal_runs import goal_loop_turns, run_events
+from tests.helpers.goal_runs import goal_loop_turns, paused_by_owner_interrupt, run_events
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.real_codex import make_controller
 from tests.helpers.waiting import run_in_thread, wait_for, wait_value
@@ -425,6 +426,23 @@ def test_when_codex_cannot_be_kept_running_the_run_fails_with_the_reason(
 
 
 # -- an interrupt from outside ----------------------------------------------------------------
+def _run_on_its_next_turn(
+    runner: GoalRunner, mock: MockResponsesServer, slow: float
+) -> tuple[Any, threading.Thread, dict[str, object]]:
+    """A run of goal `g` on a thread of this process (a foreground run's hold of the thread),
+    once it finished a turn and codex runs the next; each response takes `slow` s."""
+    mock.script(default=f"mock:slow={slow:g} mock:text=one more step")
+    follow = _follower(runner, 400000)
+    thread, box = run_in_thread(follow.run)
+    try:
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+    except AssertionError:
+        follow.stop()
+        thread.join(60)
+        raise
+    return follow, thread, box
+
+
 def _interrupt_from_outside(follow: Any) -> str:
     """Interrupt the loop's running turn as another client of codex does (the Codex TUI's
     Esc, another app-server client): `turn/interrupt` on the app-server that holds the
@@ -448,12 +466,9 @@ def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
     run, and starts no further turn; the run used to wait out its idle timeout (180 s, left
     at its default here) and then pause "no turn for the idle timeout". It now asks codex
     whether a turn runs and pauses the goal at once, with the interrupt as its reason."""
-    mock.script(default="mock:slow=0.3 mock:text=one more step")
-    follow = _follower(runner, 400000)
+    follow, thread, box = _run_on_its_next_turn(runner, mock, 0.3)
     sid = follow.session_id
-    thread, box = run_in_thread(follow.run)
     try:
-        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
         stopped = _interrupt_from_outside(follow)
     finally:
         thread.join(300)  # longer than the idle timeout: an old run ends, by it
@@ -480,6 +495,51 @@ def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
     why = "by loopx-chat (the turn was interrupted outside loopx-chat)"
     assert host_goal["words"] == f"paused {why}"  # the first screen
     assert host_goal["says"].startswith(f"Paused {why} (turn ")  # the card's sentence
+
+
+def test_chat_interrupt_from_another_process_stops_the_runs_turn_and_pauses_it(
+    runner: GoalRunner, cli: OwnerCli, mock: MockResponsesServer
+) -> None:
+    """Issue 34: `chat interrupt` on a session whose running turn is a goal run's wrote the
+    interrupt marker, which nothing of the run looked at, and answered ok: the turn and the
+    loop went on. The run now takes the marker at its next look: the turn is interrupted
+    now, the goal paused, the run ended with the owner's reason (not the idle timeout's,
+    left at its default 180 s, nor "outside loopx-chat"), and the command says so."""
+    follow, thread, box = _run_on_its_next_turn(runner, mock, 1)
+    sid = follow.session_id
+    try:
+        code, doc = cli.json("chat", "interrupt", sid)  # a CLI process: the run holds the thread
+    finally:
+        thread.join(60)
+        if thread.is_alive():  # the interrupt did not stop it: end it, then fail below
+            follow.stop()
+            thread.join(60)
+    assert code == 0, doc
+    ended = run_events(cli.state, "g")[-1]
+    assert ended["event"] == "ended"
+    assert ended["reason"] == "turn_interrupted_by_owner", ended
+    assert ended["by"] == "owner (chat interrupt)"
+    assert ended["host_status"] == "paused"
+    result = box.get("result")
+    assert isinstance(result, RunResult), box
+    assert result.exit_code == 6 and result.host is not None and result.host.status == "paused"
+    # The command's answer: the turn, now interrupted, and the run as it ended.
+    turns = goal_loop_turns(cli.state, sid)
+    stopped = turns[-1]
+    assert [t.status for t in turns] == ["completed"] * (len(turns) - 1) + ["interrupted"]
+    assert doc["turn"]["id"] == stopped.turn_id and doc["turn"]["status"] == "interrupted"
+    assert doc["goal_run"] == paused_by_owner_interrupt(ended["run_id"])
+    assert not (cli.state / "sessions" / sid / "interrupt.request").exists()  # taken once
+    # Said plainly at the run's end, in any shell, and on the first screen.
+    done = cli("goal", "follow", "g")
+    assert done.returncode == 6, done.stderr
+    assert "paused: the owner interrupted its turn (`chat interrupt`)" in done.stderr
+    code, status = cli.json("status", "--goal", "g")
+    assert code == 0, status
+    assert status["attention_queue"][0]["host_goal"]["words"] == "paused by owner (chat interrupt)"
+    # Nothing runs now: a second interrupt says so.
+    code, again = cli.json("chat", "interrupt", sid)
+    assert code != 0 and again["error_code"] == "turn_not_active", again
 
 
 # -- the usage limit -------------------------------------------------------------------------

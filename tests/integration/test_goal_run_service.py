@@ -1,6 +1,7 @@
 """Run and Pause in the service (a real `loopx-chat serve` process, the real codex and the
 mock): the run follows Codex's own loop to its budget, Pause lets the last turn finish,
-`--max-running` refuses one more, and a service killed mid-run recovers the run once."""
+`--max-running` refuses one more, a service killed mid-run recovers the run once, and
+`chat interrupt` of a run's turn stops it now and pauses the run."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.service_runtime import read_secret
 from loopx_chat.state.session_store import SessionStore
 from tests.helpers.device import Device, sign_in
-from tests.helpers.goal_runs import goal_loop_turns, run_events
+from tests.helpers.goal_runs import goal_loop_turns, paused_by_owner_interrupt, run_events
 from tests.helpers.serve_process import free_port
 from tests.helpers.waiting import wait_for as wait_until
 
@@ -107,6 +108,12 @@ class Setup:
 
     def goal_turns(self, sid: str) -> list[Any]:
         return goal_loop_turns(self.state, sid)
+
+    def run_mid_turn(self, goal: str, sid: str) -> None:
+        """Run `goal` in the service, until it is mid-turn (`wait_mid_turn`)."""
+        code, doc = self.call("POST", f"/api/goals/{goal}/run", {})
+        assert code == 202, doc
+        self.wait_mid_turn(sid)
 
     def wait_mid_turn(self, sid: str) -> None:
         """Until the run has recorded two turns and a third is running."""
@@ -208,9 +215,7 @@ def test_a_service_killed_mid_run_recovers_it_once_and_codex_continues(
     mock.script(default="mock:slow=0.15 mock:text=one two three four five six")
     proc = setup.serve()
     try:
-        code, doc = setup.call("POST", "/api/goals/g/run", {})
-        assert code == 202, doc
-        setup.wait_mid_turn(sid)
+        setup.run_mid_turn("g", sid)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
@@ -277,6 +282,31 @@ def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
         assert SessionStore(setup.state).load(sid).active_turn_id is None
     finally:
         _stop(proc)
+
+
+def test_chat_interrupt_of_a_run_the_service_holds_stops_the_turn_and_pauses_the_run(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """Issue 34: `chat interrupt` (delegated to the service, which follows the run) set the
+    warm thread's interrupt flag, which only a chat turn reads: it answered ok and the loop
+    went on. The run now stops the turn at once and ends paused, with the owner's reason."""
+    sid = setup.goal("g", 400000)
+    mock.script(default="mock:slow=1 mock:text=one more step")
+    proc = setup.serve()
+    try:
+        setup.run_mid_turn("g", sid)
+        doc = setup.cli("chat", "interrupt", sid)  # the service answers it
+        ended = setup.runs("g")[-1]
+        turns = setup.goal_turns(sid)
+    finally:
+        _stop(proc)
+    assert ended["event"] == "ended", ended
+    assert (ended["reason"], ended["by"]) == ("turn_interrupted_by_owner", "owner (chat interrupt)")
+    assert ended["host_status"] == "paused"
+    assert doc["goal_run"] == paused_by_owner_interrupt(ended["run_id"])
+    # The turn it stopped is the run's last, recorded once, interrupted.
+    assert [t.status for t in turns] == ["completed"] * (len(turns) - 1) + ["interrupted"]
+    assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
 
 
 def _page_call(setup: Setup, path: str, device: Device | None) -> tuple[int, dict[str, Any]]:
@@ -412,6 +442,33 @@ def test_the_service_records_and_pauses_a_loop_loopx_chat_did_not_start(
     thread_id = str(SessionStore(setup.state).load(sid).upstream_thread_id)
     ledger = SessionStore(setup.state).list_turns(sid)
     assert facts["threads"][thread_id]["turns"]["started"] == len(ledger)
+
+
+def test_chat_interrupt_stops_the_turn_of_a_loop_loopx_chat_did_not_start(
+    setup: Setup, mock: MockResponsesServer, codex_bin: str
+) -> None:
+    """A loop codex runs that loopx-chat did not start, followed by the service: `chat
+    interrupt` stops its running turn (it ran on before, the flag it set read by no one) and
+    leaves the host goal to codex, as an interrupt from Codex's own UI does; no run pauses."""
+    sid = setup.goal("g", 400000)
+    _active_in_codex(setup, codex_bin, sid)
+    # Turns long enough that the one running when the command is run is the one it stops.
+    mock.script(default="mock:slow=3 mock:text=on my own for a while")
+    store = SessionStore(setup.state)
+    proc = setup.serve()
+    try:
+        code, doc = setup.call("POST", f"/api/chat/sessions/{sid}/resume", {})
+        assert code == 200 and doc["host_loop"] is True, doc
+        wait_until(lambda: len(setup.goal_turns(sid)) >= 1 and bool(store.load(sid).active_turn_id))
+        asked = setup.cli("chat", "interrupt", sid)
+        turn_id = asked["turn"]["id"]
+        wait_until(lambda: store.load_turn(sid, turn_id).status != "running")
+        stopped = store.load_turn(sid, turn_id)
+    finally:
+        _stop(proc)
+    assert stopped.origin == "goal_loop" and stopped.run_id is None
+    assert stopped.status == "interrupted", stopped
+    assert asked["goal_run"] is None  # no run of ours to pause
 
 
 def test_run_adopts_a_loop_loopx_chat_did_not_start_in_the_service(
