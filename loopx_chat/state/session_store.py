@@ -11,6 +11,7 @@ Readers never take the lock: every write is a rename, so a reader sees old or ne
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import threading
@@ -279,7 +280,8 @@ class SessionStore:
                 error_code="state_corrupt",
             ) from None
 
-    def list_turns(self, session_id: str) -> list[TurnRecord]:
+    # `builtins.list`: in this class `list` is the method that lists sessions.
+    def list_turns(self, session_id: str) -> builtins.list[TurnRecord]:
         folder = self.session_dir(session_id) / "turns"
         try:
             with state_read(folder):
