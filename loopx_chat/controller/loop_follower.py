@@ -1,6 +1,6 @@
 """Codex's goal loop on a loaded thread, followed once, by one class and one loop.
 
-Owns `LoopFollower`: a run of ours (`for_run`, then `run`, with the budget, gates and record
+Owns `LoopFollower`: a run of ours (`for_run`, then `our_run().run`: the budget, gates, record
 `our_run.OurRun` brings) or a loop no run of ours runs (`follow`: the service's `HostLoops`,
 a CLI command before it lets a thread go), which has none of them. One take-inputs loop
 (`_loop`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
@@ -45,9 +45,8 @@ from loopx_chat.state.session_records import TurnRecord, TurnStatus
 if TYPE_CHECKING:
     from loopx_chat.controller.goal_run import GoalRunner
     from loopx_chat.controller.goal_run_checks import RunPlan
-    from loopx_chat.controller.our_run import OurRun, RunResult, TurnProgress
+    from loopx_chat.controller.our_run import OurRun, TurnProgress
     from loopx_chat.goals.goal_runs import GoalRun
-    from loopx_chat.goals.run_block import RunBlock
 
 # Codex's app-server died: a run starts it again (`our_run`); a follower asking codex which
 # turn runs passes these on rather than taking them for "codex cannot say".
@@ -163,7 +162,7 @@ class StopLook:
 
 class LoopFollower:
     """One goal loop followed on the thread its watch holds: a run of ours (`for_run`, then
-    `run`), or a loop no run of ours runs (`follow`), by `rules`."""
+    `our_run().run`), or a loop no run of ours runs (`follow`), by `rules`."""
 
     def __init__(
         self,
@@ -212,7 +211,7 @@ class LoopFollower:
         *,
         recovering: bool = False,
     ) -> LoopFollower:
-        """What follows one authorized run of ours (`run()` blocks until it ends); its turns
+        """What follows one authorized run of ours (`our_run().run()` blocks till it ends); turns
         carry the run's id. `recovering`: the run's process died with the goal active."""
         from loopx_chat.controller.our_run import OurRun
 
@@ -257,12 +256,6 @@ class LoopFollower:
         """A host gate codex's request became (by the app-server's reader, which never waits
         on the follower): taken after the notifications that came before it."""
         self.inbox.put(GateOpened(gate_id))
-
-    def look_now(self, gate_id: str | None) -> RunBlock:
-        return self.our_run().gates.look_now(gate_id)
-
-    def run(self) -> RunResult:
-        return self.our_run().run()
 
     # -- a loop no run of ours runs ----------------------------------------------------------
     def follow(self, watch: GoalLoopWatch, goal: HostGoalState | None = None) -> int:

@@ -75,7 +75,7 @@ class RunLimits:
         # come, or codex counted less: a status set mid-turn stops its count) it is
         # interrupted, after which codex starts no further turn.
         agree = self.run.host_run_tokens() == f.spent()
-        if not f.watch.answered(event.turn_id) or not agree:
+        if not f.watch.events.answered(event.turn_id) or not agree:
             f.steered = True
             if self.trip is None or not self.trip.tripped(event.turn_id):
                 f.watch.stop_turn(event.turn_id)  # codex's reader has not asked already

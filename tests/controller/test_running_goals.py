@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from loopx_chat.controller.running_goals import RunningGoals
 from loopx_chat.goals.gate_store import GateStore
@@ -16,6 +17,9 @@ class Follower:
 
     def __init__(self) -> None:
         self.asked: list[str | None] = []
+
+    def our_run(self) -> SimpleNamespace:  # its run's gates: this fake itself
+        return SimpleNamespace(gates=self)
 
     def look_now(self, gate_id: str | None) -> RunBlock:
         self.asked.append(gate_id)

@@ -74,7 +74,7 @@ def runner(
 
 
 def _follower(runner: GoalRunner, budget: int) -> Any:
-    """An authorized run of goal `g` with `budget`, not started (`.run()` follows it)."""
+    """An authorized run of goal `g` with `budget`, not started (`.our_run().run()` follows it)."""
     plan = runner.plan("g", None, budget)
     return runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
 
@@ -161,7 +161,7 @@ def test_the_budget_holds_when_the_runs_thread_takes_the_count_late(
     first = len(mock.response_tokens)
     call = f"mock:slow={CALL_SEC} mock:call=no_such_tool {{}}"
     mock.script(*[call] * RUNAWAY_CALLS, default="mock:text=done")
-    result = follow.run()
+    result = follow.our_run().run()
     served = mock.response_tokens[first:]
     assert result.exit_code == 3 and result.host is not None
     assert result.host.status == "budgetLimited"
@@ -215,14 +215,14 @@ def test_a_run_codex_ends_by_itself_ends_on_its_last_event_and_a_paused_one_wait
 
     mock.script(default="mock:text=working on it")
     follow, takes = follower()
-    result = follow.run()
+    result = follow.our_run().run()
     assert result.exit_code == 3 and result.host is not None
     assert result.host.status == "budgetLimited"
     assert takes[-1] is True  # it ended on codex's event, not after a quiet step
 
     mock.script(default="mock:slow=0.3 mock:text=working on it")
     follow, takes = follower()
-    thread, box = run_in_thread(follow.run)
+    thread, box = run_in_thread(follow.our_run().run)
     try:
         wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
         follow.pause()  # the owner's Pause while codex's second turn runs
@@ -289,7 +289,7 @@ def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
 
     follow._set = set_late
     mock.script("mock:text=first", "mock:slow=0.3 mock:text=a b c d e f", default="mock:text=on")
-    result = follow.run()
+    result = follow.our_run().run()
     assert late.starts >= 2  # codex started the second turn
     assert result.exit_code == 6 and result.host is not None  # paused by the guard
     assert result.host.status == "paused"
