@@ -337,7 +337,7 @@ def test_wrapper_resolves_to_the_native_binary(tmp_path: Path) -> None:
     link_dir.mkdir()
     (link_dir / "codex").symlink_to(wrapper)
     found = find_codex(str(link_dir / "codex"), {"PATH": ""})
-    assert found.path == native and found.via_npm_wrapper
+    assert found.path == native
     assert native_binary_for_wrapper(tmp_path / "other.js") is None
     via_path = find_codex(None, {"PATH": str(link_dir)})
     assert via_path.path == native

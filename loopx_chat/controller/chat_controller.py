@@ -393,7 +393,6 @@ class ChatController:
         session_id: str,
         work_dir: Path,
         resume_thread_id: str | None,
-        objective: str | None,
         goal_id: str,
         approval_policy: str | None = None,
     ) -> CodexThread:
@@ -402,9 +401,7 @@ class ChatController:
         thread = self._spawn(
             session_id,
             work_dir,
-            lambda launch: CodexThread.open(
-                launch, resume_thread_id=resume_thread_id, developer_instructions=objective
-            ),
+            lambda launch: CodexThread.open(launch, resume_thread_id=resume_thread_id),
             self.thread_options(goal_id, approval_policy),
         )
         self.apply_policy(thread, goal_id, approval_policy)
@@ -481,7 +478,6 @@ class ChatController:
         self,
         goal_id: str,
         work_dir: Path,
-        objective: str | None = None,
         mode: str = "new",
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
@@ -498,7 +494,7 @@ class ChatController:
             raise UsageError(f"work dir {work} is not a folder", error_code="usage_error")
         session_id = uuid.uuid4().hex
         try:
-            thread = self._open_thread(session_id, work, None, objective, goal_id)
+            thread = self._open_thread(session_id, work, None, goal_id)
         except BaseException:
             self._warm.unreserve(session_id)  # a failed open holds no place; `add` keeps one
             raise
@@ -661,7 +657,6 @@ class ChatController:
                 record.session_id,
                 work,
                 record.upstream_thread_id,
-                None,
                 record.goal_id,
                 approval_policy,
             )
@@ -992,7 +987,7 @@ class ChatController:
         if outcome.error_code in ("app_server_exited", "app_server_protocol"):
             self._warm.drop(session_id)
         else:
-            self._warm.schedule_idle_close(session_id, warm)
+            self._warm.schedule_idle_close(warm)
         return result
 
     def _marker(self, session_id: str) -> Path:
