@@ -3,8 +3,11 @@ onto the thread goal, idempotency, exact revert, a closed host, and a raw payloa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
@@ -91,7 +94,11 @@ def test_revert_clears_a_goal_that_did_not_exist(
 
 
 def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
-    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     state = tmp_path / "state"
     goals = GateStore(state)
@@ -111,7 +118,13 @@ def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
             "decision_label": "requested",
             "raw_transcript": "CANARY-raw-body",
         }
-        rejected = WritebackService(fresh, goals).apply("g3", gate.gate_id, payload_override=raw)
+        recorded = WritebackService.source_for  # the gate's source, with a raw payload
+        monkeypatch.setattr(
+            WritebackService,
+            "source_for",
+            lambda self, goal_id, ref: replace(recorded(self, goal_id, ref), payload=raw),
+        )
+        rejected = WritebackService(fresh, goals).apply("g3", gate.gate_id)
         assert fresh.warm_pids() == {}  # nothing was sent: no app-server even started
     assert rejected["status"] == "rejected" and rejected["blocker"]
     assert "CANARY" not in str(rejected)
@@ -153,8 +166,6 @@ def test_writeback_cli(
 def test_a_third_party_change_is_a_conflict_and_nothing_changes(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    import pytest
-
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
@@ -188,8 +199,6 @@ def test_a_third_party_change_is_a_conflict_and_nothing_changes(
 def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    import pytest
-
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
