@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
-from loopx_chat.codex.errors_map import classify_rpc_error
 from loopx_chat.codex.host_connection import (
     ConnectionFactory,
     HostConnection,
@@ -1128,31 +1127,6 @@ class ChatController:
         # No session lock: nothing loaded is touched, so a goal read never waits for a turn.
         with self._reader(record) as reader:
             yield lambda method, params: reader.request(thread_id, method, params)
-
-    def thread_request(
-        self, session_id: str, method: str, params: dict[str, Any]
-    ) -> dict[str, Any]:
-        """One JSON-RPC call on the session's thread (home check first, resumed if needed).
-
-        It loads the thread (a resume): use `thread_metadata` for the goal, never this.
-        """
-        self._load_checked(session_id, managed=True)
-        with self._using(session_id):
-            warm = self._ensure_warm(self._load_checked(session_id))
-            try:
-                result = warm.thread.proc.request(
-                    method,
-                    {"threadId": warm.thread.thread_id, **params},
-                    self.config.timeouts.request,
-                )
-            except RpcError as exc:
-                raise classify_rpc_error(method, exc.message) from None
-            except (ProcessGone, TimeoutError):
-                self._warm.drop(session_id)
-                raise CodexError(
-                    f"Codex app-server did not complete {method}", error_code="app_server_exited"
-                ) from None
-            return result
 
     # -- lifecycle ----------------------------------------------------------------------
     def warm_pids(self) -> dict[str, int]:

@@ -23,6 +23,14 @@ def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:
     return {"objective": goal["objective"], "status": goal["status"]} if goal else None
 
 
+def held_call(c: ChatController, sid: str, method: str, params: dict[str, Any]) -> Any:
+    """A call through the app-server that holds the session's thread (loaded if need be):
+    codex takes a goal of origin `user` only from the thread's writer."""
+    with c.held_thread(sid) as warm:
+        params = {"threadId": warm.thread.thread_id, **params}
+        return warm.thread.proc.request(method, params, 30)
+
+
 def host_turns(c: ChatController, sid: str) -> int:
     """How many turns codex itself has on the thread (read from disk, nothing loaded)."""
     with c.thread_metadata(sid) as call:
@@ -37,9 +45,8 @@ def test_gate_and_handoff_written_back_and_reverted(
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-wb", tmp_path).session_id
         c.submit_turn(sid, "first turn")
-        c.thread_request(
-            sid, "thread/goal/set", {"objective": "user goal", "status": "paused", "origin": "user"}
-        )
+        user = {"objective": "user goal", "status": "paused", "origin": "user"}
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         gate = goals.request_gate("g-wb", "Ship it?")
 
@@ -52,7 +59,7 @@ def test_gate_and_handoff_written_back_and_reverted(
         assert applied["status"] == "applied"
         assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
         # Written by an app-server that loads no thread; the one holding it sees it too.
-        held = c.thread_request(sid, "thread/goal/get", {})["goal"]
+        held = held_call(c, sid, "thread/goal/get", {})["goal"]
         assert (held["objective"], held["status"]) == ("user goal", "blocked")
         assert service.apply("g-wb", gate.gate_id)["status"] == "skipped"  # idempotent
 
@@ -174,14 +181,14 @@ def test_a_third_party_change_is_a_conflict_and_nothing_changes(
         sid = c.open_session("g-cf", tmp_path).session_id
         c.submit_turn(sid, "hello")
         user = {"objective": "user goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", user)
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         packet = goals.record_handoff("g-cf", "merge the fix", "merged", ())
         applied = service.apply("g-cf", packet.handoff_id)
         assert host_goal(c, sid) == {"objective": "merge the fix", "status": "paused"}
         # Someone else edits the goal after our write: revert must not clobber it.
         third = {"objective": "their goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", third)
+        held_call(c, sid, "thread/goal/set", third)
         log_before = (state / "goals" / "g-cf" / "writebacks.jsonl").read_bytes()
         with pytest.raises(LoopxChatError) as info:
             service.revert("g-cf", applied["idempotency_key"])
@@ -208,7 +215,7 @@ def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
         other = c.open_session("g-other", tmp_path).session_id
         c.submit_turn(sid, "hello")
         user = {"objective": "user goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", user)
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         gate = goals.request_gate("g-nw", "Go?")
         goals.resolve_gate("g-nw", gate.gate_id, "approve", None)
