@@ -226,14 +226,6 @@ class LoopFollower:
             raise StateError("this loop is not a run of ours", error_code="internal_error")
         return self.ours
 
-    @property
-    def session_id(self) -> str:
-        return self.loop.session_id
-
-    @property
-    def open_turns(self) -> dict[str, TurnRecord]:
-        return self.loop.open_turns
-
     # -- what callers ask (any thread: put in the inbox, taken in order) -------------------
     def pause(self, actor: str = "owner", timeout: float = 0.0) -> dict[str, Any] | None:
         """The owner's Pause, taken in order: the goal paused, the running turn finishes. A
@@ -340,7 +332,7 @@ class LoopFollower:
         if ours is not None and ours.limits.waits_for_usage_reset():
             self.last = time.monotonic()
             return None
-        if self.open_turns or watch.running_turn_id is not None:
+        if self.loop.open_turns or watch.running_turn_id is not None:
             return None  # a turn codex started is seen before the loop is called over
         if rules.outside_interrupt and (stop := self._interrupted_outside(took)) is not None:
             return stop
@@ -447,7 +439,7 @@ class LoopFollower:
         """The running turn gets `seconds` to end on its own record; what else comes meanwhile
         is only answered. Codex gone: the turn is recorded interrupted after."""
         deadline = time.monotonic() + seconds
-        while self.open_turns and (left := deadline - time.monotonic()) > 0:
+        while self.loop.open_turns and (left := deadline - time.monotonic()) > 0:
             got, item = self.inbox.take(min(left, 0.1))
             if got and item is None:
                 return
@@ -466,7 +458,7 @@ class LoopFollower:
             return False  # codex cannot say: the quiet step stands, as it did before
         if not self.inbox.queue.empty():
             return True  # said before its answer: taken next
-        if running is None or running in self.open_turns:
+        if running is None or running in self.loop.open_turns:
             return running is not None
         thread_id = self.watch.thread.thread_id
         self._take(Notification("turn/started", {"threadId": thread_id, "turn": {"id": running}}))

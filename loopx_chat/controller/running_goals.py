@@ -123,7 +123,7 @@ class RunningGoals:
         loop loopx-chat did not start is followed there."""
         with self.lock:
             return any(
-                held.follower.session_id == session_id and (foreign or held.following)
+                held.follower.loop.session_id == session_id and (foreign or held.following)
                 for held in self._kind(foreign).values()
             )
 

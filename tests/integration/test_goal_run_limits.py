@@ -224,7 +224,7 @@ def test_a_run_codex_ends_by_itself_ends_on_its_last_event_and_a_paused_one_wait
     follow, takes = follower()
     thread, box = run_in_thread(follow.our_run().run)
     try:
-        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.loop.open_turns))
         follow.pause()  # the owner's Pause while codex's second turn runs
     finally:
         thread.join(60)
