@@ -137,7 +137,7 @@ class StopLook:
     def look(self) -> Stop | None:
         f = self.follower
         if f.loop.interrupt_asked():
-            for upstream in list(f.open_turns):
+            for upstream in list(f.loop.open_turns):
                 f._interrupt(upstream)
         if f.pause_asked is not None:
             self._pause(f.pause_asked)

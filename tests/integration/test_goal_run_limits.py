@@ -433,9 +433,9 @@ def _run_on_its_next_turn(
     once it finished a turn and codex runs the next; each response takes `slow` s."""
     mock.script(default=f"mock:slow={slow:g} mock:text=one more step")
     follow = _follower(runner, 400000)
-    thread, box = run_in_thread(follow.run)
+    thread, box = run_in_thread(follow.our_run().run)
     try:
-        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.loop.open_turns))
     except AssertionError:
         follow.stop()
         thread.join(60)
@@ -449,7 +449,9 @@ def _interrupt_from_outside(follow: Any) -> str:
     thread, sent past the run, which knows nothing of it. The turn it stopped."""
     thread = follow.watch.thread
     while True:
-        turn_id = wait_value(lambda: next(iter(follow.open_turns), None), what="a running turn")
+        turn_id = wait_value(
+            lambda: next(iter(follow.loop.open_turns), None), what="a running turn"
+        )
         try:
             thread.proc.request(
                 "turn/interrupt", {"threadId": thread.thread_id, "turnId": turn_id}, 30
@@ -467,7 +469,7 @@ def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
     at its default here) and then pause "no turn for the idle timeout". It now asks codex
     whether a turn runs and pauses the goal at once, with the interrupt as its reason."""
     follow, thread, box = _run_on_its_next_turn(runner, mock, 0.3)
-    sid = follow.session_id
+    sid = follow.loop.session_id
     try:
         stopped = _interrupt_from_outside(follow)
     finally:
@@ -506,7 +508,7 @@ def test_chat_interrupt_from_another_process_stops_the_runs_turn_and_pauses_it(
     now, the goal paused, the run ended with the owner's reason (not the idle timeout's,
     left at its default 180 s, nor "outside loopx-chat"), and the command says so."""
     follow, thread, box = _run_on_its_next_turn(runner, mock, 1)
-    sid = follow.session_id
+    sid = follow.loop.session_id
     try:
         code, doc = cli.json("chat", "interrupt", sid)  # a CLI process: the run holds the thread
     finally:
