@@ -337,7 +337,7 @@ def test_wrapper_resolves_to_the_native_binary(tmp_path: Path) -> None:
     link_dir.mkdir()
     (link_dir / "codex").symlink_to(wrapper)
     found = find_codex(str(link_dir / "codex"), {"PATH": ""})
-    assert found.path == native and found.via_npm_wrapper
+    assert found.path == native
     assert native_binary_for_wrapper(tmp_path / "other.js") is None
     via_path = find_codex(None, {"PATH": str(link_dir)})
     assert via_path.path == native
@@ -403,13 +403,21 @@ def test_a_turn_start_that_never_answers_is_request_timeout(
 def test_an_opened_or_errored_thread_is_still_closed_when_idle(
     tmp_path: Path, home: Path, scripted: Scripted
 ) -> None:
-    with scripted_controller(tmp_path, home, scripted, idle_close_sec=0.3) as c:
+    with scripted_controller(
+        tmp_path,
+        home,
+        scripted,
+        Script(silent=frozenset({"thread/read"})),
+        idle_close_sec=1.0,
+        timeouts=replace(TEST_TIMEOUTS, request=0.5),
+    ) as c:
         record = c.open_session("g", tmp_path)  # no turn: it must not be kept forever
         wait_for(lambda: c.warm_pids() == {}, 10)
         assert scripted.codex.hosts[0].closed_by_client
-        # An RPC error on a loaded thread does not keep it either.
+        # A request that failed on a loaded thread does not keep it either.
+        c.resume_session(record.session_id)
         with pytest.raises(CodexError):
-            c.thread_request(record.session_id, "no/such/method", {})
+            c.history(record.session_id)  # read through the loaded thread: never answered
         assert c.warm_pids() == {record.session_id: scripted.codex.hosts[1].pid}
         wait_for(lambda: c.warm_pids() == {}, 10)
         assert scripted.codex.hosts[1].closed_by_client

@@ -45,8 +45,6 @@ class CodexBinary:
     """What to exec: `path` is the native binary when found, else what was given."""
 
     path: Path
-    requested: str
-    via_npm_wrapper: bool
 
 
 def find_codex(codex_bin: str | None, environ: Mapping[str, str]) -> CodexBinary:
@@ -61,8 +59,8 @@ def find_codex(codex_bin: str | None, environ: Mapping[str, str]) -> CodexBinary
     resolved = Path(found).resolve()
     native = native_binary_for_wrapper(resolved)
     if native is not None:
-        return CodexBinary(path=native, requested=requested, via_npm_wrapper=True)
-    return CodexBinary(path=Path(found).absolute(), requested=requested, via_npm_wrapper=False)
+        return CodexBinary(path=native)
+    return CodexBinary(path=Path(found).absolute())
 
 
 def native_binary_for_wrapper(script: Path) -> Path | None:

@@ -133,11 +133,6 @@ class GoalLoopWatch:
         """Stop a continuation turn now (its `turn/completed` says `interrupted`)."""
         self.thread.abandon_turn(turn_id)
 
-    def answered(self, turn_id: str) -> bool:
-        """Whether the turn's last finished item is the agent's answer: the response just
-        counted ended the turn, and codex is not asking the model again."""
-        return self.events.answered(turn_id)
-
     def stop_turn(self, turn_id: str) -> None:
         """Interrupt a turn that is well under way (asked once: codex has taken it up)."""
         self.thread._send_interrupt(turn_id)

@@ -31,10 +31,6 @@ class SignIn:
     signed_in: bool | None  # None: cannot be told from the files (credentials in a keyring)
     how: str  # a few words: "auth.json", "OPENAI_API_KEY set", "not needed", ...
 
-    @property
-    def ok(self) -> bool:
-        return not self.needed or self.signed_in is not False
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -197,19 +197,8 @@ class CodexThread:
 
     # -- opening ------------------------------------------------------------------------
     @classmethod
-    def open(
-        cls,
-        launch: HostLaunch,
-        *,
-        resume_thread_id: str | None,
-        developer_instructions: str | None = None,
-    ) -> CodexThread:
-        load = functools.partial(
-            cls._open_once,
-            launch,
-            resume_thread_id=resume_thread_id,
-            developer_instructions=developer_instructions,
-        )
+    def open(cls, launch: HostLaunch, *, resume_thread_id: str | None) -> CodexThread:
+        load = functools.partial(cls._open_once, launch, resume_thread_id=resume_thread_id)
         try:
             return load(catalog_path=None)
         except _LegacyCatalog:
@@ -231,7 +220,6 @@ class CodexThread:
         launch: HostLaunch,
         *,
         resume_thread_id: str | None,
-        developer_instructions: str | None,
         catalog_path: Path | None,
     ) -> CodexThread:
         config_args = list(launch.options.config_args)
@@ -245,7 +233,6 @@ class CodexThread:
                 work_dir=launch.work_dir,
                 options=launch.options,
                 timeouts=launch.timeouts,
-                developer_instructions=developer_instructions,
                 retry_allowed=catalog_path is None,
                 log_path=launch.log_path,
             )
@@ -311,7 +298,6 @@ class CodexThread:
         work_dir: Path,
         options: ThreadOptions,
         timeouts: Timeouts,
-        developer_instructions: str | None,
         retry_allowed: bool,
         log_path: Path,
     ) -> tuple[str, str | None]:
@@ -327,8 +313,6 @@ class CodexThread:
             params.update(threadId=resume_thread_id, excludeTurns=True)
         else:
             method = "thread/start"
-            if developer_instructions:
-                params["developerInstructions"] = developer_instructions
 
         def rejected(exc: RpcError) -> Exception:
             if not is_legacy_catalog_error(exc.message, method):

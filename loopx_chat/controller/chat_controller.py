@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import CodexBinary, find_codex
-from loopx_chat.codex.errors_map import classify_rpc_error
 from loopx_chat.codex.host_connection import (
     ConnectionFactory,
     HostConnection,
@@ -393,7 +392,6 @@ class ChatController:
         session_id: str,
         work_dir: Path,
         resume_thread_id: str | None,
-        objective: str | None,
         goal_id: str,
         approval_policy: str | None = None,
     ) -> CodexThread:
@@ -402,9 +400,7 @@ class ChatController:
         thread = self._spawn(
             session_id,
             work_dir,
-            lambda launch: CodexThread.open(
-                launch, resume_thread_id=resume_thread_id, developer_instructions=objective
-            ),
+            lambda launch: CodexThread.open(launch, resume_thread_id=resume_thread_id),
             self.thread_options(goal_id, approval_policy),
         )
         self.apply_policy(thread, goal_id, approval_policy)
@@ -481,7 +477,6 @@ class ChatController:
         self,
         goal_id: str,
         work_dir: Path,
-        objective: str | None = None,
         mode: str = "new",
     ) -> SessionRecord:
         if mode not in ("new", "resume_latest"):
@@ -498,7 +493,7 @@ class ChatController:
             raise UsageError(f"work dir {work} is not a folder", error_code="usage_error")
         session_id = uuid.uuid4().hex
         try:
-            thread = self._open_thread(session_id, work, None, objective, goal_id)
+            thread = self._open_thread(session_id, work, None, goal_id)
         except BaseException:
             self._warm.unreserve(session_id)  # a failed open holds no place; `add` keeps one
             raise
@@ -661,7 +656,6 @@ class ChatController:
                 record.session_id,
                 work,
                 record.upstream_thread_id,
-                None,
                 record.goal_id,
                 approval_policy,
             )
@@ -992,7 +986,7 @@ class ChatController:
         if outcome.error_code in ("app_server_exited", "app_server_protocol"):
             self._warm.drop(session_id)
         else:
-            self._warm.schedule_idle_close(session_id, warm)
+            self._warm.schedule_idle_close(warm)
         return result
 
     def _marker(self, session_id: str) -> Path:
@@ -1133,31 +1127,6 @@ class ChatController:
         # No session lock: nothing loaded is touched, so a goal read never waits for a turn.
         with self._reader(record) as reader:
             yield lambda method, params: reader.request(thread_id, method, params)
-
-    def thread_request(
-        self, session_id: str, method: str, params: dict[str, Any]
-    ) -> dict[str, Any]:
-        """One JSON-RPC call on the session's thread (home check first, resumed if needed).
-
-        It loads the thread (a resume): use `thread_metadata` for the goal, never this.
-        """
-        self._load_checked(session_id, managed=True)
-        with self._using(session_id):
-            warm = self._ensure_warm(self._load_checked(session_id))
-            try:
-                result = warm.thread.proc.request(
-                    method,
-                    {"threadId": warm.thread.thread_id, **params},
-                    self.config.timeouts.request,
-                )
-            except RpcError as exc:
-                raise classify_rpc_error(method, exc.message) from None
-            except (ProcessGone, TimeoutError):
-                self._warm.drop(session_id)
-                raise CodexError(
-                    f"Codex app-server did not complete {method}", error_code="app_server_exited"
-                ) from None
-            return result
 
     # -- lifecycle ----------------------------------------------------------------------
     def warm_pids(self) -> dict[str, int]:

@@ -110,7 +110,7 @@ class GoalRunner:
         record = self.authorize(plan, actor=actor, surface=surface)
         follow = self.follower(record, plan, on_turn, on_event)
         follow.on_delta = on_delta
-        return follow.run()
+        return follow.our_run().run()
 
     def authorize(self, plan: RunPlan, *, actor: str, surface: str) -> GoalRun:
         """Record the owner's authority for the planned run (nothing is sent yet)."""
@@ -136,8 +136,8 @@ class GoalRunner:
         *,
         recovering: bool = False,
     ) -> LoopFollower:
-        """What follows one authorized run (`run()` blocks until it ends); `recovering`: the
-        run's process died with the goal active, and codex continues it by itself once the
+        """What follows one authorized run (`our_run().run()` blocks until it ends); `recovering`:
+        the run's process died with the goal active, and codex continues it by itself once the
         thread is loaded again, so nothing is set."""
         say = on_event or (lambda _: None)
         return LoopFollower.for_run(self, plan, record, on_turn, say, recovering=recovering)

@@ -152,7 +152,6 @@ class RunChecks:
         self._check_not_busy(goal_id, session)
         self.controller.find_binary()  # no codex: `host_tool_unavailable` before any record
         if resume_after_usage_limit is None:
-            state = records.goal_state(goal_id)
             resume_after_usage_limit = bool(state and state.resume_after_usage_limit)
         return RunPlan(
             goal_id,

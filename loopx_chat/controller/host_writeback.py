@@ -24,7 +24,7 @@ Class mapping on the Codex host (the only target it can represent):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
@@ -62,35 +62,31 @@ class WritebackService:
         self.goals = goals
 
     # -- sources ---------------------------------------------------------------------------
-    def source_for(
-        self, goal_id: str, ref: str, *, payload_override: dict[str, Any] | None = None
-    ) -> Source:
+    def source_for(self, goal_id: str, ref: str) -> Source:
         """The recorded decision `ref` names; its id's kind names the write class."""
         if ref.startswith("gate-"):
-            source = self._gate_source(goal_id, ref)
-        elif ref.startswith("handoff-"):
-            source = self._handoff_source(goal_id, ref)
-        elif ref.startswith("reward-"):
-            source = self._reward_source(goal_id, ref)
-        elif ref.startswith("quota-"):
-            source = self._quota_source(goal_id, ref)
-        elif turn := next(
+            return self._gate_source(goal_id, ref)
+        if ref.startswith("handoff-"):
+            return self._handoff_source(goal_id, ref)
+        if ref.startswith("reward-"):
+            return self._reward_source(goal_id, ref)
+        if ref.startswith("quota-"):
+            return self._quota_source(goal_id, ref)
+        if turn := next(
             (t for t in goal_turns(self.controller.store, goal_id) if t.turn_id == ref), None
         ):
-            source = Source(
+            return Source(
                 "artifact_pointer",
                 turn.turn_id,
                 {"artifact_id": turn.turn_id, "outcome_class": turn.status},
                 "run_pointer",
             )
-        else:
-            raise LoopxChatError(
-                f"unknown writeback source {ref!r} for goal {goal_id}: give a gate-…, "
-                "handoff-…, reward-… or quota-… id, or a turn id of the goal (an artifact "
-                "pointer)",
-                error_code="writeback_no_source",
-            )
-        return replace(source, payload=payload_override) if payload_override else source
+        raise LoopxChatError(
+            f"unknown writeback source {ref!r} for goal {goal_id}: give a gate-…, "
+            "handoff-…, reward-… or quota-… id, or a turn id of the goal (an artifact "
+            "pointer)",
+            error_code="writeback_no_source",
+        )
 
     def _gate_source(self, goal_id: str, ref: str) -> Source:
         gate = self.goals.gate(goal_id, ref)
@@ -227,15 +223,8 @@ class WritebackService:
                 doc.update(ok=False, status="failed", reason_code=exc.error_code)
         return doc
 
-    def apply(
-        self,
-        goal_id: str,
-        ref: str,
-        session_id: str | None = None,
-        *,
-        payload_override: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        source = self.source_for(goal_id, ref, payload_override=payload_override)
+    def apply(self, goal_id: str, ref: str, session_id: str | None = None) -> dict[str, Any]:
+        source = self.source_for(goal_id, ref)
         plan, sid = self.plan(goal_id, source, session_id)
         key = (
             plan.document.get("writeback", {}).get("idempotency_key")

@@ -1,6 +1,6 @@
 """Codex's goal loop on a loaded thread, followed once, by one class and one loop.
 
-Owns `LoopFollower`: a run of ours (`for_run`, then `run`, with the budget, gates and record
+Owns `LoopFollower`: a run of ours (`for_run`, then `our_run().run`: the budget, gates, record
 `our_run.OurRun` brings) or a loop no run of ours runs (`follow`: the service's `HostLoops`,
 a CLI command before it lets a thread go), which has none of them. One take-inputs loop
 (`_loop`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
@@ -45,9 +45,8 @@ from loopx_chat.state.session_records import TurnRecord, TurnStatus
 if TYPE_CHECKING:
     from loopx_chat.controller.goal_run import GoalRunner
     from loopx_chat.controller.goal_run_checks import RunPlan
-    from loopx_chat.controller.our_run import OurRun, RunResult, TurnProgress
+    from loopx_chat.controller.our_run import OurRun, TurnProgress
     from loopx_chat.goals.goal_runs import GoalRun
-    from loopx_chat.goals.run_block import RunBlock
 
 # Codex's app-server died: a run starts it again (`our_run`); a follower asking codex which
 # turn runs passes these on rather than taking them for "codex cannot say".
@@ -138,7 +137,7 @@ class StopLook:
     def look(self) -> Stop | None:
         f = self.follower
         if f.loop.interrupt_asked():
-            for upstream in list(f.open_turns):
+            for upstream in list(f.loop.open_turns):
                 f._interrupt(upstream)
         if f.pause_asked is not None:
             self._pause(f.pause_asked)
@@ -163,7 +162,7 @@ class StopLook:
 
 class LoopFollower:
     """One goal loop followed on the thread its watch holds: a run of ours (`for_run`, then
-    `run`), or a loop no run of ours runs (`follow`), by `rules`."""
+    `our_run().run`), or a loop no run of ours runs (`follow`), by `rules`."""
 
     def __init__(
         self,
@@ -212,7 +211,7 @@ class LoopFollower:
         *,
         recovering: bool = False,
     ) -> LoopFollower:
-        """What follows one authorized run of ours (`run()` blocks until it ends); its turns
+        """What follows one authorized run of ours (`our_run().run()` blocks till it ends); turns
         carry the run's id. `recovering`: the run's process died with the goal active."""
         from loopx_chat.controller.our_run import OurRun
 
@@ -226,14 +225,6 @@ class LoopFollower:
         if self.ours is None:
             raise StateError("this loop is not a run of ours", error_code="internal_error")
         return self.ours
-
-    @property
-    def session_id(self) -> str:
-        return self.loop.session_id
-
-    @property
-    def open_turns(self) -> dict[str, TurnRecord]:
-        return self.loop.open_turns
 
     # -- what callers ask (any thread: put in the inbox, taken in order) -------------------
     def pause(self, actor: str = "owner", timeout: float = 0.0) -> dict[str, Any] | None:
@@ -257,12 +248,6 @@ class LoopFollower:
         """A host gate codex's request became (by the app-server's reader, which never waits
         on the follower): taken after the notifications that came before it."""
         self.inbox.put(GateOpened(gate_id))
-
-    def look_now(self, gate_id: str | None) -> RunBlock:
-        return self.our_run().gates.look_now(gate_id)
-
-    def run(self) -> RunResult:
-        return self.our_run().run()
 
     # -- a loop no run of ours runs ----------------------------------------------------------
     def follow(self, watch: GoalLoopWatch, goal: HostGoalState | None = None) -> int:
@@ -347,7 +332,7 @@ class LoopFollower:
         if ours is not None and ours.limits.waits_for_usage_reset():
             self.last = time.monotonic()
             return None
-        if self.open_turns or watch.running_turn_id is not None:
+        if self.loop.open_turns or watch.running_turn_id is not None:
             return None  # a turn codex started is seen before the loop is called over
         if rules.outside_interrupt and (stop := self._interrupted_outside(took)) is not None:
             return stop
@@ -454,7 +439,7 @@ class LoopFollower:
         """The running turn gets `seconds` to end on its own record; what else comes meanwhile
         is only answered. Codex gone: the turn is recorded interrupted after."""
         deadline = time.monotonic() + seconds
-        while self.open_turns and (left := deadline - time.monotonic()) > 0:
+        while self.loop.open_turns and (left := deadline - time.monotonic()) > 0:
             got, item = self.inbox.take(min(left, 0.1))
             if got and item is None:
                 return
@@ -473,7 +458,7 @@ class LoopFollower:
             return False  # codex cannot say: the quiet step stands, as it did before
         if not self.inbox.queue.empty():
             return True  # said before its answer: taken next
-        if running is None or running in self.open_turns:
+        if running is None or running in self.loop.open_turns:
             return running is not None
         thread_id = self.watch.thread.thread_id
         self._take(Notification("turn/started", {"threadId": thread_id, "turn": {"id": running}}))

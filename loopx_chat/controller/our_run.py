@@ -243,7 +243,7 @@ class OurRun:
     def _held_once(self) -> RunResult:
         f, controller = self.follower, self.runner.controller
         try:
-            with controller.held_thread(f.session_id, self.plan.approval_policy) as warm:
+            with controller.held_thread(f.loop.session_id, self.plan.approval_policy) as warm:
                 self.warm = warm
                 f.watch = GoalLoopWatch(warm.thread)
                 f.loop.warm, f.loop.desk = warm, controller.host_requests
@@ -263,7 +263,7 @@ class OurRun:
                 except CodexError as exc:
                     self.end.settle_open(exc.error_code)
                     if exc.error_code in RESPAWN_CODES:
-                        controller.drop_thread(f.session_id)
+                        controller.drop_thread(f.loop.session_id)
                         raise _Respawn(exc) from exc
                     self.end.end(None, by="host", reason=exc.error_code)
                     raise
@@ -275,7 +275,7 @@ class OurRun:
             if self.recovering and exc.error_code == "thread_busy":
                 raise  # another process took it up first: the run is theirs to follow
             if isinstance(exc, CodexError) and exc.error_code in RESPAWN_CODES:
-                controller.drop_thread(f.session_id)  # it died while the thread loaded
+                controller.drop_thread(f.loop.session_id)  # it died while the thread loaded
                 raise _Respawn(exc) from exc
             if self.runner.runs.run(self.goal_id, self.record.run_id).state != "ended":
                 self.end.end(None, by="host", reason=exc.error_code)
@@ -303,12 +303,12 @@ class OurRun:
         (once: the session says which turn was running), and codex's loop, which the resume
         restarted, is followed from here."""
         f, controller = self.follower, self.runner.controller
-        controller.turns.settle_orphan(f.session_id)
+        controller.turns.settle_orphan(f.loop.session_id)
         before = f.spent()
         # The run's turns so far count toward its budget, whichever process recorded them.
-        open_ids = {t.turn_id for t in f.open_turns.values()}
+        open_ids = {t.turn_id for t in f.loop.open_turns.values()}
         f.finished = sorted(
-            (t for t in controller.store.list_turns(f.session_id)
+            (t for t in controller.store.list_turns(f.loop.session_id)
              if t.run_id == self.record.run_id and t.turn_id not in open_ids),
             key=lambda t: t.created_at,
         )  # fmt: skip

@@ -36,7 +36,7 @@ class RunEnd:
         if not f.state.terminal:
             f.state.move("paused")
         f._set("paused")
-        for upstream in list(f.open_turns):
+        for upstream in list(f.loop.open_turns):
             f._interrupt(upstream)
         f._turn_ends(self.run.runner.controller.config.timeouts.interrupt_settle)
         self.settle_open("controller_stopped")
@@ -49,7 +49,7 @@ class RunEnd:
         # What the records say runs, too: a Ctrl-C that lands between the ledger recording a
         # turn codex started and the run adding it to `open_turns` left it `running` for good.
         with contextlib.suppress(StateError):  # unreadable: left as it was, said elsewhere
-            ledger.settle_orphan(f.session_id, code or "controller_stopped")
+            ledger.settle_orphan(f.loop.session_id, code or "controller_stopped")
 
     def finish(
         self, by: str | None = None, reason: str | None = None, exit_code: int | None = None
@@ -121,7 +121,7 @@ class RunEnd:
             )
         controller = self.run.runner.controller
         thread_id = self.run.plan.session.upstream_thread_id
-        session_id = self.run.follower.session_id
+        session_id = self.run.follower.loop.session_id
         facts: dict[str, Any] | None = None
         try:
             from loopx_chat.codex.rollouts.host_facts import scanner_for

@@ -136,7 +136,7 @@ class RunGates:
         goal = f._set("blocked")
         self.goal_blocked = True
         asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
-        for upstream, turn in list(f.open_turns.items()):
+        for upstream, turn in list(f.loop.open_turns.items()):
             if turn.created_at >= first.created_at and upstream not in asking:
                 f._interrupt(upstream)
         return goal
@@ -154,7 +154,7 @@ class RunGates:
         # A decision on a request codex still waits on is its answer, sent now: never carried.
         desk.deliver_decided(run.goal_id)
         try:
-            carried = desk.carries(run.goal_id, f.session_id)
+            carried = desk.carries(run.goal_id, f.loop.session_id)
         except LoopxChatError:
             carried = []
         goal = None

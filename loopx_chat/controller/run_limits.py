@@ -65,7 +65,7 @@ class RunLimits:
         reader asked codex already when more requests were to come in the turn (`trip`):
         this thread, later, only records it and interrupts what the reader leaves to it."""
         f = self.run.follower
-        if self.spent_in is not None or event.turn_id not in f.open_turns:
+        if self.spent_in is not None or event.turn_id not in f.loop.open_turns:
             return
         if f.spent(event.tokens or 0) < self.run.plan.token_budget:
             return
@@ -75,7 +75,7 @@ class RunLimits:
         # come, or codex counted less: a status set mid-turn stops its count) it is
         # interrupted, after which codex starts no further turn.
         agree = self.run.host_run_tokens() == f.spent()
-        if not f.watch.answered(event.turn_id) or not agree:
+        if not f.watch.events.answered(event.turn_id) or not agree:
             f.steered = True
             if self.trip is None or not self.trip.tripped(event.turn_id):
                 f.watch.stop_turn(event.turn_id)  # codex's reader has not asked already
@@ -141,7 +141,7 @@ class RunLimits:
             or run.ending_by is not None
             or goal is None
             or goal.status != "usageLimited"
-            or f.open_turns
+            or f.loop.open_turns
         ):
             return False
         now = time.time()

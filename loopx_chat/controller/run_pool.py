@@ -116,7 +116,7 @@ class RunPool:
     def _launch(self, follow: LoopFollower) -> None:
         def body() -> None:
             with contextlib.suppress(LoopxChatError):
-                follow.run()
+                follow.our_run().run()
 
         goal_id = follow.our_run().goal_id
         thread = threading.Thread(target=body, name=f"goal-run-{goal_id}", daemon=True)

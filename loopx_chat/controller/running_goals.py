@@ -123,7 +123,7 @@ class RunningGoals:
         loop loopx-chat did not start is followed there."""
         with self.lock:
             return any(
-                held.follower.session_id == session_id and (foreign or held.following)
+                held.follower.loop.session_id == session_id and (foreign or held.following)
                 for held in self._kind(foreign).values()
             )
 
@@ -145,7 +145,7 @@ class RunningGoals:
             from loopx_chat.goals.run_block import ADVISORY, RunBlock
 
             return RunBlock(None, ADVISORY)
-        return follower.look_now(gate.gate_id)
+        return follower.our_run().gates.look_now(gate.gate_id)
 
     def gate_posted(self, gate: Gate) -> None:
         """A host gate codex's request became, on the app-server's reader: put in the run's
@@ -164,7 +164,7 @@ class RunningGoals:
         is; no run here: nothing to wait for."""
         follower = self.follower(goal_id)
         if follower is not None:
-            follower.look_now(gate_id)
+            follower.our_run().gates.look_now(gate_id)
 
     def after_gate(self, goals: GateStore, gate: Gate) -> RunBlock:
         """What the gate did to the goal's run: this process's run blocked it at once, or

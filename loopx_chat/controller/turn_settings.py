@@ -55,21 +55,17 @@ class WireOption:
     says: str  # what a valid value is, for the refusal
 
 
-def _option(field: str, rule: tuple[Callable[[object], bool], str]) -> WireOption:
-    return WireOption(field, *rule)
-
-
 _SECONDS = (_seconds, "seconds above 0")
 # The `options` object of a turn request, keyed by the CLI option's name (`--idle-timeout`
 # is `idle_timeout`): the one table both ends read.
 WIRE: Mapping[str, WireOption] = {
-    "sandbox": _option("sandbox", _choice(tuple(SANDBOX_POLICIES))),
-    "approval": _option("approval_policy", _choice(APPROVAL_POLICIES)),
-    "plan": _option("plan", ((lambda value: isinstance(value, bool)), "true or false")),
-    "decision_timeout": _option("decision_timeout", _SECONDS),
-    "idle_timeout": _option("idle_timeout", _SECONDS),
-    "turn_timeout": _option("turn_timeout", _SECONDS),
-    "first_output_timeout": _option("first_output_timeout", _SECONDS),
+    "sandbox": WireOption("sandbox", *_choice(tuple(SANDBOX_POLICIES))),
+    "approval": WireOption("approval_policy", *_choice(APPROVAL_POLICIES)),
+    "plan": WireOption("plan", lambda value: isinstance(value, bool), "true or false"),
+    "decision_timeout": WireOption("decision_timeout", *_SECONDS),
+    "idle_timeout": WireOption("idle_timeout", *_SECONDS),
+    "turn_timeout": WireOption("turn_timeout", *_SECONDS),
+    "first_output_timeout": WireOption("first_output_timeout", *_SECONDS),
 }
 
 

@@ -183,14 +183,14 @@ class WarmThreads:
         """Start the idle timer of the session's thread, if it is loaded and not in a turn."""
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id is None:
-            self.schedule_idle_close(session_id, warm)
+            self.schedule_idle_close(warm)
 
     def pids(self) -> dict[str, int]:
         return {sid: w.thread.proc.pid for sid, w in self._warm.items()}
 
     # -- letting go --------------------------------------------------------------------------
 
-    def schedule_idle_close(self, session_id: str, warm: Warm) -> None:
+    def schedule_idle_close(self, warm: Warm) -> None:
         # A deadline the watcher checks, not a timer thread per turn: starting a thread
         # costs a few ms of every turn (it waits for the GIL), a float costs nothing.
         if self.closed:

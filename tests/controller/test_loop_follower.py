@@ -232,7 +232,7 @@ def test_a_loop_not_ours_and_a_run_of_ours_are_followed_by_one_class_and_one_sta
         plan = SimpleNamespace(session=SimpleNamespace(session_id=sid), goal_id="g")
         runner = SimpleNamespace(controller=c)
         run = GoalRunner.follower(runner, SimpleNamespace(run_id="run-1"), plan)  # type: ignore[arg-type]
-    assert type(run) is LoopFollower and run.session_id == sid and run.ours is not None
+    assert type(run) is LoopFollower and run.loop.session_id == sid and run.ours is not None
     assert run.state.state == "authorized" and follower.ours is None
     assert follower.state.history == [("", "running"), ("completed", "complete")]
 

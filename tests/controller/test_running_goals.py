@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from loopx_chat.controller.running_goals import RunningGoals
 from loopx_chat.goals.gate_store import GateStore
@@ -12,10 +13,13 @@ from loopx_chat.goals.run_block import RunBlock
 class Follower:
     """A run as the registry sees it: it records what it was asked to look at."""
 
-    session_id = "s-1"
+    loop = SimpleNamespace(session_id="s-1")  # the session its loop's turns are on
 
     def __init__(self) -> None:
         self.asked: list[str | None] = []
+
+    def our_run(self) -> SimpleNamespace:  # its run's gates: this fake itself
+        return SimpleNamespace(gates=self)
 
     def look_now(self, gate_id: str | None) -> RunBlock:
         self.asked.append(gate_id)
@@ -103,10 +107,9 @@ def test_a_goal_has_one_follower_a_loop_not_ours_is_not_taken_up_over_a_run(
     loopx-chat did not start on it is not taken up (it would be a second follower of the same
     loop); once the run is over, it is."""
     import threading
-    from types import SimpleNamespace
 
     registry, run = RunningGoals(), Follower()
-    loop = SimpleNamespace(done=threading.Event(), session_id="s-1")
+    loop = SimpleNamespace(done=threading.Event(), loop=SimpleNamespace(session_id="s-1"))
     worker = threading.Thread(target=lambda: None)
     with registry.following("g", run):
         assert not registry.background("g", loop, worker, foreign=True)  # type: ignore[arg-type]

@@ -74,7 +74,7 @@ def runner(
 
 
 def _follower(runner: GoalRunner, budget: int) -> Any:
-    """An authorized run of goal `g` with `budget`, not started (`.run()` follows it)."""
+    """An authorized run of goal `g` with `budget`, not started (`.our_run().run()` follows it)."""
     plan = runner.plan("g", None, budget)
     return runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
 
@@ -161,7 +161,7 @@ def test_the_budget_holds_when_the_runs_thread_takes_the_count_late(
     first = len(mock.response_tokens)
     call = f"mock:slow={CALL_SEC} mock:call=no_such_tool {{}}"
     mock.script(*[call] * RUNAWAY_CALLS, default="mock:text=done")
-    result = follow.run()
+    result = follow.our_run().run()
     served = mock.response_tokens[first:]
     assert result.exit_code == 3 and result.host is not None
     assert result.host.status == "budgetLimited"
@@ -215,16 +215,16 @@ def test_a_run_codex_ends_by_itself_ends_on_its_last_event_and_a_paused_one_wait
 
     mock.script(default="mock:text=working on it")
     follow, takes = follower()
-    result = follow.run()
+    result = follow.our_run().run()
     assert result.exit_code == 3 and result.host is not None
     assert result.host.status == "budgetLimited"
     assert takes[-1] is True  # it ended on codex's event, not after a quiet step
 
     mock.script(default="mock:slow=0.3 mock:text=working on it")
     follow, takes = follower()
-    thread, box = run_in_thread(follow.run)
+    thread, box = run_in_thread(follow.our_run().run)
     try:
-        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.loop.open_turns))
         follow.pause()  # the owner's Pause while codex's second turn runs
     finally:
         thread.join(60)
@@ -289,7 +289,7 @@ def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
 
     follow._set = set_late
     mock.script("mock:text=first", "mock:slow=0.3 mock:text=a b c d e f", default="mock:text=on")
-    result = follow.run()
+    result = follow.our_run().run()
     assert late.starts >= 2  # codex started the second turn
     assert result.exit_code == 6 and result.host is not None  # paused by the guard
     assert result.host.status == "paused"
@@ -433,9 +433,9 @@ def _run_on_its_next_turn(
     once it finished a turn and codex runs the next; each response takes `slow` s."""
     mock.script(default=f"mock:slow={slow:g} mock:text=one more step")
     follow = _follower(runner, 400000)
-    thread, box = run_in_thread(follow.run)
+    thread, box = run_in_thread(follow.our_run().run)
     try:
-        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.open_turns))
+        wait_for(lambda: len(follow.finished) >= 1 and bool(follow.loop.open_turns))
     except AssertionError:
         follow.stop()
         thread.join(60)
@@ -449,7 +449,9 @@ def _interrupt_from_outside(follow: Any) -> str:
     thread, sent past the run, which knows nothing of it. The turn it stopped."""
     thread = follow.watch.thread
     while True:
-        turn_id = wait_value(lambda: next(iter(follow.open_turns), None), what="a running turn")
+        turn_id = wait_value(
+            lambda: next(iter(follow.loop.open_turns), None), what="a running turn"
+        )
         try:
             thread.proc.request(
                 "turn/interrupt", {"threadId": thread.thread_id, "turnId": turn_id}, 30
@@ -467,7 +469,7 @@ def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
     at its default here) and then pause "no turn for the idle timeout". It now asks codex
     whether a turn runs and pauses the goal at once, with the interrupt as its reason."""
     follow, thread, box = _run_on_its_next_turn(runner, mock, 0.3)
-    sid = follow.session_id
+    sid = follow.loop.session_id
     try:
         stopped = _interrupt_from_outside(follow)
     finally:
@@ -506,7 +508,7 @@ def test_chat_interrupt_from_another_process_stops_the_runs_turn_and_pauses_it(
     now, the goal paused, the run ended with the owner's reason (not the idle timeout's,
     left at its default 180 s, nor "outside loopx-chat"), and the command says so."""
     follow, thread, box = _run_on_its_next_turn(runner, mock, 1)
-    sid = follow.session_id
+    sid = follow.loop.session_id
     try:
         code, doc = cli.json("chat", "interrupt", sid)  # a CLI process: the run holds the thread
     finally:

@@ -3,8 +3,11 @@ onto the thread goal, idempotency, exact revert, a closed host, and a raw payloa
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.host_writeback import WritebackService
@@ -18,6 +21,14 @@ def host_goal(c: ChatController, sid: str) -> dict[str, Any] | None:
     with c.thread_metadata(sid) as call:
         goal = call("thread/goal/get", {}).get("goal")
     return {"objective": goal["objective"], "status": goal["status"]} if goal else None
+
+
+def held_call(c: ChatController, sid: str, method: str, params: dict[str, Any]) -> Any:
+    """A call through the app-server that holds the session's thread (loaded if need be):
+    codex takes a goal of origin `user` only from the thread's writer."""
+    with c.held_thread(sid) as warm:
+        params = {"threadId": warm.thread.thread_id, **params}
+        return warm.thread.proc.request(method, params, 30)
 
 
 def host_turns(c: ChatController, sid: str) -> int:
@@ -34,9 +45,8 @@ def test_gate_and_handoff_written_back_and_reverted(
     with make_controller(state, bound_home, base_env, codex_bin) as c:
         sid = c.open_session("g-wb", tmp_path).session_id
         c.submit_turn(sid, "first turn")
-        c.thread_request(
-            sid, "thread/goal/set", {"objective": "user goal", "status": "paused", "origin": "user"}
-        )
+        user = {"objective": "user goal", "status": "paused", "origin": "user"}
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         gate = goals.request_gate("g-wb", "Ship it?")
 
@@ -49,7 +59,7 @@ def test_gate_and_handoff_written_back_and_reverted(
         assert applied["status"] == "applied"
         assert host_goal(c, sid) == {"objective": "user goal", "status": "blocked"}
         # Written by an app-server that loads no thread; the one holding it sees it too.
-        held = c.thread_request(sid, "thread/goal/get", {})["goal"]
+        held = held_call(c, sid, "thread/goal/get", {})["goal"]
         assert (held["objective"], held["status"]) == ("user goal", "blocked")
         assert service.apply("g-wb", gate.gate_id)["status"] == "skipped"  # idempotent
 
@@ -91,7 +101,11 @@ def test_revert_clears_a_goal_that_did_not_exist(
 
 
 def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
-    tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
+    tmp_path: Path,
+    codex_bin: str,
+    bound_home: Path,
+    base_env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     state = tmp_path / "state"
     goals = GateStore(state)
@@ -111,7 +125,13 @@ def test_closed_host_fails_and_raw_payload_is_rejected_unsent(
             "decision_label": "requested",
             "raw_transcript": "CANARY-raw-body",
         }
-        rejected = WritebackService(fresh, goals).apply("g3", gate.gate_id, payload_override=raw)
+        recorded = WritebackService.source_for  # the gate's source, with a raw payload
+        monkeypatch.setattr(
+            WritebackService,
+            "source_for",
+            lambda self, goal_id, ref: replace(recorded(self, goal_id, ref), payload=raw),
+        )
+        rejected = WritebackService(fresh, goals).apply("g3", gate.gate_id)
         assert fresh.warm_pids() == {}  # nothing was sent: no app-server even started
     assert rejected["status"] == "rejected" and rejected["blocker"]
     assert "CANARY" not in str(rejected)
@@ -153,8 +173,6 @@ def test_writeback_cli(
 def test_a_third_party_change_is_a_conflict_and_nothing_changes(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    import pytest
-
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
@@ -163,14 +181,14 @@ def test_a_third_party_change_is_a_conflict_and_nothing_changes(
         sid = c.open_session("g-cf", tmp_path).session_id
         c.submit_turn(sid, "hello")
         user = {"objective": "user goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", user)
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         packet = goals.record_handoff("g-cf", "merge the fix", "merged", ())
         applied = service.apply("g-cf", packet.handoff_id)
         assert host_goal(c, sid) == {"objective": "merge the fix", "status": "paused"}
         # Someone else edits the goal after our write: revert must not clobber it.
         third = {"objective": "their goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", third)
+        held_call(c, sid, "thread/goal/set", third)
         log_before = (state / "goals" / "g-cf" / "writebacks.jsonl").read_bytes()
         with pytest.raises(LoopxChatError) as info:
             service.revert("g-cf", applied["idempotency_key"])
@@ -188,8 +206,6 @@ def test_a_third_party_change_is_a_conflict_and_nothing_changes(
 def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
     tmp_path: Path, codex_bin: str, bound_home: Path, base_env: dict[str, str]
 ) -> None:
-    import pytest
-
     from loopx_chat.errors import LoopxChatError
 
     state = tmp_path / "state"
@@ -199,7 +215,7 @@ def test_a_resolution_whose_request_was_never_written_leaves_the_user_goal(
         other = c.open_session("g-other", tmp_path).session_id
         c.submit_turn(sid, "hello")
         user = {"objective": "user goal", "status": "paused", "origin": "user"}
-        c.thread_request(sid, "thread/goal/set", user)
+        held_call(c, sid, "thread/goal/set", user)
         service = WritebackService(c, goals)
         gate = goals.request_gate("g-nw", "Go?")
         goals.resolve_gate("g-nw", gate.gate_id, "approve", None)

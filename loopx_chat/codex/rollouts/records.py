@@ -18,7 +18,6 @@ from types import MappingProxyType
 from typing import Any
 
 from loopx_chat.codex.rollouts.fields import (
-    _TOKEN_KEYS,
     _need,
     _need_int,
     _opt,
@@ -28,6 +27,11 @@ from loopx_chat.codex.rollouts.fields import (
 from loopx_chat.errors import StateError
 
 OUTCOMES = ("completed", "failed", "interrupted", "unfinished")
+
+
+def _flat(record: Any) -> dict[str, Any]:
+    """A record of plain fields as a dict, in field order (`__slots__` of a slots dataclass)."""
+    return {key: getattr(record, key) for key in record.__slots__}
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +45,7 @@ class TurnCounts:
     unfinished: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "started": self.started,
-            "completed": self.completed,
-            "failed": self.failed,
-            "interrupted": self.interrupted,
-            "unfinished": self.unfinished,
-        }
+        return _flat(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +58,7 @@ class LastTurn:
     completed_at: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "turn_id": self.turn_id,
-            "outcome": self.outcome,
-            "error_code": self.error_code,
-            "completed_at": self.completed_at,
-        }
+        return _flat(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +72,7 @@ class TokenTotals:
     total_tokens: int = 0
 
     def to_dict(self) -> dict[str, int]:
-        return {key: getattr(self, key) for key in _TOKEN_KEYS}
+        return _flat(self)
 
 
 @dataclass(frozen=True, slots=True)
