@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.state.safe_read import read_regular
-from loopx_chat.state.session_records import TokenCounts, TurnRecord
+from loopx_chat.state.session_records import TokenCounts, TurnRecord, TurnStatus
 
 if TYPE_CHECKING:
     from loopx_chat.codex.goal_loop import LoopEvent
@@ -60,10 +60,10 @@ class LoopTurns:
                 self.warm.running_turn_id = turn.turn_id
             self.turns.begin(turn)
         elif event.kind == "turn_ended" and event.outcome is not None:
-            turn = self.open_turns.pop(str(event.turn_id), None)
-            if turn is None:
+            ended = self.open_turns.pop(str(event.turn_id), None)
+            if ended is None:
                 return None
-            result = self.turns.finish(turn, event.outcome)
+            result = self.turns.finish(ended, event.outcome)
             self.recorded += 1
             if self.warm is not None:
                 self.warm.running_turn_id = None
@@ -90,8 +90,10 @@ class LoopTurns:
         """The thread is let go: a turn still open ends with it, recorded interrupted."""
         settled: list[TurnRecord] = []
         for upstream, turn in self.open_turns.items():
-            self.turns.finish(turn, TurnOutcome(upstream, "interrupted", code, TokenCounts()))
-            settled.append(replace(turn, status="interrupted"))
+            self.turns.finish(
+                turn, TurnOutcome(upstream, TurnStatus.INTERRUPTED, code, TokenCounts())
+            )
+            settled.append(replace(turn, status=TurnStatus.INTERRUPTED))
         self.recorded += len(settled)
         self.open_turns.clear()
         if self.warm is not None:
