@@ -18,6 +18,7 @@ the default `ConnectionFactory`; the seam's shared names (`RpcError`, `ProcessGo
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import queue
@@ -29,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from loopx_chat.codex.host_connection import (
     Notification,
@@ -294,8 +295,9 @@ class AppServerProcess:
         so each one reaches `hook` once, in order)."""
         with self._route_lock:
             self._tap = hook
-            for note in waiting(self.notifications) if hook is not None else ():
-                self._call_tap(hook, note)
+            if hook is not None:
+                for note in waiting(self.notifications):
+                    self._call_tap(hook, note)
 
     def next_notification(self, timeout: float) -> Notification | None:
         """The next notification; None on timeout; raises ProcessGone once stdout closed."""
@@ -428,8 +430,8 @@ class AppServerProcess:
         return True
 
     def _pump_stderr(self) -> None:
-        stream = self.proc.stderr
-        assert stream is not None
+        # A PIPE with Popen's default buffering: a BufferedReader, which has `read1`.
+        stream = cast(io.BufferedReader, self.proc.stderr)
         try:
             for chunk in iter(lambda: stream.read1(65536), b""):
                 self._log.write(chunk)

@@ -484,9 +484,9 @@ class CodexThread:
                 on_notice(event.text)
             elif kind == "turn_ended" and event.outcome is not None:
                 self.turn_ended(turn_id)
-                code = _timeout_code(interrupt_sent_for)
-                if code is not None and event.outcome.status == TurnStatus.INTERRUPTED:
-                    return replace(event.outcome, error_code=code)
+                timeout_code = _timeout_code(interrupt_sent_for)
+                if timeout_code is not None and event.outcome.status == TurnStatus.INTERRUPTED:
+                    return replace(event.outcome, error_code=timeout_code)
                 return event.outcome
 
     def turn_ended(self, turn_id: str) -> None:
@@ -585,7 +585,9 @@ def _read_history(
 ) -> list[dict[str, Any]]:
     params = {"threadId": thread_id, "includeTurns": True}
     result = _rpc(proc, "thread/read", params, timeouts.request, log_path)
-    thread = result.get("thread") if isinstance(result.get("thread"), dict) else {}
+    thread = result.get("thread")
+    if not isinstance(thread, dict):
+        thread = {}
     return [_render_turn(t) for t in thread.get("turns") or [] if isinstance(t, dict)]
 
 

@@ -145,7 +145,8 @@ class TurnEvents:
             produced = isinstance(kind, str) and kind != "userMessage"
             return TurnEvent("produced", params.get("turnId")) if produced else None
         if note.method == "item/completed":
-            return self._item_completed(params)
+            self._item_completed(params)
+            return None
         if note.method == "thread/status/changed":
             status = params.get("status")
             flags = status.get("activeFlags") if isinstance(status, dict) else None
@@ -175,11 +176,11 @@ class TurnEvents:
                     turn.end = total
                 elif turn.end is None:  # an earlier turn's total (a resume repeats it)
                     turn.before = total
-        turn = self._turns.get(turn_id) if isinstance(turn_id, str) else None
-        if turn is None:
+        current = self._turns.get(turn_id) if isinstance(turn_id, str) else None
+        if current is None:
             return None
         # Each model response's usage, while the turn runs: what a hard budget reads.
-        return TurnEvent("usage", turn_id, tokens=turn.charged().total_tokens)
+        return TurnEvent("usage", turn_id, tokens=current.charged().total_tokens)
 
     def _item_completed(self, params: Mapping[str, Any]) -> None:
         """Count a finished item of a followed turn: a tool's, or the agent's answer (kept

@@ -206,7 +206,10 @@ class AppServerRegistry:
             return out
         for path in paths:
             try:
-                entry = RegisteredServer(**parse_json(read_regular(path, limit=1 << 16)))
+                doc = parse_json(read_regular(path, limit=1 << 16))
+                if not isinstance(doc, dict):
+                    raise StateError("an app-server entry is not a JSON object")
+                entry = RegisteredServer(**doc)
             except (OSError, ValueError, TypeError, StateError):
                 continue  # a torn or foreign file is not an app-server of ours
             started = start_time(entry.pid)

@@ -111,7 +111,12 @@ def program_of(command: object) -> tuple[str, int]:
 
     Never the arguments, never a path: a name that is not a plain word is "a program"."""
     try:
-        argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]  # type: ignore[union-attr]
+        if isinstance(command, str):
+            argv = shlex.split(command)
+        elif isinstance(command, Iterable):
+            argv = [str(c) for c in command]
+        else:
+            return "a program", 0
         if len(argv) >= 3 and posixpath.basename(argv[0]) in _SHELLS and argv[1] in ("-c", "-lc"):
             argv = shlex.split(argv[2])
     except (ValueError, TypeError):
@@ -332,7 +337,9 @@ def carry_line(gate: Gate) -> str:
             )
         return f"The owner declined the `{server}` MCP server's request."
     if kind == "question" and len(host.get("questions") or []) > 1:
-        answers = host.get("answers") if isinstance(host.get("answers"), Mapping) else {}
+        answers = host.get("answers")
+        if not isinstance(answers, Mapping):
+            answers = {}
         said = []
         for q in host["questions"]:
             text = answers.get(q.get("id"))
@@ -597,7 +604,9 @@ class HostRequestDesk:
 
     def _deliver_recorded(self, live: Live, gate: Gate) -> None:
         host = gate.host or {}
-        kept = host.get("answers") if isinstance(host.get("answers"), Mapping) else {}
+        kept = host.get("answers")
+        if not isinstance(kept, Mapping):
+            kept = {}
         choice = Choice(
             str(host.get("choice") or ("approve" if gate.status == "approved" else "decline")),
             bool(host.get("for_session")),

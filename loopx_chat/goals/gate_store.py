@@ -163,7 +163,7 @@ class Handoff:
         return data
 
 
-def fold_gates(goal_id: str, events: Iterable[Mapping[str, Any]]) -> list[Gate]:
+def fold_gates(goal_id: str, events: Iterable[dict[str, Any]]) -> list[Gate]:
     """The gates of a goal, folded from its `gates.jsonl` events (pure)."""
     folded: dict[str, Gate] = {}
     for event in events:

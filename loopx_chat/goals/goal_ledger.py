@@ -361,7 +361,7 @@ class GoalLedger:
             raise UsageError("label must be good, bad or mixed", error_code="usage_error")
         fields = {"run_ref": run_ref, "label": label, "reason": reason}
         refuse_raw_keys(fields, "human_reward")
-        record = {
+        record: dict[str, Any] = {
             "schema_version": REWARD_SCHEMA,
             "reward_id": "reward-" + uuid.uuid4().hex[:12],
             "goal_id": goal_id,

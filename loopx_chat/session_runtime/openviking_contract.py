@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 from loopx_chat.session_runtime._text import PROJECTED_TEXT_LIMIT, is_public_safe
 from loopx_chat.session_runtime.projection import (  # noqa: F401 - re-exported
@@ -277,7 +277,7 @@ def _join(path: str, key: object) -> str:
     return f"{path}.{name}" if path else name
 
 
-def _is_int(value: object) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

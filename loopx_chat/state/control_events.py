@@ -130,6 +130,8 @@ class ControlLog:
     def _load_shared_fold(self) -> None:
         try:
             doc = parse_json(read_regular(self.cache_path, limit=_CACHE_LIMIT))
+            if not isinstance(doc, dict):
+                raise StateError("the reported cache is not a JSON object")
             schema = doc["schema"]
             if schema != REPORTED_CACHE_SCHEMA:
                 # A newer loopx-chat's cache: used by neither of us, never written over.

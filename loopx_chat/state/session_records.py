@@ -73,6 +73,8 @@ def checked_transition(
     no change); else `illegal_status_transition`, a bug in the writer."""
     what = kind.__name__.removesuffix("Status").lower()
     try:
+        if not isinstance(new, str):
+            raise ValueError(new)  # only a str can name a status; refused like any other
         status = kind(new)
     except ValueError:
         raise StateError(

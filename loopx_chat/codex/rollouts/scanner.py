@@ -100,9 +100,9 @@ class RolloutScanner(_IndexFile):
     def __init__(self, codex_home: Path, index_path: Path) -> None:
         self.codex_home = Path(codex_home).resolve()
         self.index_path = Path(index_path)
-        # The index as this object last wrote or read it, keyed by the file's identity, so a
+        # The index as this object last wrote or read it (see `_IndexFile._cached`), so a
         # long-lived scanner does not re-parse its own index on every rescan.
-        self._cached: tuple[tuple[int, int, int, int], dict[str, _Entry]] | None = None
+        self._cached = None
 
     # -- scan --------------------------------------------------------------------------------
 
