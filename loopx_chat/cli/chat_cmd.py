@@ -295,8 +295,8 @@ def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
         return
     click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
     if run is not None:
-        click.echo(f"goal {run['goal_id']}: run {run['run_id']} {run['state']}, goal "
-                   f"{run['host_status']}, by {run['ended_by']}")  # fmt: skip
+        words = f"run {run['run_id']} {run['state']}, goal {run['host_status']}"
+        click.echo(f"goal {run['goal_id']}: {words}, by {run['ended_by']}")
 
 
 @chat.command("history")

@@ -1036,9 +1036,9 @@ class ChatController:
         (bounded), and its last turn, the one it stopped; `interrupt_not_acknowledged` when
         its live process did not say."""
         turn = self.interrupt_turn(session_id)
-        goal_id = self.store.load(session_id).goal_id if turn.run_id is not None else None
-        if turn.run_id is None or goal_id is None or turn.status != "running":
+        if turn.run_id is None or turn.status != "running":
             return {"turn": turn.public_dict(), "goal_run": None}  # a chat turn's, or done
+        goal_id = self.store.load(session_id).goal_id
         from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.run_block import await_end
 
