@@ -12,9 +12,9 @@ Owns the three levels of the spec's "sharing a host home":
   marker our controllers watch), never signal anyone else's process, refuse with
   `home_in_use` while any user remains, else run the command with `CODEX_HOME` set.
 
-filelock is advisory: it stops only loopx-chat controllers, so the scan is what protects the
-home from Codex Desktop, the CLI or an IDE. Command lines are shown as the executable and its
-subcommand only: the rest of an argv can carry a prompt.
+The lock is advisory (`flock`): it stops only loopx-chat controllers, so the scan is what
+protects the home from Codex Desktop, the CLI or an IDE. Command lines are shown as the
+executable and its subcommand only: the rest of an argv can carry a prompt.
 """
 
 from __future__ import annotations
@@ -31,12 +31,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock, Timeout
-
 from loopx_chat.codex.sign_in import SignIn, sign_in_state
 from loopx_chat.errors import LoopxChatError, Remedy, StateError
 from loopx_chat.home import CodexHomeBinding, home_key
 from loopx_chat.pids import start_time
+from loopx_chat.state.file_lock import FileLock, LockTimeout
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
@@ -236,7 +235,7 @@ class HomeLock:
         self.folder = folder
         self.path = folder / f"{key}.lock"
         self.quiesce_marker = folder / f"{key}.quiesce"
-        self._lock = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+        self._lock = FileLock(self.path)
 
     @contextmanager
     def spawn_guard(self) -> Iterator[None]:
@@ -247,7 +246,7 @@ class HomeLock:
             try:
                 self._lock.acquire(timeout=_SPAWN_GUARD_POLL_SEC)
                 break
-            except Timeout:
+            except LockTimeout:
                 # Held: by an exclusive operation (marker up: refuse now) or by another
                 # controller starting its app-server (wait for it, however slow its start).
                 if self.quiesce_requested() or time.monotonic() > deadline:
@@ -266,7 +265,7 @@ class HomeLock:
         ensure_private_dir(self.folder)
         try:
             self._lock.acquire(timeout=0)
-        except Timeout:
+        except LockTimeout:
             raise LoopxChatError(
                 "another loopx-chat exclusive operation or app-server start holds this home",
                 error_code="home_exclusive_hold",

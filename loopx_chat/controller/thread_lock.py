@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from filelock import FileLock, Timeout
-
 from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.home import home_key
-from loopx_chat.state.private_files import PRIVATE_FILE_MODE, ensure_private_dir
+from loopx_chat.state.file_lock import FileLock, LockTimeout
+from loopx_chat.state.private_files import ensure_private_dir
 from loopx_chat.state.session_records import validate_session_id
 
 # Refused by our own lock, so the holder is another loopx-chat process with this state dir:
@@ -42,13 +41,13 @@ class ThreadWriterLock:
         self.path = thread_lock_path(state_root, codex_home, thread_id)
         self.thread_id = thread_id
         # thread_local=False: acquired by the caller, released by whichever thread closes.
-        self._lock = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+        self._lock = FileLock(self.path)
 
     def acquire(self) -> None:
         ensure_private_dir(self.path.parent)
         try:
             self._lock.acquire(timeout=0)
-        except Timeout:
+        except LockTimeout:
             raise CodexError(
                 "Another loopx-chat controller is driving this Codex thread",
                 error_code="thread_busy",
@@ -61,11 +60,11 @@ class ThreadWriterLock:
 
     def held_elsewhere(self) -> bool:
         """True when another process holds the lock (probes without keeping it)."""
-        probe = FileLock(str(self.path), mode=PRIVATE_FILE_MODE, thread_local=False)
+        probe = FileLock(self.path)
         ensure_private_dir(self.path.parent)
         try:
             probe.acquire(timeout=0)
-        except Timeout:
+        except LockTimeout:
             return True
         probe.release(force=True)
         return False

@@ -23,9 +23,9 @@ from typing import Any
 from loopx_chat.errors import StateError, UsageError
 from loopx_chat.session_runtime import unsafe_text_class
 from loopx_chat.state.control_events import ControlLog
+from loopx_chat.state.file_lock import FileLock
 from loopx_chat.state.jsonl import append_record, read_records
 from loopx_chat.state.private_files import (
-    PRIVATE_FILE_MODE,
     check_own_root,
     ensure_private_dir,
     state_read,
@@ -255,9 +255,7 @@ class GateStore:
     @contextmanager
     def _locked(self, goal_id: str) -> Iterator[Path]:
         folder = self.goal_dir(goal_id)
-        from filelock import FileLock  # imported on first write: 35 ms a command start
-
-        lock = FileLock(str(folder / ".lock"), mode=PRIVATE_FILE_MODE)
+        lock = FileLock(folder / ".lock")
         with state_write(folder / ".lock"):
             ensure_private_dir(folder, within=self.root)
             lock.acquire()

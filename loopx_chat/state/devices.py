@@ -20,9 +20,12 @@ import secrets
 import stat
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loopx_chat.errors import StateError, UsageError
+
+if TYPE_CHECKING:
+    from loopx_chat.state.file_lock import FileLock
 
 DEVICES_FILE = "devices.json"
 DEVICES_SCHEMA = "loopx_chat_devices_v1"
@@ -166,10 +169,10 @@ def _save(state_dir: Path, devices: tuple[Device, ...]) -> None:
         )
 
 
-def _lock(state_dir: Path) -> Any:
-    from filelock import FileLock
+def _lock(state_dir: Path) -> FileLock:
+    from loopx_chat.state.file_lock import FileLock
 
-    return FileLock(str(state_dir / ".devices.lock"), mode=0o600)
+    return FileLock(state_dir / ".devices.lock")
 
 
 def add(

@@ -190,7 +190,7 @@ def _is_real_dir(path: str) -> bool:
         return False
 
 
-def open_private_append(path: Path, *, readable: bool = False) -> int:
+def open_private_append(path: Path | str, *, readable: bool = False) -> int:
     """An fd appending to `path` (created 0600): never through a symlink, regular files only
     (O_NONBLOCK, so a FIFO is refused rather than waited on)."""
     access = os.O_RDWR if readable else os.O_WRONLY

@@ -1,7 +1,7 @@
 """Owner-local session state: `<state>/sessions/<session_id>/session.json` plus compact turns.
 
 Owns where state lives (platformdirs, `--state-dir`, `LOOPX_CHAT_STATE_DIR`), atomic writes
-with 0600 files in 0700 folders, the per-session lock (a filelock across processes plus an
+with 0600 files in 0700 folders, the per-session lock (an `flock` across processes plus an
 in-process lock), and the refusal to read files it does not understand. It never repairs,
 rewrites or deletes a file it could not read: a corrupt or future-schema file is reported
 with the path and left byte-for-byte as it was.
@@ -20,9 +20,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loopx_chat.errors import StateError
+from loopx_chat.state.file_lock import FileLock
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
     atomic_write_bytes,
@@ -40,9 +41,6 @@ from loopx_chat.state.session_records import (
     validate_session_id,
 )
 from loopx_chat.state.used_table import UsedTable
-
-if TYPE_CHECKING:
-    from filelock import FileLock
 
 SESSION_FILE = "session.json"
 LOCK_FILE = ".lock"
@@ -148,13 +146,7 @@ class SessionStore:
             if locks.file is None:
                 with state_write(folder):
                     ensure_private_dir(folder, within=self.root)
-                # One instance per session: FileLock counts re-entries on the same instance,
-                # so nested lock() calls in one worker do not deadlock.
-                from filelock import FileLock  # on first write: 35 ms at start
-
-                locks.file = FileLock(
-                    str(folder / LOCK_FILE), mode=PRIVATE_FILE_MODE, thread_local=False
-                )
+                locks.file = FileLock(folder / LOCK_FILE)
             with state_write(folder / LOCK_FILE):
                 locks.file.acquire()
             locks.held = True

@@ -76,7 +76,7 @@ def as_nobody_prefix() -> list[str]:
     return []  # pragma: no cover
 
 
-RUNTIME_PACKAGES = ("loopx_chat", "click", "platformdirs", "filelock", "psutil")
+RUNTIME_PACKAGES = ("loopx_chat", "click", "platformdirs", "psutil")
 
 
 def nobody_runtime(base: Path) -> tuple[list[str], dict[str, str]]:

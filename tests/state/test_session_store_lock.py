@@ -4,32 +4,19 @@ holder in this process holds it, whatever is nested inside."""
 from __future__ import annotations
 
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from loopx_chat.state.session_records import SessionRecord
 from loopx_chat.state.session_store import LOCK_FILE, SessionStore
+from tests.helpers.older_lock import filelock_gets_it
 
 SID = "s1"
-# Another process asks for the lock without waiting: exit 0 if it got it, 3 if it is held.
-_PROBE = """
-import sys
-from filelock import FileLock, Timeout
-try:
-    FileLock(sys.argv[1]).acquire(timeout=0)
-except Timeout:
-    sys.exit(3)
-"""
 
 
 def _taken_elsewhere(store: SessionStore) -> bool:
-    path = store.session_dir(SID) / LOCK_FILE
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], timeout=60, check=False)
-    assert done.returncode in (0, 3), done
-    return done.returncode == 3
+    return _taken_elsewhere_for(store, SID)
 
 
 @pytest.fixture
@@ -103,6 +90,4 @@ def test_nothing_per_session_stays_forever(tmp_path: Path) -> None:
 
 
 def _taken_elsewhere_for(store: SessionStore, sid: str) -> bool:
-    path = store.session_dir(sid) / LOCK_FILE
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(path)], timeout=60, check=False)
-    return done.returncode == 3
+    return not filelock_gets_it(store.session_dir(sid) / LOCK_FILE)
