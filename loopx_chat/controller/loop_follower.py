@@ -423,7 +423,14 @@ class LoopFollower:
             self.outside = None  # codex went on after all: followed as any turn
             self.loop.on(event)
             if ours is not None and ours.refuses_turns():
-                self._interrupt(event.turn_id)
+                if ours.limits.interrupted(event.turn_id):
+                    # Codex's reader asked already (the guard's trip): asked once more, not
+                    # until codex takes it, as the turn may be over by now.
+                    self.steered = True
+                    self.interrupted.add(event.turn_id)
+                    self.watch.stop_turn(event.turn_id)
+                else:
+                    self._interrupt(event.turn_id)
         elif event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
             # Recorded, and codex forgets a request to the owner when its turn ends.
             turn = self.loop.on(event)

@@ -2,8 +2,9 @@
 
 Owns the hard token budget (the turn whose tokens reach it is interrupted; codex's reader
 acts first, through `codex.budget_trip.BudgetTrip`, wired here), the runaway guard (a loop
-that repeats itself or passes `--max-turns` is paused with an owner gate that says why) and
-the wait for the usage limit's reset (`--resume-after-usage-limit`).
+that repeats itself or passes `--max-turns` is paused with an owner gate that says why; its
+rule is `codex.runaway_trip`'s, and codex's reader stops the turns past it first) and the
+wait for the usage limit's reset (`--resume-after-usage-limit`).
 
 It never starts a turn, never lets a run past a limit (the owner's gate does), and keeps no
 text: the guard compares answers in memory only.
@@ -14,15 +15,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from loopx_chat.codex.runaway_trip import guard_reason, repeats_after
+
 if TYPE_CHECKING:
     from loopx_chat.codex.budget_trip import BudgetTrip
     from loopx_chat.codex.goal_loop import LoopEvent
+    from loopx_chat.codex.host_connection import Notification
+    from loopx_chat.codex.runaway_trip import RunawayTrip
     from loopx_chat.controller.our_run import OurRun
     from loopx_chat.controller.warm_threads import Warm
 
-# Continuation turns in a row with no tool call and the same final answer before the run is
-# paused with an owner gate: a loop that repeats itself spends the budget for nothing.
-NO_PROGRESS_TURNS = 3
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
 
@@ -33,6 +35,7 @@ class RunLimits:
     def __init__(self, run: OurRun) -> None:
         self.run = run
         self.trip: BudgetTrip | None = None  # the budget, acted on by codex's reader
+        self.guard: RunawayTrip | None = None  # the guard's turns past it, stopped by it
         self.spent_in: str | None = None  # the turn interrupted as it reached the budget
         self.guard_tripped = False  # the runaway guard paused the run at a turn's end
         self.repeats = 0  # turns in a row with no tool call and the same answer
@@ -40,19 +43,34 @@ class RunLimits:
         self.usage_wait_until: float | None = None  # epoch seconds: the usage limit's reset
 
     def arm(self, warm: Warm) -> None:
-        """The budget is acted on where codex's tokens are read first: the reader interrupts
-        the turn that reaches it without waiting for the follower's thread."""
+        """The budget and the guard are acted on where codex's notes are read first: the
+        reader interrupts the turn that reaches the budget, and every turn codex starts past
+        the guard, without waiting for the follower's thread."""
         from loopx_chat.codex.budget_trip import BudgetTrip  # loaded as codex starts
+        from loopx_chat.codex.runaway_trip import RunawayTrip
 
-        proc = warm.thread.proc
-        self.trip = BudgetTrip(
-            warm.thread.thread_id,
+        proc, thread_id = warm.thread.proc, warm.thread.thread_id
+        trip = self.trip = BudgetTrip(
+            thread_id,
             warm.thread.usage_total,
             budget=self.run.plan.token_budget,
             spent=self.run.follower.spent(),
             send=proc.fire,
         )
-        proc.tap(self.trip.see)
+        guard = self.guard = RunawayTrip(
+            thread_id,
+            repeats=self.repeats,
+            last_answer=self.last_answer,
+            finished=len(self.run.follower.finished),
+            max_turns=self.run.plan.max_turns,
+            send=proc.fire,
+        )
+
+        def see(note: Notification) -> None:
+            trip.see(note)
+            guard.see(note)
+
+        proc.tap(see)
 
     def refuses_turns(self) -> bool:
         """A turn codex starts now is stopped: the run's budget is spent (codex counted less
@@ -81,8 +99,11 @@ class RunLimits:
                 f.watch.stop_turn(event.turn_id)  # codex's reader has not asked already
 
     def interrupted(self, turn_id: str) -> bool:
-        """Whether the budget stopped `turn_id` (this thread or codex's reader asked)."""
-        return self.spent_in == turn_id or (self.trip is not None and self.trip.tripped(turn_id))
+        """Whether the budget or the guard stopped `turn_id` (this thread or codex's reader
+        asked)."""
+        if self.spent_in == turn_id or (self.trip is not None and self.trip.tripped(turn_id)):
+            return True
+        return self.guard is not None and self.guard.asked(turn_id)
 
     def turn_ended(self, event: LoopEvent) -> None:
         """A turn ended: the budget it reached ends the loop, and the guard looks at it."""
@@ -105,21 +126,12 @@ class RunLimits:
         the same final answer, or the owner's `--max-turns`, the run is paused with an owner
         gate that says why, in words."""
         run, f = self.run, self.run.follower
-        same = event.tool_calls == 0 and event.answer is not None
-        same = same and event.answer == self.last_answer
-        self.repeats = self.repeats + 1 if same else int(event.tool_calls == 0)
+        self.repeats = repeats_after(self.repeats, self.last_answer, event.tool_calls, event.answer)
         self.last_answer = event.answer
         if run.ending_by is not None or f.goal is None or f.goal.status != "active":
             return
-        limit = run.plan.max_turns
-        if self.repeats >= NO_PROGRESS_TURNS:
-            why = (
-                f"Codex made no progress in {self.repeats} turns in a row (no command or tool, "
-                "the same answer each time)"
-            )
-        elif limit is not None and len(f.finished) >= limit:
-            why = f"the run reached its limit of {limit} turns (--max-turns)"
-        else:
+        why = guard_reason(self.repeats, len(f.finished), run.plan.max_turns)
+        if why is None:
             return
         question = (
             f"Goal {run.goal_id} is paused: {why}. Approve to let it go on (then run it "

@@ -29,6 +29,7 @@ from typing import Any
 import psutil
 import pytest
 
+from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import Notification, RpcError
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
 from loopx_chat.goals.gate_store import GateStore
@@ -243,13 +244,22 @@ SET_LATE_SEC = 0.3
 class _LateStart(queue.Queue[Any]):
     """A run's inbox where codex's notifications, from the second `turn/started` on, arrive
     NOTE_LATE_SEC late (in their order; codex's answers are not held): codex saying a turn
-    started long after the run set the goal's status, as it did once on a loaded machine."""
+    started long after the run set the goal's status, as it did once on a loaded machine.
+    What codex's reader is given first (`taps`: the budget's and the guard's trips) sees each
+    notification as it is put here, so it is late for them too, as it was from codex."""
 
     def __init__(self) -> None:
         super().__init__()
         self.starts = 0
         self.held: list[Any] | None = None
         self.lock = threading.Lock()
+        self.taps: list[Any] = []
+
+    def _put_now(self, item: Any) -> None:
+        if isinstance(item, Notification):
+            for tap in self.taps:
+                tap(item)
+        super().put(item)
 
     def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
         with self.lock:
@@ -261,17 +271,17 @@ class _LateStart(queue.Queue[Any]):
             if self.held is not None and (item is None or isinstance(item, Notification)):
                 self.held.append(item)
                 return
-        super().put(item, block, timeout)
+            self._put_now(item)
 
     def _release(self) -> None:
         with self.lock:
             held, self.held = self.held or [], None
             for item in held:
-                super().put(item)
+                self._put_now(item)
 
 
 def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
-    runner: GoalRunner, mock: MockResponsesServer
+    runner: GoalRunner, mock: MockResponsesServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Issue 34, race 2: the run set the goal's status (here: paused by --max-turns at the
     first turn's end, SET_LATE_SEC after codex started the second), went quiet for a step
@@ -280,6 +290,9 @@ def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
     plan = runner.plan("g", None, 50000, max_turns=1)
     follow = runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
     follow.inbox.queue = late = _LateStart()
+    monkeypatch.setattr(
+        AppServerProcess, "tap", lambda _proc, hook: hook and late.taps.append(hook)
+    )
     set_status = follow._set
 
     def set_late(status: str, **kwargs: Any) -> Any:
@@ -332,6 +345,43 @@ def test_a_loop_that_repeats_itself_is_paused_with_a_gate_after_three_turns(
     # The gate holds the goal: a new run is refused until the owner decides it.
     again = cli("goal", "run", "g", "--token-budget", "1000")
     assert again.returncode != 0 and "gate_open" in again.stderr
+
+
+# Loaded into the `goal run` process ahead of everything (`sitecustomize`): each turn's
+# record takes 0.4 s more to write, as on a loaded machine, so the run's own thread reads each
+# turn's end long after codex has gone on to the next ones.
+_SLOW_LEDGER = """
+import time
+from loopx_chat.controller import turn_ledger
+_finish = turn_ledger.TurnLedger.finish
+def finish(self, *args, **kwargs):
+    time.sleep(0.4)
+    return _finish(self, *args, **kwargs)
+turn_ledger.TurnLedger.finish = finish
+"""
+
+
+def test_a_run_whose_own_thread_lags_still_stops_the_loop_one_turn_past_the_guard(
+    cli: OwnerCli, mock: MockResponsesServer, tmp_path: Path
+) -> None:
+    """Codex's reader stops the turns past the guard: the run's thread, reading each turn's
+    end long after codex went on, would have let codex run several more."""
+    sid = _goal_with_session(cli)
+    site = tmp_path / "slow-ledger"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(_SLOW_LEDGER)
+    cli.env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(site), cli.env.get("PYTHONPATH", "")) if p
+    )
+    mock.script(*["mock:text=still thinking about it"] * 20, default="mock:text=unused")
+    done = cli("goal", "run", "g", "--token-budget", "400000")
+    assert done.returncode == 6, done.stderr
+    turns = goal_loop_turns(cli.state, sid)
+    assert [t.status for t in turns[:3]] == ["completed"] * 3
+    assert len(turns) <= 4, [t.status for t in turns]
+    assert all(t.status == "interrupted" for t in turns[3:])
+    assert run_events(cli.state, "g")[-1]["by"] == "loopx-chat (runaway guard)"
+    assert "no progress in 3 turns in a row" in done.stderr
 
 
 def test_max_turns_pauses_a_loop_that_gets_somewhere(
