@@ -161,7 +161,6 @@ class AppServerProcess:
         config_args: Sequence[str] = (),
         stderr_log: Path,
         policy: ServerRequestPolicy | None = None,
-        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
     ) -> AppServerProcess:
         argv = [str(executable), "app-server"]
         for item in config_args:
@@ -169,7 +168,7 @@ class AppServerProcess:
         argv += ["--listen", "stdio://"]
         log = _CappedLog(stderr_log, STDERR_LOG_CAP_BYTES)
         try:
-            proc = popen(
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,

@@ -588,14 +588,12 @@ class ChatController:
             finally:
                 warm.pinned = False
 
-    def record_host_loop_turns(
-        self, session_id: str, quiet_sec: float = 0.1, most_sec: float = 0.5
-    ) -> int:
+    def record_host_loop_turns(self, session_id: str) -> int:
         """Before this process lets a thread go that runs a loop nobody here started, record
         the continuation turns codex ran on it meanwhile (`origin: goal_loop`, no run), like
         any other turn; one still running is recorded interrupted, since closing the thread
-        ends it. Reads until codex has been quiet for `quiet_sec`, or `most_sec` in all: the
-        loop spends while the thread is held, and a loop without a budget never goes quiet.
+        ends it. Reads until codex has been quiet for 0.1 s, or 0.5 s in all: the loop
+        spends while the thread is held, and a loop without a budget never goes quiet.
         The host goal is never touched. Returns how many turns were recorded."""
         from loopx_chat.codex.goal_loop import GoalLoopWatch
         from loopx_chat.controller.loop_follower import LoopFollower, LoopTurns, StopRules
@@ -603,7 +601,7 @@ class ChatController:
         warm = self._warm.get(session_id)
         if warm is None or session_id not in self.host_loop_notices:
             return 0
-        rules = StopRules(quiet_sec=quiet_sec, most_sec=most_sec)
+        rules = StopRules(quiet_sec=0.1, most_sec=0.5)
         follower = LoopFollower(LoopTurns(self.turns, session_id), rules)
         with self._warm.session_lock(session_id), contextlib.suppress(CodexError):
             follower.follow(GoalLoopWatch(warm.thread))

@@ -369,11 +369,9 @@ class HostRequestDesk:
         goals: GateStore,
         *,
         decision_timeout: float = DECISION_TIMEOUT_SEC,
-        alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.goals = goals
         self.decision_timeout = decision_timeout
-        self._alive = alive or pid_alive
         self._lock = threading.Lock()
         self._bindings: dict[str, Binding] = {}
         self._live: dict[str, Live] = {}
@@ -668,7 +666,7 @@ class HostRequestDesk:
         if gate.gate_id in self._live:
             return True
         pid = host.get("holder_pid")
-        return isinstance(pid, int) and pid != os.getpid() and self._alive(pid)
+        return isinstance(pid, int) and pid != os.getpid() and pid_alive(pid)
 
     def mark_carried(self, goal_id: str, carried: Iterable[tuple[str, str]]) -> None:
         for gate_id, _ in carried:
