@@ -625,18 +625,15 @@ class HostRequestDesk:
             )
 
     # -- after the fact ----------------------------------------------------------------------
-    def expire_orphans(self, gates: Iterable[Gate]) -> int:
+    def expire_orphans(self, gates: Iterable[Gate]) -> None:
         """Mark the live host gates among `gates` whose holder process is gone
         `expired: host restarted`."""
-        count = 0
         for gate in gates:
             if (gate.host or {}).get("state") != "live" or self._still_waiting(gate):
                 continue
             self.goals.note_host(
                 gate.goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
             )
-            count += 1
-        return count
 
     def carries(self, goal_id: str, session_id: str) -> list[tuple[str, str]]:
         """Decisions on this session's host gates that never reached codex: (gate id, its
