@@ -485,10 +485,5 @@ class AppServerProcess:
             os.killpg(self.proc.pid, sig)
 
     def wait_exit(self, timeout: float) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.proc.poll()
-            if code is not None:
-                return code
-            time.sleep(0.02)
+        self._exited_within(timeout)
         return self.proc.poll()
