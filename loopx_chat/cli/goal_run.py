@@ -118,24 +118,17 @@ def _follow(
 
             TerminalDecider(controller)
         runner = GoalRunner(controller, GateStore(cli.state_dir))
-        objective = None
-        if note is not None:
-            previous, objective = runner.reopen_objective(goal_id, note)
-            budget = budget or previous.token_budget
-            session_id = session_id or previous.session_id
         # Every refusal comes from here, before anything is written or spawned.
         plan = runner.plan(
             goal_id,
             session_id,
             budget,
-            objective=objective,
+            reopen_note=note,
             approval_policy=approval,
             plan_mode=plan_mode,
             max_turns=max_turns,
             resume_after_usage_limit=resume,
         )
-        if note is not None:
-            runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
         try:
             result = runner.run(
                 plan,

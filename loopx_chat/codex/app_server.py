@@ -58,7 +58,6 @@ START_REMEDY = Remedy(
 
 @dataclass
 class ProcessStats:
-    skipped_lines: int = 0
     server_requests: int = 0  # answered by the policy (a count: it must not grow a list)
 
 
@@ -161,7 +160,6 @@ class AppServerProcess:
         config_args: Sequence[str] = (),
         stderr_log: Path,
         policy: ServerRequestPolicy | None = None,
-        popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen,
     ) -> AppServerProcess:
         argv = [str(executable), "app-server"]
         for item in config_args:
@@ -169,7 +167,7 @@ class AppServerProcess:
         argv += ["--listen", "stdio://"]
         log = _CappedLog(stderr_log, STDERR_LOG_CAP_BYTES)
         try:
-            proc = popen(
+            proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -354,7 +352,6 @@ class AppServerProcess:
             message = None
         if not isinstance(message, dict):
             if raw.strip():
-                self.stats.skipped_lines += 1
                 # Size only: the line might be model output, which never reaches our logs.
                 self._log.note(f"skipped a non-JSON stdout line ({len(raw)} bytes)")
             return
@@ -364,7 +361,6 @@ class AppServerProcess:
             if not isinstance(response_id, int) or isinstance(response_id, bool):
                 # Our ids are integers; anything else (a list, an object) answers nothing of
                 # ours and must not take the reader worker down.
-                self.stats.skipped_lines += 1
                 self._log.note("skipped a response whose id is not one of our integer ids")
                 return
             with self._pending_lock:
@@ -374,7 +370,6 @@ class AppServerProcess:
                     slot.put_nowait(message)
             return
         if not isinstance(method, str):
-            self.stats.skipped_lines += 1
             self._log.note("skipped a JSON message with neither a known id nor a method")
             return
         params = message.get("params")
@@ -490,10 +485,5 @@ class AppServerProcess:
             os.killpg(self.proc.pid, sig)
 
     def wait_exit(self, timeout: float) -> int | None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            code = self.proc.poll()
-            if code is not None:
-                return code
-            time.sleep(0.02)
+        self._exited_within(timeout)
         return self.proc.poll()

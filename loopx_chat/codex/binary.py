@@ -81,9 +81,7 @@ def native_binary_for_wrapper(script: Path) -> Path | None:
     return None
 
 
-def codex_version(
-    binary: CodexBinary, environ: Mapping[str, str], codex_home: Path, timeout: float = 10.0
-) -> str | None:
+def codex_version(binary: CodexBinary, environ: Mapping[str, str], codex_home: Path) -> str | None:
     """`codex --version` as a bare version string, or None when it cannot be read.
 
     Even this runs with the pinned home: codex writes scratch files under its CODEX_HOME at
@@ -96,7 +94,7 @@ def codex_version(
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=timeout,
+            timeout=10.0,
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired):

@@ -29,9 +29,7 @@ def catalog_incompatible(detail: str) -> CodexError:
     )
 
 
-def write_builtin_catalog(
-    executable: Path, environ: Mapping[str, str], *, timeout: float = DEBUG_MODELS_TIMEOUT_SEC
-) -> Path:
+def write_builtin_catalog(executable: Path, environ: Mapping[str, str]) -> Path:
     """Return a temp file holding the binary's built-in catalog; the caller deletes it."""
     # Only the retry pays for these (with random, bz2, lzma): every chat command imports
     # this module, and almost none retries (issue 18).
@@ -48,12 +46,12 @@ def write_builtin_catalog(
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                timeout=timeout,
+                timeout=DEBUG_MODELS_TIMEOUT_SEC,
                 check=False,
             )
         except subprocess.TimeoutExpired:
             raise catalog_incompatible(
-                f"`codex debug models` timed out after {timeout:g}s"
+                f"`codex debug models` timed out after {DEBUG_MODELS_TIMEOUT_SEC:g}s"
             ) from None
         except OSError as exc:
             raise catalog_incompatible(

@@ -179,12 +179,10 @@ def _param_fields(params: object, definitions: Mapping[str, object]) -> frozense
     return frozenset(props) if isinstance(props, dict) else frozenset()
 
 
-def missing_uses(
-    stable: SchemaSurface, experimental: SchemaSurface, uses: Iterable[ProtocolUse] = PROTOCOL
-) -> tuple[MissingUse, ...]:
+def missing_uses(stable: SchemaSurface, experimental: SchemaSurface) -> tuple[MissingUse, ...]:
     """Each use the schemas lack: the method itself, or the params of it we send."""
     out: list[MissingUse] = []
-    for use in uses:
+    for use in PROTOCOL:
         surface = experimental if use.experimental else stable
         if use.method not in surface.methods.get(use.kind, frozenset()):
             if not any(m.method == use.method and not m.params for m in out):
@@ -220,10 +218,10 @@ def version_key(version: str) -> tuple[int, int, int] | None:
     return major, minor, patch
 
 
-def range_position(version: str | None, tested: TestedRange = TESTED_RANGE) -> RangePosition:
+def range_position(version: str | None) -> RangePosition:
     """Where `version` stands against the tested range (a pre-release counts as its release)."""
     key = version_key(version) if version else None
-    oldest, newest = version_key(tested.oldest), version_key(tested.newest)
+    oldest, newest = version_key(TESTED_RANGE.oldest), version_key(TESTED_RANGE.newest)
     if key is None or oldest is None or newest is None:
         return "unknown"
     if key < oldest:

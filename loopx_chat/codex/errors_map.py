@@ -125,10 +125,6 @@ def upstream_meaning(method: str, message: str) -> str | None:
     return None
 
 
-def is_legacy_catalog_error(message: str, method: str = "thread/start") -> bool:
-    return upstream_meaning(method, message) == "legacy_catalog"
-
-
 def classify_rpc_error(method: str, message: str) -> CodexError:
     meaning = upstream_meaning(method, message)
     if meaning == "resume_failed":

@@ -54,11 +54,10 @@ def _words(line: bytes) -> str | None:
 class RolloutWords:
     """The agent's messages on one thread, in order, each handed out once."""
 
-    def __init__(self, home: Path, thread_id: str, *, from_end: bool = True) -> None:
+    def __init__(self, home: Path, thread_id: str) -> None:
         self.home, self.thread_id = home, thread_id
         self.path: Path | None = None
         self.offset = 0
-        self.from_end = from_end  # start at the end: only what is said from now on
 
     def new(self) -> list[str]:
         """The agent's messages completed since the last call (none while the file is not
@@ -67,8 +66,8 @@ class RolloutWords:
             self.path = _find(self.home, self.thread_id)
             if self.path is None:
                 return []
-            if self.from_end:
-                self.offset = self.path.stat().st_size
+            # Start at the end: only what is said from now on.
+            self.offset = self.path.stat().st_size
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
         except OSError:

@@ -26,7 +26,7 @@ from typing import Any
 from loopx_chat import __version__
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.catalog import catalog_incompatible, write_builtin_catalog
-from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, is_legacy_catalog_error
+from loopx_chat.codex.errors_map import HOST_REMEDY, classify_rpc_error, upstream_meaning
 from loopx_chat.codex.host_connection import (
     ConnectionFactory,
     HostConnection,
@@ -315,7 +315,7 @@ class CodexThread:
             method = "thread/start"
 
         def rejected(exc: RpcError) -> Exception:
-            if not is_legacy_catalog_error(exc.message, method):
+            if upstream_meaning(method, exc.message) != "legacy_catalog":
                 return classify_rpc_error(method, exc.message)
             if retry_allowed:
                 return _LegacyCatalog()

@@ -280,7 +280,7 @@ class ChatController:
         goal_id: str,
         approval_policy: str | None = None,
         settings: TurnSettings | None = None,
-    ) -> ThreadOptions:
+    ) -> None:
         """Bring a loaded thread's approval policy and Plan mode up to date for its next turn
         (`turn/start` carries both; the policy then holds for the thread's later turns)."""
         from loopx_chat.controller.turn_policy import asks
@@ -297,7 +297,6 @@ class ChatController:
             self._asking.add(thread.thread_id)
         else:
             self._asking.discard(thread.thread_id)
-        return thread.options
 
     def record_start(self) -> None:
         """Which owner gates were open when this controller started (a metrics input).
@@ -588,26 +587,23 @@ class ChatController:
             finally:
                 warm.pinned = False
 
-    def record_host_loop_turns(
-        self, session_id: str, quiet_sec: float = 0.1, most_sec: float = 0.5
-    ) -> int:
+    def record_host_loop_turns(self, session_id: str) -> None:
         """Before this process lets a thread go that runs a loop nobody here started, record
         the continuation turns codex ran on it meanwhile (`origin: goal_loop`, no run), like
         any other turn; one still running is recorded interrupted, since closing the thread
-        ends it. Reads until codex has been quiet for `quiet_sec`, or `most_sec` in all: the
-        loop spends while the thread is held, and a loop without a budget never goes quiet.
-        The host goal is never touched. Returns how many turns were recorded."""
+        ends it. Reads until codex has been quiet for 0.1 s, or 0.5 s in all: the loop
+        spends while the thread is held, and a loop without a budget never goes quiet.
+        The host goal is never touched."""
         from loopx_chat.codex.goal_loop import GoalLoopWatch
         from loopx_chat.controller.loop_follower import LoopFollower, LoopTurns, StopRules
 
         warm = self._warm.get(session_id)
         if warm is None or session_id not in self.host_loop_notices:
-            return 0
-        rules = StopRules(quiet_sec=quiet_sec, most_sec=most_sec)
+            return
+        rules = StopRules(quiet_sec=0.1, most_sec=0.5)
         follower = LoopFollower(LoopTurns(self.turns, session_id), rules)
         with self._warm.session_lock(session_id), contextlib.suppress(CodexError):
             follower.follow(GoalLoopWatch(warm.thread))
-        return follower.loop.recorded
 
     def holds(self, session_id: str) -> bool:
         """Whether this controller has the session's thread loaded (its writer lock is ours)."""

@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from loopx_chat.controller.chat_controller import ChatController
-from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan
+from loopx_chat.controller.goal_run_checks import RunChecks, RunPlan, ended_complete
 from loopx_chat.controller.loop_follower import LoopFollower
 from loopx_chat.controller.our_run import PARTS, RunResult, TurnProgress
-from loopx_chat.errors import Remedy, StateError
+from loopx_chat.errors import StateError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRun, GoalRuns, RunObjective
+from loopx_chat.goals.goal_runs import GoalRun, GoalRuns
 
 POLL_SEC = 0.2  # how often the goal's records (gates, stop) are read while the loop runs
 WHILE_CODEX_STARTS = (
@@ -50,23 +50,9 @@ class GoalRunner:
         imports = controller.while_starting_imports
         imports.extend(name for name in WHILE_CODEX_STARTS if name not in imports)
 
-    def ended_complete(self, goal_id: str) -> GoalRun:
-        run = self.runs.latest(goal_id)
-        if run is None or run.state != "ended" or run.host_status != "complete":
-            shown = "no run" if run is None else f"run {run.run_id} is {run.state}"
-            raise StateError(
-                f"goal {goal_id} has no run that Codex reported complete ({shown})",
-                error_code="run_not_complete",
-                remedy=Remedy(
-                    summary="Accept and Reopen answer a run Codex says is done.",
-                    next_action=f"Run it first: `loopx-chat goal run {goal_id}`.",
-                ),
-            )
-        return run
-
     def accept(self, goal_id: str, reason: str | None, actor: str = "owner") -> GoalRun:
         """The owner agrees it is done: a human_reward on the run's last turn, run closed."""
-        run = self.ended_complete(goal_id)
+        run = ended_complete(self.runs, goal_id)
         turns = [
             t for t in self.controller.store.list_turns(run.session_id) if t.run_id == run.run_id
         ]
@@ -87,13 +73,6 @@ class GoalRunner:
             goal_id, run.run_id, "accepted", reward_id=reward["reward_id"], actor=actor
         )
 
-    def reopen_objective(self, goal_id: str, note: str) -> tuple[GoalRun, RunObjective]:
-        """Reopen: the owner's note becomes the next objective of a new run."""
-        from loopx_chat.goals.gate_store import public_text
-
-        run = self.ended_complete(goal_id)
-        return run, RunObjective(public_text(note, "note"), "owner_note", run.run_id)
-
     # -- the run ---------------------------------------------------------------------------
     def run(
         self,
@@ -113,7 +92,10 @@ class GoalRunner:
         return follow.our_run().run()
 
     def authorize(self, plan: RunPlan, *, actor: str, surface: str) -> GoalRun:
-        """Record the owner's authority for the planned run (nothing is sent yet)."""
+        """Record the owner's authority for the planned run (nothing is sent yet); a Reopen
+        is noted on the run Codex said was done first."""
+        if plan.objective.source == "owner_note":
+            self.runs.note(plan.goal_id, plan.objective.source_id, "reopened", actor=actor)
         return self.runs.authorize(
             plan.goal_id,
             session_id=plan.session.session_id,

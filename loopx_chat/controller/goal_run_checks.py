@@ -1,14 +1,15 @@
 """The checks before a goal run: every refusal with its own code, nothing written, nothing spawned.
 
 Owns `RunPlan` (what a run will do: which session's thread, what budget, which objective,
-under which approval policy) and the order of the checks: an unknown policy
-(`approval_policy_unknown`), Plan mode (`plan_not_in_run`: codex continues no goal in it),
-the goal stopped (`goal_stopped`), an open blocking gate
-(`gate_open`, naming it), no session with a thread (`no_session`), another Codex home
-(`codex_home_mismatch`), raw material on the goal's record files (`raw_material_detected`), no
-finite budget (`budget_required`), nothing to work on (`objective_required`), the thread held
-by someone else (`thread_busy`, saying who), no codex (`host_tool_unavailable`). It reads
-owner-local state only: it never writes, never spawns and never talks to Codex.
+under which approval policy) and the order of the checks: a Reopen of a goal with no run
+Codex reported complete (`run_not_complete`), an unknown policy (`approval_policy_unknown`),
+Plan mode (`plan_not_in_run`: codex continues no goal in it), the goal stopped
+(`goal_stopped`), an open blocking gate (`gate_open`, naming it), no session with a thread
+(`no_session`), another Codex home (`codex_home_mismatch`), raw material on the goal's record
+files (`raw_material_detected`), no finite budget (`budget_required`), nothing to work on
+(`objective_required`), the thread held by someone else (`thread_busy`, saying who), no codex
+(`host_tool_unavailable`). It reads owner-local state only: it never writes, never spawns and
+never talks to Codex.
 """
 
 from __future__ import annotations
@@ -18,11 +19,11 @@ from typing import Any
 
 from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.thread_lock import ThreadWriterLock
-from loopx_chat.errors import CodexError, Remedy, UsageError
+from loopx_chat.errors import CodexError, Remedy, StateError, UsageError
 from loopx_chat.goals.gate_store import Gate as OwnerGate
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
-from loopx_chat.goals.goal_runs import GoalRuns, RunObjective, run_objective
+from loopx_chat.goals.goal_runs import GoalRun, GoalRuns, RunObjective, run_objective
 from loopx_chat.pids import pid_alive
 from loopx_chat.state.session_records import SessionRecord
 
@@ -48,6 +49,22 @@ def _refuse(message: str, code: str, summary: str, next_action: str) -> UsageErr
     )
 
 
+def ended_complete(runs: GoalRuns, goal_id: str) -> GoalRun:
+    """The goal's last run, which Codex reported complete: what Accept and Reopen answer."""
+    run = runs.latest(goal_id)
+    if run is None or run.state != "ended" or run.host_status != "complete":
+        shown = "no run" if run is None else f"run {run.run_id} is {run.state}"
+        raise StateError(
+            f"goal {goal_id} has no run that Codex reported complete ({shown})",
+            error_code="run_not_complete",
+            remedy=Remedy(
+                summary="Accept and Reopen answer a run Codex says is done.",
+                next_action=f"Run it first: `loopx-chat goal run {goal_id}`.",
+            ),
+        )
+    return run
+
+
 def person_gates(goals: GateStore, goal_id: str) -> list[OwnerGate]:
     """The goal's open blocking gates, oldest first."""
     pending = [g for g in goals.gates(goal_id) if g.status == "pending" and g.blocking]
@@ -69,18 +86,28 @@ class RunChecks:
         session_id: str | None = None,
         token_budget: int | None = None,
         *,
-        objective: RunObjective | None = None,
+        reopen_note: str | None = None,
         approval_policy: str | None = None,
         plan_mode: bool = False,
         max_turns: int | None = None,
         resume_after_usage_limit: bool | None = None,
     ) -> RunPlan:
-        """Every check before a run, in the order the owner fixes them; `objective` replaces
-        the one the records give (Reopen: the owner's note). `approval_policy` is the run's
-        own (else the goal's goal_state, else the controller's default); Plan mode is
-        refused (`plan_not_in_run`): codex continues no goal in Plan mode."""
+        """Every check before a run, in the order the owner fixes them. `reopen_note`: Reopen
+        the run Codex said was done, the note its objective (its budget and session unless
+        given; `authorize` notes it). `approval_policy` is the run's own (else the goal's
+        goal_state, else the controller's default); Plan mode is refused (`plan_not_in_run`):
+        codex continues no goal in Plan mode."""
         goals, records = self.goals, self.records
         from loopx_chat.goals.goal_ledger import approval_policy_field
+
+        objective = None
+        if reopen_note is not None:
+            from loopx_chat.goals.gate_store import public_text
+
+            done = ended_complete(self.runs, goal_id)
+            objective = RunObjective(public_text(reopen_note, "note"), "owner_note", done.run_id)
+            token_budget = token_budget or done.token_budget
+            session_id = session_id or done.session_id
 
         approval_policy_field(approval_policy)  # `approval_policy_unknown`
         options = self.controller.thread_options(goal_id, approval_policy)

@@ -48,6 +48,7 @@ from loopx_chat.state.safe_read import parse_json, read_regular
 # an exclusive hold (its quiesce marker is up) is refused at once.
 SPAWN_GUARD_WAIT_SEC = 120.0
 _SPAWN_GUARD_POLL_SEC = 0.2
+_EXCLUSIVE_POLL_SEC = 0.25  # how often an exclusive operation looks for the home's users
 _SUBCOMMAND = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 
 
@@ -382,7 +383,6 @@ def run_exclusive(
     *,
     wait: float,
     environ: Mapping[str, str],
-    poll: float = 0.25,
 ) -> int:
     """Run `command` once nobody uses the home; returns its exit code."""
     if not command:
@@ -406,7 +406,7 @@ def run_exclusive(
                         "other programs), then run the exclusive operation again.",
                     ),
                 )
-            time.sleep(poll)
+            time.sleep(_EXCLUSIVE_POLL_SEC)
         env = {**environ, "CODEX_HOME": str(binding.path)}
         try:
             return subprocess.run(list(command), env=env, check=False).returncode

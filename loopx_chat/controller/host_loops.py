@@ -43,10 +43,9 @@ class HostLoops:
         self.runs = GoalRuns(goals)
         self.records = GoalLedger(goals)
 
-    def take_up(self) -> list[str]:
+    def take_up(self) -> None:
         """Follow every loop the controller saw while loading a thread (after any call that
-        may have loaded one); the session ids taken up."""
-        taken: list[str] = []
+        may have loaded one)."""
         notices = self.controller.host_loop_notices
         with self.registry.lock:
             while notices:
@@ -74,8 +73,6 @@ class HostLoops:
                 )
                 if self.registry.background(goal_id, follower, thread, foreign=True):
                     thread.start()
-                    taken.append(session_id)
-        return taken
 
     def _follow(self, session_id: str, follower: LoopFollower) -> None:
         from loopx_chat.codex.goal_loop import GoalLoopWatch

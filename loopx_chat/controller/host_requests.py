@@ -369,11 +369,9 @@ class HostRequestDesk:
         goals: GateStore,
         *,
         decision_timeout: float = DECISION_TIMEOUT_SEC,
-        alive: Callable[[int], bool] | None = None,
     ) -> None:
         self.goals = goals
         self.decision_timeout = decision_timeout
-        self._alive = alive or pid_alive
         self._lock = threading.Lock()
         self._bindings: dict[str, Binding] = {}
         self._live: dict[str, Live] = {}
@@ -627,18 +625,15 @@ class HostRequestDesk:
             )
 
     # -- after the fact ----------------------------------------------------------------------
-    def expire_orphans(self, gates: Iterable[Gate]) -> int:
+    def expire_orphans(self, gates: Iterable[Gate]) -> None:
         """Mark the live host gates among `gates` whose holder process is gone
         `expired: host restarted`."""
-        count = 0
         for gate in gates:
             if (gate.host or {}).get("state") != "live" or self._still_waiting(gate):
                 continue
             self.goals.note_host(
                 gate.goal_id, gate.gate_id, {"state": "expired", "expired": "host restarted"}
             )
-            count += 1
-        return count
 
     def carries(self, goal_id: str, session_id: str) -> list[tuple[str, str]]:
         """Decisions on this session's host gates that never reached codex: (gate id, its
@@ -668,7 +663,7 @@ class HostRequestDesk:
         if gate.gate_id in self._live:
             return True
         pid = host.get("holder_pid")
-        return isinstance(pid, int) and pid != os.getpid() and self._alive(pid)
+        return isinstance(pid, int) and pid != os.getpid() and pid_alive(pid)
 
     def mark_carried(self, goal_id: str, carried: Iterable[tuple[str, str]]) -> None:
         for gate_id, _ in carried:

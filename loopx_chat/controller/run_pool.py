@@ -92,23 +92,16 @@ class RunPool:
                         "--max-running N` allows more.",
                     ),
                 )
-            objective = previous = None
-            if reopen_note is not None:
-                previous, objective = self.runner.reopen_objective(goal_id, reopen_note)
-                token_budget = token_budget or previous.token_budget
-                session_id = session_id or previous.session_id
             plan = self.runner.plan(
                 goal_id,
                 session_id,
                 token_budget,
-                objective=objective,
+                reopen_note=reopen_note,
                 approval_policy=approval_policy,
                 plan_mode=plan_mode,
                 max_turns=max_turns,
                 resume_after_usage_limit=resume_after_usage_limit,
             )
-            if previous is not None:
-                self.runner.runs.note(goal_id, previous.run_id, "reopened", actor=actor)
             record = self.runner.authorize(plan, actor=actor, surface=surface)
             self._launch(self.runner.follower(record, plan))
         return record

@@ -126,20 +126,17 @@ class RunState:
         if state not in MOVES:
             raise IllegalMove(f"no state {state!r}")
         self.state = state
-        self.history: list[tuple[str, str]] = [("", state)]  # (event, state), in order
 
     def can(self, event: str) -> bool:
         return event in MOVES[self.state]
 
     def move(self, event: str) -> str:
         """Take the move `event` from the current state; raise IllegalMove when the table
-        has none. A move to the state the run is already in is no move (nothing recorded)."""
+        has none. A move to the state the run is already in is no move."""
         target = MOVES[self.state].get(event)
         if target is None:
             raise IllegalMove(f"a run that is {self.state} cannot take {event!r}")
-        if target != self.state:
-            self.state = target
-            self.history.append((event, target))
+        self.state = target
         return target
 
     def end_as(self, host_status: str | None) -> str:

@@ -31,14 +31,10 @@ LOCK_BUSY_REMEDY = Remedy(
 )
 
 
-def thread_lock_path(state_root: Path, codex_home: Path, thread_id: str) -> Path:
-    folder = state_root / "locks" / "threads" / home_key(codex_home)
-    return folder / f"{validate_session_id(thread_id)}.lock"
-
-
 class ThreadWriterLock:
     def __init__(self, state_root: Path, codex_home: Path, thread_id: str) -> None:
-        self.path = thread_lock_path(state_root, codex_home, thread_id)
+        folder = state_root / "locks" / "threads" / home_key(codex_home)
+        self.path = folder / f"{validate_session_id(thread_id)}.lock"
         self.thread_id = thread_id
         # thread_local=False: acquired by the caller, released by whichever thread closes.
         self._lock = FileLock(self.path)

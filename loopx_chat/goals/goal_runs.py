@@ -67,7 +67,7 @@ def exit_code_for(host_status: str | None) -> int:
 @dataclass(frozen=True)
 class RunObjective:
     text: str
-    source: str  # handoff | goal_state
+    source: str  # handoff | goal_state | owner_note (its source_id: the run reopened)
     source_id: str
 
 

@@ -28,12 +28,9 @@ import loopx_chat.codex.rollouts.host_facts as host_facts
 import loopx_chat.codex.rollouts.index as rollouts_index
 import loopx_chat.codex.rollouts.parse as rollouts_parse
 import loopx_chat.codex.rollouts.scanner as rollouts_scanner
-from loopx_chat.codex.rollouts import (
-    INDEX_SCHEMA,
-    HostPosition,
-    RolloutScanner,
-    ScanResult,
-)
+from loopx_chat.codex.rollouts import RolloutScanner, ScanResult
+from loopx_chat.codex.rollouts.index import INDEX_SCHEMA
+from loopx_chat.codex.rollouts.records import HostPosition
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ControllerConfig, TurnResult
 from loopx_chat.errors import ERROR_CODES, StateError

@@ -16,14 +16,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loopx_chat.cli import main
-from loopx_chat.codex.rollouts import (
+from loopx_chat.codex.rollouts import ScanResult, ThreadFacts
+from loopx_chat.codex.rollouts.records import (
+    OUTCOMES,
     HostPosition,
-    ScanResult,
-    ThreadFacts,
+    LastTurn,
     TokenTotals,
     TurnCounts,
 )
-from loopx_chat.codex.rollouts.records import OUTCOMES, LastTurn
 from loopx_chat.codex.rollouts.render import facts_document
 
 

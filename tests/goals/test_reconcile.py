@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from loopx_chat.cli import main
-from loopx_chat.codex.rollouts import LastTurn, ThreadFacts, TurnCounts
+from loopx_chat.codex.rollouts import ThreadFacts
+from loopx_chat.codex.rollouts.records import LastTurn, TurnCounts
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.goals.reconcile import Staleness, reconcile_reason, staleness
 from tests.helpers.real_codex import make_controller, real_launch

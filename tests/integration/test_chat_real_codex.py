@@ -19,7 +19,7 @@ import pytest
 
 from loopx_chat.codex.app_server import AppServerProcess, RpcError, child_environment
 from loopx_chat.codex.binary import find_codex
-from loopx_chat.codex.errors_map import is_legacy_catalog_error
+from loopx_chat.codex.errors_map import upstream_meaning
 from loopx_chat.codex.thread import Timeouts
 from loopx_chat.controller.chat_controller import ChatController, ControllerConfig, TurnResult
 from loopx_chat.errors import CodexError
@@ -329,7 +329,7 @@ def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
             probe.request("thread/start", {"cwd": str(tmp_path)}, 30)
     finally:
         probe.close()
-    assert is_legacy_catalog_error(refused.value.message, "thread/start")
+    assert upstream_meaning("thread/start", refused.value.message) == "legacy_catalog"
 
     with make_controller(tmp_path / "state", bound_home, base_env, codex_bin) as c:
         record = c.open_session("g", tmp_path)

@@ -174,7 +174,7 @@ def test_every_text_the_controller_branches_on_was_recorded_from_the_pinned_code
 def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_still_retries() -> (
     None
 ):
-    from loopx_chat.codex.errors_map import is_legacy_catalog_error, upstream_meaning
+    from loopx_chat.codex.errors_map import upstream_meaning
 
     for entry in UPSTREAM_TEXTS:
         method = entry.methods[0] if entry.methods else "thread/start"
@@ -184,9 +184,11 @@ def test_each_table_entry_matches_its_own_example_and_the_older_catalog_text_sti
         for t in UPSTREAM_TEXTS
         if t.meaning == "legacy_catalog" and t.observed_on != pinned_version()
     ]
-    assert older and all(is_legacy_catalog_error(t.example) for t in older)
+    assert older
+    assert all(upstream_meaning("thread/start", t.example) == "legacy_catalog" for t in older)
     # Any other configuration error is not a catalog one (no retry).
-    assert not is_legacy_catalog_error("failed to load configuration: x.toml:1:1: bad")
+    bad = "failed to load configuration: x.toml:1:1: bad"
+    assert upstream_meaning("thread/start", bad) != "legacy_catalog"
 
 
 def test_every_exchange_the_fakes_and_the_tests_replay_is_a_recording_this_test_checks() -> None:

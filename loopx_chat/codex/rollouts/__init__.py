@@ -32,31 +32,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from loopx_chat.codex.rollouts.index import INDEX_SCHEMA
-    from loopx_chat.codex.rollouts.records import OUTCOMES as OUTCOMES
-    from loopx_chat.codex.rollouts.records import (
-        HostPosition,
-        LastTurn,
-        ScanResult,
-        ThreadFacts,
-        TokenTotals,
-        TurnCounts,
-    )
-    from loopx_chat.codex.rollouts.scanner import (
-        RolloutScanner,
-    )
+    from loopx_chat.codex.rollouts.records import ScanResult, ThreadFacts
+    from loopx_chat.codex.rollouts.scanner import RolloutScanner
 
 # Each name loads its module on first use (PEP 562): `host_facts` is imported by every
 # `status`, and a home with nothing to scan must not pay for the scanner (issue 18).
 _EXPORTS = {
-    "INDEX_SCHEMA": "index",
-    "OUTCOMES": "records",
-    "HostPosition": "records",
-    "LastTurn": "records",
     "ScanResult": "records",
     "ThreadFacts": "records",
-    "TokenTotals": "records",
-    "TurnCounts": "records",
     "RolloutScanner": "scanner",
 }
 
@@ -71,13 +54,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "INDEX_SCHEMA",
-    "OUTCOMES",
-    "HostPosition",
-    "LastTurn",
     "RolloutScanner",
     "ScanResult",
     "ThreadFacts",
-    "TokenTotals",
-    "TurnCounts",
 ]
