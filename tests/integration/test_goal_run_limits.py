@@ -33,6 +33,7 @@ import pytest
 
 from loopx_chat.codex.host_connection import Notification, RpcError
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
+from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
@@ -603,7 +604,8 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     `chat interrupt` recorded the turn interrupted and answered `goal_run: null`, and the next
     service start took the run up again (`RunPool.recover`): codex went on with the goal, the
     owner's interrupt lost. It is now recorded on the run: the host goal is paused and the
-    run ends paused with the owner's reason, the answer says so, and recovery leaves it."""
+    run ends paused with the owner's reason, the answer says so, and recovery leaves it,
+    also one that found the run before the interrupt and loads its thread after."""
     from loopx_chat.controller.run_pool import RunPool
 
     sid = _goal_with_session(cli)
@@ -622,20 +624,26 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     psutil.wait_procs(codex, timeout=30)  # its app-server ends with its stdin
     died = run_events(cli.state, "g")[-1]
     assert died["event"] == "started"  # recorded running; its process is gone
-    code, doc = cli.json("chat", "interrupt", sid)
-    assert code == 0, doc
-    assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
-    turns = goal_loop_turns(cli.state, sid)
-    assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
-    ended = run_events(cli.state, "g")[-1]
-    assert (ended["event"], ended["host_status"]) == ("ended", "paused"), ended
-    # A service start (its recovery) does not take it up again; codex's goal stays paused.
     with make_controller(cli.state, bound_home, base_env, codex_bin) as c:
         pool = RunPool(c, GateStore(cli.state))
-        try:
-            assert pool.recover() == []
-        finally:
-            pool.close()
+        # A service start that found the run before the interrupt, and loads its thread after.
+        found: list[Any] = []
+        pool._launch = found.append  # type: ignore[method-assign]
+        assert pool.recover() == [died["run_id"]]
+        code, doc = cli.json("chat", "interrupt", sid)
+        assert code == 0, doc
+        assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
+        turns = goal_loop_turns(cli.state, sid)
+        assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
+        ended = run_events(cli.state, "g")[-1]
+        assert (ended["event"], ended["host_status"]) == ("ended", "paused"), ended
+        with pytest.raises(LoopxChatError) as left:
+            found[0].our_run().run()
+        assert left.value.error_code == "run_not_found"  # read again: left as it is
+        assert run_events(cli.state, "g")[-1] == ended
+        # A later service start does not take it up either; codex's goal stays paused.
+        assert pool.recover() == [] and len(found) == 1
+        pool.close()
     assert [e["event"] for e in run_events(cli.state, "g")].count("recovered") == 0
     host_goal = _said_paused(cli, OWNER_PAUSED_LINE, "paused by owner (chat interrupt)")
     assert host_goal["goal"]["status"] == "paused", host_goal
