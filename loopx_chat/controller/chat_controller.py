@@ -1013,8 +1013,9 @@ class ChatController:
             elif (follower := self.running_goals.on_session(session_id)) is not None:
                 follower.ask_interrupt(turn.turn_id)  # never a file its own process reads
             else:
-                # A follow this process does not hold in its registry (a CLI command's short
-                # one before it lets the thread go): as from another process.
+                # No follower of it in the registry (only a CLI command's short follow before
+                # it lets a thread go is not there, and no interrupt in its process reaches
+                # it): the marker, as from another process.
                 self._ask_marker(session_id, turn.turn_id)
             return turn
         if warm is not None:
