@@ -69,7 +69,7 @@ from loopx_chat.controller.turn_settings import (
 from loopx_chat.controller.warm_threads import Warm, WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
-from loopx_chat.pids import pid_alive, start_time
+from loopx_chat.pids import start_time
 from loopx_chat.state.control_events import ControlLog
 from loopx_chat.state.private_files import (
     PRIVATE_FILE_MODE,
@@ -995,18 +995,24 @@ class ChatController:
 
     def interrupt_turn(self, session_id: str) -> TurnRecord:
         """Ask the controller running this session's turn to interrupt it (any process). A
-        goal loop's turn is stopped by its loop's follower, here or in another process: it
-        looks for the marker between inputs (`LoopTurns.interrupt_asked`)."""
+        goal loop's turn is stopped by its loop's follower: here, through its inbox; in
+        another process, by the marker it looks for between inputs
+        (`LoopTurns.interrupt_asked`)."""
         record = self._load_checked(session_id)
         if not record.active_turn_id:
             raise CodexError("This session has no active turn", error_code="turn_not_active")
         warm = self._warm.get(session_id)
         if warm is not None and warm.running_turn_id == record.active_turn_id:
             turn = self.store.load_turn(session_id, record.active_turn_id)
-            if turn.origin == "goal_loop":
-                self._ask_marker(session_id, turn.turn_id)
-            else:
+            if turn.origin != "goal_loop":
                 warm.interrupt.set()
+            elif (follower := self.running_goals.on_session(session_id)) is not None:
+                follower.ask_interrupt(turn.turn_id)  # never a file its own process reads
+            else:
+                # No follower of it in the registry (only a CLI command's short follow before
+                # it lets a thread go is not there, and no interrupt in its process reaches
+                # it): the marker, as from another process.
+                self._ask_marker(session_id, turn.turn_id)
             return turn
         if warm is not None:
             # We hold the thread and run no turn: the recorded one was left by a controller
@@ -1028,30 +1034,18 @@ class ChatController:
     def interrupt(self, session_id: str) -> dict[str, Any]:
         """`chat interrupt`'s answer, here and in the service: the turn asked to stop, and
         `goal_run`, None unless it is a continuation turn of a goal run, which its run stops
-        now and pauses (`run_gates`): then the run as recorded once it ended, waited for
+        now and pauses (`run_gates`), or, when the run's process is gone, is paused for it
+        here (`run_interrupt`): then the run as recorded once it ended, waited for
         (bounded), and its last turn, the one it stopped; `interrupt_not_acknowledged` when
         its live process did not say."""
         turn = self.interrupt_turn(session_id)
-        if turn.run_id is None or turn.status != "running":
-            return {"turn": turn.public_dict(), "goal_run": None}  # a chat turn's, or done
-        goal_id = self.store.load(session_id).goal_id
-        from loopx_chat.goals.gate_store import GateStore
-        from loopx_chat.goals.run_block import await_end
+        run = None
+        if turn.run_id is not None:
+            from loopx_chat.controller.run_interrupt import run_after_interrupt
 
-        wait = self.config.timeouts.request + self.config.timeouts.interrupt_settle
-        run = await_end(GateStore(self.store.root), goal_id, turn.run_id, timeout=wait)
-        if run.live and run.pid is not None and pid_alive(run.pid):
-            raise CodexError(
-                f"goal {goal_id}'s run {run.run_id} (pid {run.pid}) did not stop turn "
-                f"{turn.turn_id} within {wait:g} s",
-                error_code="interrupt_not_acknowledged",
-                remedy=Remedy(
-                    summary="The process running the goal has not taken the interrupt yet; "
-                    "it stays asked until it does.",
-                    next_action=f"Watch it with `loopx-chat goal follow {goal_id}`, or stop "
-                    f"the goal with `loopx-chat goal stop {goal_id}`.",
-                ),
-            )
+            run = run_after_interrupt(self, turn)
+        if run is None:
+            return {"turn": turn.public_dict(), "goal_run": None}  # a chat turn's, or done
         # The run's last turn: the one it stopped (the one named may have ended meanwhile).
         turn = [t for t in self.store.list_turns(session_id) if t.run_id == run.run_id][-1]
         fields = ("goal_id", "run_id", "state", "host_status", "ended_by", "reason")

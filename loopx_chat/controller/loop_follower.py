@@ -27,6 +27,7 @@ from loopx_chat.codex.host_connection import Notification
 from loopx_chat.controller.loop_turns import LoopTurns
 from loopx_chat.controller.run_inbox import (
     GateOpened,
+    InterruptAsked,
     LetGo,
     PauseAsked,
     RunInbox,
@@ -136,9 +137,9 @@ class StopLook:
 
     def look(self) -> Stop | None:
         f = self.follower
-        if f.loop.interrupt_asked():
+        if f.owner_interrupted():
             for upstream in list(f.loop.open_turns):
-                f._interrupt(upstream)
+                f.send_interrupt(upstream)
         if f.pause_asked is not None:
             self._pause(f.pause_asked)
             f.pause_asked = None
@@ -186,6 +187,7 @@ class LoopFollower:
         self.finished: list[TurnRecord] = []
         self.paused: dict[str, Any] | None = None  # the Pause of a loop not ours, recorded
         self.pause_asked: str | None = None  # the owner's Pause, taken from the inbox
+        self.interrupt_named: str | None = None  # the owner's `chat interrupt`, from the inbox
         self.error: LoopxChatError | None = None
         self.done = threading.Event()  # a loop not ours: the follow is over
         self.answered = threading.Event()  # a Pause was handled (or the follow is over)
@@ -233,6 +235,19 @@ class LoopFollower:
         self.inbox.put(PauseAsked(actor))
         self.answered.wait(timeout)
         return self.paused
+
+    def ask_interrupt(self, turn_id: str) -> None:
+        """The owner's `chat interrupt` of a turn of this loop, in this process: taken in
+        order, then the look acts on it as on another process's marker (a run of ours stops
+        now, paused; a loop not ours has only its turn stopped). No file: the follower never
+        reads what its own process writes."""
+        self.inbox.put(InterruptAsked(turn_id))
+
+    def owner_interrupted(self) -> bool:
+        """At a look: whether the owner asked to stop a turn of this loop, here (the inbox's
+        `InterruptAsked`, taken once) or from another process (the session's marker)."""
+        named, self.interrupt_named = self.interrupt_named, None
+        return named in self.loop.ids or self.loop.interrupt_asked()
 
     def let_go(self, *, hand_over: bool = False) -> None:
         """Stop following a loop not ours: `hand_over` (a Run adopts it) lets the running
@@ -375,7 +390,7 @@ class LoopFollower:
         return Stop("outside_interrupt", by, TURN_INTERRUPTED_OUTSIDE, now=True)
 
     def _interrupted_here(self, turn_id: str) -> bool:
-        """Whether this process stopped the turn: asked codex to (`_interrupt`, the budget
+        """Whether this process stopped the turn: asked codex to (`send_interrupt`, the budget
         and its reader-side trip), or is stopping itself."""
         if turn_id in self.interrupted or self.stop_requested.is_set():
             return True
@@ -399,6 +414,8 @@ class LoopFollower:
                 return Stop("let_go")
             if isinstance(item, PauseAsked):
                 self.pause_asked = item.actor
+            elif isinstance(item, InterruptAsked):
+                self.interrupt_named = item.turn_id
             stop = self.looks.look()
             if isinstance(item, PauseAsked):
                 self.answered.set()
@@ -430,7 +447,7 @@ class LoopFollower:
                     self.interrupted.add(event.turn_id)
                     self.watch.stop_turn(event.turn_id)
                 else:
-                    self._interrupt(event.turn_id)
+                    self.send_interrupt(event.turn_id)
         elif event.kind == "turn_ended" and event.turn_id and event.outcome is not None:
             # Recorded, and codex forgets a request to the owner when its turn ends.
             turn = self.loop.on(event)
@@ -487,7 +504,9 @@ class LoopFollower:
         self.goal = goal
         return goal
 
-    def _interrupt(self, turn_id: str) -> None:
+    def send_interrupt(self, turn_id: str) -> None:
+        """Ask codex to stop a turn of the loop (on the follower's thread: the run's gates and
+        end call it too), remembered as stopped by this process (`_interrupted_here`)."""
         self.steered = True
         self.interrupted.add(turn_id)
         self.watch.interrupt(turn_id)

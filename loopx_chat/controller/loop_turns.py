@@ -4,8 +4,9 @@ Owns the one bookkeeping of a loop's turns (`origin: goal_loop`, a run's id or n
 draft when codex starts a continuation turn, its outcome when it ends, `interrupted` for one
 still open when the thread is let go or the follow ends. Every follower
 (`loop_follower.LoopFollower`, a run of ours or a loop we did not start) records through it,
-and asks it whether the owner asked to stop one of them (`chat interrupt`, from any process:
-the session's interrupt marker, `interrupt_asked`).
+and asks it whether the owner asked, from another process, to stop one of them (`chat
+interrupt`: the session's interrupt marker, `interrupt_asked`; one stat a look, read only
+when it changed).
 
 It never talks to codex, never decides when a loop stops, and keeps no text.
 """
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError
+from loopx_chat.state.file_change import FileChange
 from loopx_chat.state.safe_read import read_regular
 from loopx_chat.state.session_records import TokenCounts, TurnRecord, TurnStatus
 
@@ -39,6 +41,7 @@ class LoopTurns:
     open_turns: dict[str, TurnRecord] = field(default_factory=dict)
     recorded: int = 0
     ids: set[str] = field(default_factory=set)  # every turn of ours this loop drafted
+    marker: FileChange | None = None  # the interrupt marker's stat at the last look
 
     def on(self, event: LoopEvent) -> TurnRecord | None:
         """Record a turn codex started or ended; the record of a turn that ended."""
@@ -73,17 +76,21 @@ class LoopTurns:
         return None
 
     def interrupt_asked(self) -> bool:
-        """Whether the owner asked to stop a turn of this loop (`chat interrupt`, in this
-        process or another: the session's marker names it); the marker is taken then. One
-        naming any other turn is left alone (a chat turn's; a stale one goes with the next)."""
-        marker = self.turns.interrupt_marker(self.session_id)
+        """Whether another process asked to stop a turn of this loop (`chat interrupt`: the
+        session's marker names it); the marker is taken then. The follower looks five times a
+        second: a look is one stat, and the marker is read only when that moved, so one naming
+        any other turn (a chat turn's; a stale one goes with the next) is read once."""
+        if self.marker is None:
+            self.marker = FileChange(self.turns.interrupt_marker(self.session_id))
+        if not self.marker.moved() or self.marker.seen is None:
+            return False
         try:
-            named = read_regular(marker, limit=256).decode("ascii", "replace")
+            named = read_regular(self.marker.path, limit=256).decode("ascii", "replace")
         except (FileNotFoundError, LoopxChatError):
             return False
         if named not in self.ids:
             return False
-        marker.unlink(missing_ok=True)
+        self.marker.path.unlink(missing_ok=True)
         return True
 
     def settle(self, code: str | None = None) -> list[TurnRecord]:

@@ -5,7 +5,8 @@ ours does not: its runner, plan and authority's record, and its parts `run_limit
 
 Owns the run's life around the follower's one loop: the thread held, the goal set `active`
 with a finite `tokenBudget` once (codex starts every continuation turn itself from then on),
-or a run whose process died picked up (`recovering`); its `StopRules`; a dead app-server
+or a run whose process died picked up (`recovering`; not one whose record ended while the
+thread loaded: the owner's `chat interrupt` of it); its `StopRules`; a dead app-server
 started again and the thread resumed (bounded, with backoff; failed with the reason when it
 cannot); the goal paused on Ctrl-C; each event recorded and said as `goal follow` prints it.
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from loopx_chat.codex.goal_loop import GoalLoopWatch
 from loopx_chat.controller.loop_follower import RESPAWN_CODES, StopRules
 from loopx_chat.controller.run_states import AUTHORIZED, RECOVERING, RunState
-from loopx_chat.errors import CodexError, LoopxChatError
+from loopx_chat.errors import CodexError, LoopxChatError, StateError
 from loopx_chat.goals.goal_runs import EXIT_INTERRUPTED, STOP_WORDS, GoalRun, run_line
 
 if TYPE_CHECKING:
@@ -245,6 +246,11 @@ class OurRun:
         try:
             with controller.held_thread(f.loop.session_id, self.plan.approval_policy) as warm:
                 self.warm = warm
+                if self.recovering and not self._still_live():
+                    raise StateError(
+                        f"run {self.record.run_id} ended while this process took it up",
+                        error_code="run_not_found",
+                    )
                 f.watch = GoalLoopWatch(warm.thread)
                 f.loop.warm, f.loop.desk = warm, controller.host_requests
                 # From here codex's notifications come in the run's inbox, in order with
@@ -287,6 +293,11 @@ class OurRun:
                     f.state.move("paused")
                 self.end.end(None, by="owner (Ctrl-C)", reason="stopped before the loop started")
             raise
+
+    def _still_live(self) -> bool:
+        """Read again once the thread is held: a dead run's record may have ended since it
+        was found (the owner's `chat interrupt` ends it under the same writer lock)."""
+        return self.runner.runs.run(self.goal_id, self.record.run_id).live
 
     def _follow(self) -> RunResult:
         if self.recovering:

@@ -37,7 +37,7 @@ class RunEnd:
             f.state.move("paused")
         f._set("paused")
         for upstream in list(f.loop.open_turns):
-            f._interrupt(upstream)
+            f.send_interrupt(upstream)
         f._turn_ends(self.run.runner.controller.config.timeouts.interrupt_settle)
         self.settle_open("controller_stopped")
         return self.finish(by=by, reason=reason, exit_code=exit_code)

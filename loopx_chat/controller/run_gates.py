@@ -77,7 +77,7 @@ class RunGates:
     def look(self) -> Stop | None:
         """Gates and `goal stop`, read from the goal's records between notifications."""
         run, f = self.run, self.run.follower
-        if f.loop.interrupt_asked():
+        if f.owner_interrupted():
             return OWNER_INTERRUPT  # also while a pause lets the last turn finish
         try:
             stopped = run.runner.records.stopped(run.goal_id)
@@ -138,7 +138,7 @@ class RunGates:
         asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
         for upstream, turn in list(f.loop.open_turns.items()):
             if turn.created_at >= first.created_at and upstream not in asking:
-                f._interrupt(upstream)
+                f.send_interrupt(upstream)
         return goal
 
     def _unblock(self) -> None:

@@ -5,7 +5,8 @@ loop loopx-chat did not start), codex's app-server delivers its notifications st
 its inbox (`HostConnection.route`), and every other input is put there too, by whichever
 thread has it: a host request that became a host gate (by the app-server's reader, after the
 notifications that came before it), a gate recorded or decided in this process (by the
-service), the owner's Pause, the service stopping, letting a loop not ours go. The follower
+service), the owner's Pause, the owner's `chat interrupt` of a turn of the loop asked in this
+process, the service stopping, letting a loop not ours go. The follower
 takes them one at a time, in the order they came, on its own thread. A caller that wants to
 know what became of its gate waits on the record's `Answer`; the app-server's reader never
 waits on the follower (it only puts), so the follower may always wait on codex.
@@ -66,6 +67,14 @@ class PauseAsked:
 
 
 @dataclass(frozen=True)
+class InterruptAsked:
+    """The owner's `chat interrupt` of a turn of the loop, asked in the process that follows
+    it (another process's is the session's interrupt marker, `LoopTurns.interrupt_asked`)."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True)
 class StopAsked:
     """The process that runs it is stopping: pause the goal now."""
 
@@ -77,7 +86,7 @@ class LetGo:
     hand_over: bool = False
 
 
-OwnerInput = GateOpened | GateDecided | PauseAsked | StopAsked | LetGo
+OwnerInput = GateOpened | GateDecided | PauseAsked | InterruptAsked | StopAsked | LetGo
 # What a run takes, in order: codex's notifications (None: its app-server ended) and the rest.
 RunInput = Notification | OwnerInput | None
 

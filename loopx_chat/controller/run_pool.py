@@ -7,7 +7,9 @@ stopping every run on shutdown (paused, the running turn interrupted and recorde
 recovery at start: a run whose record says it runs, whose process is gone and whose goal
 the owner did not stop, is taken up again. Its unfinished turn is recorded interrupted
 once, and loading the thread is all codex needs to go on (a resume restarts its loop). Two
-starts racing recover it once: the thread's writer lock lets one of them load it.
+starts racing recover it once: the thread's writer lock lets one of them load it; a run the
+owner's `chat interrupt` ended meanwhile (under the same lock) is read again once the
+thread is held, and left.
 
 It never writes a loop and never sets a goal `active` itself: `GoalRunner` does, for a Run
 the owner asked for; recovery sets nothing.

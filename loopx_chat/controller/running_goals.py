@@ -7,11 +7,13 @@ follows its goal (`following`), and one started on a thread of its own (the serv
 loopx-chat did not start (the service's `HostLoops`, on a thread of its own), held as
 `foreign`, which no gate reaches, until it is let go (`let_go`). A goal has one follower
 here at a time. Neither caller keeps a list of its own; whether this process follows a loop
-on a session is asked here (`follows_session`). A gate opened or decided in this process
-(the service's `POST /api/goals/G/gates` and decisions, a host request codex sent) asks that
-run to look at the goal's gates now (a record in the run's inbox) and waits until it has:
-the host goal is `blocked` (a turn started since the gate interrupted), or `active` again,
-or paused on a rejection, before the recording call returns to its caller. A host gate
+on a session, and which follower, is asked here (`follows_session`, `on_session`: the
+owner's `chat interrupt` of a loop's turn goes to that follower's inbox). A gate opened or
+decided in this process (the service's `POST /api/goals/G/gates` and decisions, a host
+request codex sent) asks that run to look at the goal's gates now (a record in the run's
+inbox) and waits until it has: the host goal is `blocked` (a turn started since the gate
+interrupted), or `active` again, or paused on a rejection, before the recording call
+returns to its caller. A host gate
 codex's request became is only put in the inbox (`gate_posted`): codex's reader never waits
 on a run. A run another process follows (a foreground `goal run`) is waited for through the
 goal's run log instead (`goals.run_block`). No gate reaches a loop loopx-chat did not start.
@@ -125,6 +127,19 @@ class RunningGoals:
             return any(
                 held.follower.loop.session_id == session_id and (foreign or held.following)
                 for held in self._kind(foreign).values()
+            )
+
+    def on_session(self, session_id: str) -> LoopFollower | None:
+        """The follower, of either kind, of the loop this process follows on the session's
+        thread now, or None."""
+        with self.lock:
+            return next(
+                (
+                    held.follower
+                    for held in self._held.values()
+                    if held.live() and held.follower.loop.session_id == session_id
+                ),
+                None,
             )
 
     def let_go(self, goal_id: str | None) -> list[tuple[LoopFollower, threading.Thread]]:

@@ -26,6 +26,7 @@ from loopx_chat.state.session_store import SessionStore
 from tests.helpers.fakes import Scripted
 from tests.helpers.fakes.replay import Answer
 from tests.helpers.fakes.scripted_host import Script
+from tests.helpers.goal_runs import marker_writes
 from tests.helpers.waiting import joined, run_in_thread, wait_for
 
 QUICK = ControllerConfig(timeouts=Timeouts(startup=5, request=5, idle=30, hard=60, close_grace=1))
@@ -283,13 +284,59 @@ def test_a_stop_inside_the_record_of_a_turn_codex_started_leaves_no_turn_running
     assert _statuses(tmp_path, sid) == [("interrupted", "goal_loop", "run-1")]
 
 
-def test_chat_interrupt_of_a_loops_turn_in_this_process_is_the_marker_its_follower_takes(
-    tmp_path: Path, scripted: Scripted
+def test_chat_interrupt_of_a_loops_turn_in_this_process_goes_to_its_followers_inbox(
+    tmp_path: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 34: an interrupt of a continuation turn this process runs set the warm thread's
-    flag, which only a chat turn reads. It is now the session's marker naming the turn, as
-    from another process; the loop's turns take it (the follower's look), and leave one that
-    names any other turn (a chat turn's, or a stale one) where it is."""
+    """Issue 34: in the process that follows a loop (the service), `chat interrupt` of its
+    turn wrote the session's marker file, which that process's own follower then read back
+    at its next look. It is now put in the follower's inbox: the follower stops the turn (a
+    loop not ours: only the turn), and no marker is ever written."""
+    from loopx_chat.controller.host_loops import STOP_LOOK_SEC
+
+    written = marker_writes(monkeypatch)
+    with _loop_turn(tmp_path, scripted, OPEN) as (c, sid, warm):
+        marker = tmp_path / "state" / "sessions" / sid / "interrupt.request"
+        rules = StopRules(most_sec=SAFETY, stop_look_sec=STOP_LOOK_SEC)  # as the service's
+        follower = LoopFollower(LoopTurns(c.turns, sid, warm), rules)
+        worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
+        assert c.running_goals.background("g", follower, worker, foreign=True)
+        wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", None)])
+        asked = c.interrupt_turn(sid)
+        assert not marker.exists()
+        wait_for(lambda: _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)])
+        assert follower.interrupted == {asked.upstream_turn_id}  # stopped by its follower
+        follower.let_go()
+        assert joined(worker, box) == 1
+    assert written == [] and not marker.exists()
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, path: Path) -> dict[str, int]:
+    """How often `path` is stat'ed and opened from now on (by any module)."""
+    import os
+
+    counts = {"stat": 0, "open": 0}
+    real_stat, real_open = os.stat, os.open
+
+    def stat(p: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["stat"] += isinstance(p, (str, Path)) and os.fspath(p) == str(path)
+        return real_stat(p, *args, **kwargs)
+
+    def open_(p: Any, *args: Any, **kwargs: Any) -> Any:
+        counts["open"] += isinstance(p, (str, Path)) and os.fspath(p) == str(path)
+        return real_open(p, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    monkeypatch.setattr(os, "open", open_)
+    return counts
+
+
+def test_the_marker_of_another_process_costs_a_look_one_stat_and_is_read_once_a_change(
+    tmp_path: Path, scripted: Scripted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: the follower opened the session's marker at every look (five a second),
+    also when there was none, and read one naming no turn of the loop (a chat turn's, or a
+    stale one) again at every look. A look is now one stat; the marker is read only when
+    that moved: a stale one once, and left; the one naming the loop's turn is taken, once."""
     from loopx_chat.codex.goal_loop import LoopEvent
 
     home = tmp_path / "bound"
@@ -297,14 +344,42 @@ def test_chat_interrupt_of_a_loops_turn_in_this_process_is_the_marker_its_follow
     with scripted.controller(tmp_path, home.resolve(), None, QUICK) as c:
         sid = c.open_session("g", tmp_path).session_id
         marker = tmp_path / "state" / "sessions" / sid / "interrupt.request"
-        with c.held_thread(sid) as warm:
-            loop = LoopTurns(c.turns, sid, warm, run_id="run-1")
-            marker.write_text("a-chat-turn")
-            loop.on(LoopEvent("turn_started", "codex-turn-1"))
-            assert not loop.interrupt_asked() and marker.read_text() == "a-chat-turn"
-            asked = c.interrupt_turn(sid)
-            assert (asked.origin, asked.run_id, asked.status) == ("goal_loop", "run-1", "running")
-            assert not warm.interrupt.is_set() and marker.read_text() == asked.turn_id
-            assert loop.interrupt_asked() and not marker.exists()  # taken, once
-            assert not loop.interrupt_asked()
-            loop.settle("controller_stopped")
+        loop = LoopTurns(c.turns, sid, run_id="run-1")
+        loop.on(LoopEvent("turn_started", "codex-turn-1"))
+        (ours,) = loop.ids
+        counts = _counted(monkeypatch, marker)
+
+        def looks(n: int) -> tuple[list[bool], int, int]:
+            """`n` looks: what each said, and the stats and opens of the marker they made."""
+            before = dict(counts)
+            said = [loop.interrupt_asked() for _ in range(n)]
+            return said, counts["stat"] - before["stat"], counts["open"] - before["open"]
+
+        assert looks(50) == ([False] * 50, 50, 0)  # no marker: one stat a look, no open
+        c._ask_marker(sid, "a-chat-turn")  # as another process writes it
+        assert looks(50) == ([False] * 50, 50, 1)  # read once, and left
+        assert marker.read_text() == "a-chat-turn"
+        c._ask_marker(sid, ours)
+        assert looks(1) == ([True], 1, 1) and not marker.exists()  # taken
+        assert looks(50) == ([False] * 50, 50, 0)  # taken once
+        monkeypatch.undo()
+        loop.settle("controller_stopped")
+
+
+def test_the_look_of_a_loop_not_ours_calls_the_follower_by_its_public_names() -> None:
+    """Issue 34: `StopLook.look` stopped the turn through `LoopFollower._interrupt`, a
+    private method of another class; it is `send_interrupt` now (no change in behaviour)."""
+    import ast
+    import inspect
+
+    from loopx_chat.controller import loop_follower
+
+    tree = ast.parse(inspect.getsource(loop_follower.StopLook))
+    private = [
+        f"{ast.unparse(node.value)}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    ]
+    assert private == []

@@ -100,3 +100,19 @@ def paused_by_owner_interrupt(run_id: str, goal_id: str = "g") -> dict[str, Any]
         "ended_by": "owner (chat interrupt)",
         "reason": "turn_interrupted_by_owner",
     }
+
+
+def marker_writes(monkeypatch: Any) -> list[str]:
+    """The turns `ChatController` asks to stop by the session's interrupt marker from now on
+    (each still written): empty when an interrupt went another way."""
+    from loopx_chat.controller.chat_controller import ChatController
+
+    written: list[str] = []
+    ask_marker = ChatController._ask_marker
+
+    def spied(self: ChatController, session_id: str, turn_id: str) -> None:
+        written.append(turn_id)
+        ask_marker(self, session_id, turn_id)
+
+    monkeypatch.setattr(ChatController, "_ask_marker", spied)
+    return written

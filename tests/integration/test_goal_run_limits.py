@@ -10,8 +10,10 @@ its budget and id, one turn recorded interrupted; when every restart dies too, t
 failed with the reason, and the first screen never calls it a loop loopx-chat did not start.
 A run never waits for nothing: a turn interrupted outside loopx-chat (codex keeps the goal
 `active` and starts no further turn) pauses the run at once, with that reason, not after the
-idle timeout; nor does the owner's `chat interrupt` of the run's turn from another process:
-the turn stops at once and the run pauses, with the owner's reason.
+idle timeout; nor does the owner's `chat interrupt` of the run's turn, from another process
+or the run's own (its inbox, no file): the turn stops at once and the run pauses, with the
+owner's reason. A run whose process died is paused by the interrupt itself, so recovery
+does not take it up again.
 """
 
 from __future__ import annotations
@@ -32,11 +34,17 @@ import pytest
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import Notification, RpcError
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
+from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
 from loopx_chat.model_mock.responses import MockResponsesServer
 from loopx_chat.state.session_store import SessionStore
-from tests.helpers.goal_runs import goal_loop_turns, paused_by_owner_interrupt, run_events
+from tests.helpers.goal_runs import (
+    goal_loop_turns,
+    marker_writes,
+    paused_by_owner_interrupt,
+    run_events,
+)
 from tests.helpers.owner_cli import OwnerCli
 from tests.helpers.real_codex import make_controller
 from tests.helpers.waiting import run_in_thread, wait_for, wait_value
@@ -476,6 +484,22 @@ def test_when_codex_cannot_be_kept_running_the_run_fails_with_the_reason(
 
 
 # -- an interrupt from outside ----------------------------------------------------------------
+OWNER_PAUSED_LINE = "paused: the owner interrupted its turn (`chat interrupt`)"
+
+
+def _said_paused(cli: OwnerCli, line: str, words: str) -> dict[str, Any]:
+    """Goal `g`'s run ended paused: `goal follow` ends with `line` (exit 6), the first screen
+    says `words`; the host goal as `status` shows it."""
+    done = cli("goal", "follow", "g")
+    assert done.returncode == 6, done.stderr
+    assert line in done.stderr
+    code, doc = cli.json("status", "--goal", "g")
+    assert code == 0, doc
+    host_goal: dict[str, Any] = doc["attention_queue"][0]["host_goal"]
+    assert host_goal["words"] == words
+    return host_goal
+
+
 def _run_on_its_next_turn(
     runner: GoalRunner, mock: MockResponsesServer, slow: float
 ) -> tuple[Any, threading.Thread, dict[str, object]]:
@@ -538,14 +562,10 @@ def test_a_turn_interrupted_outside_loopx_chat_pauses_the_run_with_that_reason(
     assert turns[-1].upstream_turn_id == stopped
     assert [t.status for t in turns[:-1]] == ["completed"] * (len(turns) - 1)
     # Said plainly at the run's end (`goal follow` says what `goal run` said) and on the card.
-    done = cli("goal", "follow", "g")
-    assert done.returncode == 6, done.stderr
-    assert "paused: the turn was interrupted outside loopx-chat" in done.stderr
-    code, doc = cli.json("status", "--goal", "g")
-    assert code == 0, doc
-    host_goal = doc["attention_queue"][0]["host_goal"]
     why = "by loopx-chat (the turn was interrupted outside loopx-chat)"
-    assert host_goal["words"] == f"paused {why}"  # the first screen
+    host_goal = _said_paused(
+        cli, "paused: the turn was interrupted outside loopx-chat", f"paused {why}"
+    )
     assert host_goal["says"].startswith(f"Paused {why} (turn ")  # the card's sentence
 
 
@@ -583,15 +603,100 @@ def test_chat_interrupt_from_another_process_stops_the_runs_turn_and_pauses_it(
     assert doc["goal_run"] == paused_by_owner_interrupt(ended["run_id"])
     assert not (cli.state / "sessions" / sid / "interrupt.request").exists()  # taken once
     # Said plainly at the run's end, in any shell, and on the first screen.
-    done = cli("goal", "follow", "g")
-    assert done.returncode == 6, done.stderr
-    assert "paused: the owner interrupted its turn (`chat interrupt`)" in done.stderr
-    code, status = cli.json("status", "--goal", "g")
-    assert code == 0, status
-    assert status["attention_queue"][0]["host_goal"]["words"] == "paused by owner (chat interrupt)"
+    _said_paused(cli, OWNER_PAUSED_LINE, "paused by owner (chat interrupt)")
     # Nothing runs now: a second interrupt says so.
     code, again = cli.json("chat", "interrupt", sid)
     assert code != 0 and again["error_code"] == "turn_not_active", again
+
+
+def test_chat_interrupt_in_the_runs_own_process_goes_through_its_inbox_not_a_file(
+    runner: GoalRunner, cli: OwnerCli, mock: MockResponsesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34: in the process that follows the run (the service), `chat interrupt` wrote
+    the session's marker file, which the run's own follower read back at its next look. It
+    now puts the ask in the run's inbox: the turn stops and the run pauses, with the owner's
+    reason, and no marker is ever written (the marker is another process's way)."""
+    written = marker_writes(monkeypatch)
+    follow, thread, box = _run_on_its_next_turn(runner, mock, 1)
+    sid = follow.loop.session_id
+    store = SessionStore(cli.state)
+    try:
+        # The session names the running turn (the run recorded it), as a caller sees it.
+        wait_for(lambda: store.load(sid).active_turn_id in follow.loop.ids)
+        doc = runner.controller.interrupt(sid)  # the run's own process answers it
+    finally:
+        thread.join(60)
+        if thread.is_alive():
+            follow.stop()
+            thread.join(60)
+    assert written == []
+    assert not (cli.state / "sessions" / sid / "interrupt.request").exists()
+    ended = run_events(cli.state, "g")[-1]
+    assert ended["event"] == "ended"
+    assert (ended["reason"], ended["by"]) == ("turn_interrupted_by_owner", "owner (chat interrupt)")
+    result = box.get("result")
+    assert isinstance(result, RunResult), box
+    assert result.exit_code == 6 and result.host is not None and result.host.status == "paused"
+    assert doc["goal_run"] == paused_by_owner_interrupt(ended["run_id"])
+    turns = goal_loop_turns(cli.state, sid)
+    assert [t.status for t in turns] == ["completed"] * (len(turns) - 1) + ["interrupted"]
+    assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
+
+
+def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leaves_it(
+    cli: OwnerCli,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    """Issue 34: a `goal run` killed mid-turn (its run still recorded running, its pid gone):
+    `chat interrupt` recorded the turn interrupted and answered `goal_run: null`, and the next
+    service start took the run up again (`RunPool.recover`): codex went on with the goal, the
+    owner's interrupt lost. It is now recorded on the run: the host goal is paused and the
+    run ends paused with the owner's reason, the answer says so, and recovery leaves it,
+    also one that found the run before the interrupt and loads its thread after."""
+    from loopx_chat.controller.run_pool import RunPool
+
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:slow=1 mock:text=one more step")
+    store = SessionStore(cli.state)
+    run = cli.start("goal", "run", "g", "--token-budget", "400000")
+    try:
+        wait_for(lambda: any(t.status == "running" for t in goal_loop_turns(cli.state, sid)))
+        wait_for(lambda: bool(store.load(sid).active_turn_id))
+        codex = psutil.Process(run.pid).children(recursive=True)
+        run.kill()
+        run.wait(30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    psutil.wait_procs(codex, timeout=30)  # its app-server ends with its stdin
+    died = run_events(cli.state, "g")[-1]
+    assert died["event"] == "started"  # recorded running; its process is gone
+    with make_controller(cli.state, bound_home, base_env, codex_bin) as c:
+        pool = RunPool(c, GateStore(cli.state))
+        # A service start that found the run before the interrupt, and loads its thread after.
+        found: list[Any] = []
+        pool._launch = found.append  # type: ignore[method-assign]
+        assert pool.recover() == [died["run_id"]]
+        code, doc = cli.json("chat", "interrupt", sid)
+        assert code == 0, doc
+        assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
+        turns = goal_loop_turns(cli.state, sid)
+        assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
+        ended = run_events(cli.state, "g")[-1]
+        assert (ended["event"], ended["host_status"]) == ("ended", "paused"), ended
+        with pytest.raises(LoopxChatError) as left:
+            found[0].our_run().run()
+        assert left.value.error_code == "run_not_found"  # read again: left as it is
+        assert run_events(cli.state, "g")[-1] == ended
+        # A later service start does not take it up either; codex's goal stays paused.
+        assert pool.recover() == [] and len(found) == 1
+        pool.close()
+    assert [e["event"] for e in run_events(cli.state, "g")].count("recovered") == 0
+    host_goal = _said_paused(cli, OWNER_PAUSED_LINE, "paused by owner (chat interrupt)")
+    assert host_goal["goal"]["status"] == "paused", host_goal
 
 
 # -- the usage limit -------------------------------------------------------------------------

@@ -11,7 +11,10 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -284,22 +287,46 @@ def test_ctrl_c_of_a_shell_following_the_service_pauses_the_run(
         _stop(proc)
 
 
+@contextmanager
+def _watched(path: Path) -> Iterator[list[str]]:
+    """Whether `path` came to exist while the block ran: looked at every millisecond."""
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set() and not seen:
+            if path.exists():
+                seen.append(path.name)
+            time.sleep(0.001)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    with ExitStack() as stack:
+        stack.callback(watcher.join)
+        stack.callback(done.set)  # first: callbacks run last-in, first-out
+        watcher.start()
+        yield seen
+
+
 def test_chat_interrupt_of_a_run_the_service_holds_stops_the_turn_and_pauses_the_run(
     setup: Setup, mock: MockResponsesServer
 ) -> None:
     """Issue 34: `chat interrupt` (delegated to the service, which follows the run) set the
     warm thread's interrupt flag, which only a chat turn reads: it answered ok and the loop
-    went on. The run now stops the turn at once and ends paused, with the owner's reason."""
+    went on. The run now stops the turn at once and ends paused, with the owner's reason.
+    The service asks its run through the run's inbox: it never writes the session's marker
+    file, which its own follower would read back (watched here every millisecond)."""
     sid = setup.goal("g", 400000)
     mock.script(default="mock:slow=1 mock:text=one more step")
     proc = setup.serve()
     try:
         setup.run_mid_turn("g", sid)
-        doc = setup.cli("chat", "interrupt", sid)  # the service answers it
+        with _watched(setup.state / "sessions" / sid / "interrupt.request") as seen:
+            doc = setup.cli("chat", "interrupt", sid)  # the service answers it
         ended = setup.runs("g")[-1]
         turns = setup.goal_turns(sid)
     finally:
         _stop(proc)
+    assert seen == [], "the service wrote the marker its own run reads"
     assert ended["event"] == "ended", ended
     assert (ended["reason"], ended["by"]) == ("turn_interrupted_by_owner", "owner (chat interrupt)")
     assert ended["host_status"] == "paused"
