@@ -66,7 +66,7 @@ PROTOCOL: tuple[ProtocolUse, ...] = (
         "thread/start",
         "request",
         ("chat turns",),
-        ("cwd", "sandbox", "approvalPolicy", "developerInstructions"),
+        ("cwd", "sandbox", "approvalPolicy"),
     ),
     ProtocolUse(
         "thread/resume",

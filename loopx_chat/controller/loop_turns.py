@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING
 
 from loopx_chat.codex.thread import TurnOutcome
 from loopx_chat.errors import LoopxChatError
-from loopx_chat.state.file_change import FileChange
 from loopx_chat.state.safe_read import read_regular
 from loopx_chat.state.session_records import TokenCounts, TurnRecord, TurnStatus
 
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
     from loopx_chat.controller.host_requests import HostRequestDesk
     from loopx_chat.controller.turn_ledger import TurnLedger
     from loopx_chat.controller.warm_threads import Warm
+    from loopx_chat.state.file_change import FileChange
 
 
 @dataclass
@@ -81,6 +81,8 @@ class LoopTurns:
         second: a look is one stat, and the marker is read only when that moved, so one naming
         any other turn (a chat turn's; a stale one goes with the next) is read once."""
         if self.marker is None:
+            from loopx_chat.state.file_change import FileChange  # a run's, after the spawn
+
             self.marker = FileChange(self.turns.interrupt_marker(self.session_id))
         if not self.marker.moved() or self.marker.seen is None:
             return False
