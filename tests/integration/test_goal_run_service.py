@@ -656,3 +656,35 @@ def test_codex_killed_under_a_service_run_is_started_again_and_the_run_goes_on(
     assert setup.runs("g")[-1]["host_status"] == "budgetLimited"
     assert [t.status for t in setup.goal_turns(sid)].count("interrupted") == 1
     assert "did not start" not in json.dumps(status)
+
+
+def test_reopen_through_the_service_runs_again_on_the_owners_note(
+    setup: Setup, mock: MockResponsesServer
+) -> None:
+    """The page's Reopen (`POST /api/goals/G/reopen`): a run Codex said was done runs again,
+    its objective the owner's note, recorded once as reopened."""
+    setup.goal("g", 50000)
+    mock.script(
+        'mock:call=update_goal {"status": "complete"}', "mock:text=done", default="mock:text=more"
+    )
+    proc = setup.serve()
+    try:
+
+        def ended() -> list[dict[str, Any]]:
+            return [e for e in setup.runs("g") if e["event"] == "ended"]
+
+        code, doc = setup.call("POST", "/api/goals/g/run", {})
+        assert code == 202, doc
+        wait_until(lambda: len(ended()) == 1)
+        assert ended()[0]["host_status"] == "complete"
+        code, doc = setup.call("POST", "/api/goals/g/reopen", {"note": "  "})
+        assert code == 400 and "usage_error" in str(doc), doc  # a note is required
+        code, doc = setup.call("POST", "/api/goals/g/reopen", {"note": "also say four"})
+        assert code == 202, doc
+        assert isinstance(doc, dict) and doc["run"]["objective_source"] == "owner_note"
+        wait_until(lambda: len(ended()) == 2)
+        events = [e["event"] for e in setup.runs("g")]
+        assert events.count("reopened") == 1 and events.count("run_authorized") == 2
+        assert ended()[1]["host_status"] != "complete"  # the mock only talks now: budget
+    finally:
+        _stop(proc)
