@@ -82,6 +82,11 @@ class RunResult:
             "exit_code": self.exit_code,
         }
 
+    def summary(self) -> dict[str, Any]:
+        """What rides on the run's `ended` record (numbers and our own words only), so
+        `goal follow` in any shell ends with the document the run's own terminal printed."""
+        return {k: v for k, v in self.to_dict().items() if k not in ("ok", "run")}
+
 
 @dataclass(frozen=True)
 class TurnProgress:

@@ -74,10 +74,7 @@ class RunEnd:
             differences=differences,
             exit_code=code,
         )
-        # The result rides on the run's `ended` record (numbers and our own words only), so
-        # `goal follow` in any shell ends with the document the run's own terminal printed.
-        summary = {k: v for k, v in result.to_dict().items() if k not in ("ok", "run")}
-        run = self.end(f.goal, by=by, reason=reason, result=summary)
+        run = self.end(f.goal, by=by, reason=reason, result=result.summary())
         return replace(result, run=run)
 
     def end(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loopx_chat.controller.loop_follower import OWNER_INTERRUPT
 from loopx_chat.controller.thread_lock import ThreadWriterLock
@@ -30,7 +30,7 @@ from loopx_chat.pids import pid_alive
 
 if TYPE_CHECKING:
     from loopx_chat.controller.chat_controller import ChatController
-    from loopx_chat.state.session_records import TurnRecord
+    from loopx_chat.state.session_records import SessionRecord, TurnRecord
 
 
 def run_after_interrupt(controller: ChatController, turn: TurnRecord) -> GoalRun | None:
@@ -39,9 +39,10 @@ def run_after_interrupt(controller: ChatController, turn: TurnRecord) -> GoalRun
     goes on, or is over. `interrupt_not_acknowledged` when its live process did not say."""
     assert turn.run_id is not None
     goals = GateStore(controller.store.root)
-    goal_id = controller.store.load(turn.session_id).goal_id
+    session = controller.store.load(turn.session_id)
+    goal_id = session.goal_id
     if turn.status != "running":
-        return _dead_run_paused(controller, goals, goal_id, turn)
+        return _dead_run_paused(controller, goals, session, turn)
     timeouts = controller.config.timeouts
     wait = timeouts.request + timeouts.interrupt_settle
     follower = controller.running_goals.on_session(turn.session_id)
@@ -69,15 +70,14 @@ def run_after_interrupt(controller: ChatController, turn: TurnRecord) -> GoalRun
 
 
 def _dead_run_paused(
-    controller: ChatController, goals: GateStore, goal_id: str, turn: TurnRecord
+    controller: ChatController, goals: GateStore, session: SessionRecord, turn: TurnRecord
 ) -> GoalRun | None:
     """The turn was settled here (nobody ran it). When its run is still recorded running and
     its process is gone, the owner's interrupt ends it: host goal `paused`, run `ended`."""
     assert turn.run_id is not None
-    runs = GoalRuns(goals)
+    goal_id, runs = session.goal_id, GoalRuns(goals)
     if not _dead(runs.run(goal_id, turn.run_id)) or controller.holds(turn.session_id):
         return None  # over, or followed by a live process (its turn had just ended)
-    session = controller.store.load(turn.session_id)
     if not session.upstream_thread_id:
         return None
     lock = ThreadWriterLock(
@@ -107,18 +107,21 @@ def _dead_run_paused(
             goal = HostGoalState.from_wire(
                 call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
             )
+        from loopx_chat.controller.our_run import RunResult
+
         status = goal.status if goal is not None else None
         done = [t for t in controller.store.list_turns(turn.session_id) if t.run_id == run.run_id]
         spent = sum(t.tokens.total_tokens for t in done)
-        result: dict[str, Any] = {
-            "host_goal": goal.to_dict() if goal is not None else None,
-            "turns": len(done),
-            "ledger_tokens": spent,
-            "host_tokens_used": None,
-            "codex_facts": None,
-            "differences": [],
-            "exit_code": exit_code_for(status),
-        }
+        result = RunResult(
+            run=run,
+            host=goal,
+            turns=len(done),
+            ledger_tokens=spent,
+            host_tokens=None,
+            facts=None,
+            differences=(),
+            exit_code=exit_code_for(status),
+        )
         return runs.note(
             goal_id,
             run.run_id,
@@ -130,7 +133,7 @@ def _dead_run_paused(
             by=OWNER_INTERRUPT.by,
             reason=OWNER_INTERRUPT.reason,
             process_gone=True,  # recorded by `chat interrupt`, not the run's own process
-            result=result,
+            result=result.summary(),
         )
     finally:
         lock.release()
