@@ -904,7 +904,7 @@ class ChatController:
     ) -> TurnResult:
         # A stale marker goes before the turn is recorded: once `begin` names this turn as
         # active, another process may write a marker for it, and that one must stay.
-        self._marker(session_id).unlink(missing_ok=True)
+        self.turns.interrupt_marker(session_id).unlink(missing_ok=True)
         turn = self.turns.draft(session_id, client_turn_id, text_digest)
         outcome: TurnOutcome | None = None
         try:
@@ -951,7 +951,7 @@ class ChatController:
             turn = replace(turn, upstream_turn_id=upstream_id)
             if on_started is not None:
                 on_started(turn)
-            marker = _MarkerWatch(self._marker(session_id))
+            marker = _MarkerWatch(self.turns.interrupt_marker(session_id))
             outcome = warm.thread.wait_turn(
                 upstream_id,
                 on_delta=on_delta,
@@ -976,7 +976,7 @@ class ChatController:
         finally:
             with warm.steer_lock:
                 warm.running_turn_id = None
-            self._marker(session_id).unlink(missing_ok=True)
+            self.turns.interrupt_marker(session_id).unlink(missing_ok=True)
             if self._host_desk is not None:
                 self._host_desk.turn_ended(warm.thread.thread_id)
         if outcome.error_code in ("app_server_exited", "app_server_protocol"):
@@ -985,11 +985,8 @@ class ChatController:
             self._warm.schedule_idle_close(warm)
         return result
 
-    def _marker(self, session_id: str) -> Path:
-        return self.turns.interrupt_marker(session_id)
-
     def _ask_marker(self, session_id: str, turn_id: str) -> None:
-        marker = self._marker(session_id)
+        marker = self.turns.interrupt_marker(session_id)
         with state_write(marker):
             atomic_write_bytes(marker, turn_id.encode(), mode=PRIVATE_FILE_MODE)
 
