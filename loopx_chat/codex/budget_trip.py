@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from loopx_chat.codex.host_connection import Notification
-from loopx_chat.codex.turn_events import TurnEvents
+from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
 from loopx_chat.state.session_records import TokenCounts
 
 # The notifications that move the count (everything else, deltas first, is passed by).
@@ -35,14 +34,6 @@ COUNTED = frozenset(
 )
 # Fire and forget: `send(method, params)` writes one request whose answer nobody awaits.
 Send = Callable[[str, Mapping[str, Any]], object]
-
-
-@dataclass(slots=True)
-class _Totals:
-    """The thread's total as this trip last saw it (its decoder's baseline)."""
-
-    thread_id: str
-    usage_total: TokenCounts | None
 
 
 class BudgetTrip:
@@ -60,7 +51,7 @@ class BudgetTrip:
         self.budget = budget
         self._spent = spent  # the run's finished turns, as the ledger counts them
         self._send = send
-        self._events = TurnEvents(_Totals(thread_id, usage_total))
+        self._events = TurnEvents(TotalsSeen(thread_id, usage_total))
         self._thread_id = thread_id
         self._lock = threading.Lock()
         self._tripped: set[str] = set()

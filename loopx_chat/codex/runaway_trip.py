@@ -20,11 +20,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loopx_chat.codex.turn_events import TurnEvents
-from loopx_chat.state.session_records import TokenCounts
+from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
 
 if TYPE_CHECKING:
     from loopx_chat.codex.host_connection import Notification
@@ -61,14 +59,6 @@ def guard_reason(repeats: int, finished: int, max_turns: int | None) -> str | No
     return None
 
 
-@dataclass(slots=True)
-class _Totals:
-    """What the decoder needs of the thread (tokens are the budget's to count, not this)."""
-
-    thread_id: str
-    usage_total: TokenCounts | None = None
-
-
 class RunawayTrip:
     """One run's guard on one thread: `see` each notification, on the reader thread."""
 
@@ -83,7 +73,7 @@ class RunawayTrip:
         send: Send,
     ) -> None:
         self._thread_id = thread_id
-        self._events = TurnEvents(_Totals(thread_id))
+        self._events = TurnEvents(TotalsSeen(thread_id))
         self._repeats, self._last_answer = repeats, last_answer
         self._finished, self._max_turns = finished, max_turns
         self._send = send

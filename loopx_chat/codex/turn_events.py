@@ -68,6 +68,15 @@ class ThreadTotals(Protocol):
     usage_total: TokenCounts | None
 
 
+@dataclass(slots=True)
+class TotalsSeen:
+    """A `ThreadTotals` of a decoder that only watches the thread (codex's reader's trips):
+    the total it last saw, moved by the decoder itself."""
+
+    thread_id: str
+    usage_total: TokenCounts | None = None
+
+
 def usage_total(usage: object) -> TokenCounts | None:
     """The cumulative `total` of a `thread/tokenUsage/updated` payload, or None."""
     total = usage.get("total") if isinstance(usage, dict) else None
