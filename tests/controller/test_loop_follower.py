@@ -208,6 +208,9 @@ def test_a_run_adopting_a_loop_lets_go_of_the_registrys_entry(
         follower = LoopFollower(LoopTurns(c.turns, sid, warm), StopRules(hand_over_sec=0.05))
         worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
         assert registry.background("g", follower, worker, foreign=True)
+        # The follower has taken codex's turn/started: a let-go put in its inbox before it
+        # routed codex's notifications there would be taken before them (seen under load).
+        wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", None)])
         loops = SimpleNamespace(registry=registry)
         assert HostLoops.let_go(loops, "g") == sid  # type: ignore[arg-type]
         assert joined(worker, box) == 1 and follower.why == "let_go"
