@@ -304,6 +304,8 @@ def test_chat_interrupt_of_a_loops_turn_in_this_process_goes_to_its_followers_in
         worker, box = run_in_thread(lambda: follower.follow(GoalLoopWatch(warm.thread)))
         assert c.running_goals.background("g", follower, worker, foreign=True)
         wait_for(lambda: _statuses(tmp_path, sid) == [("running", "goal_loop", None)])
+        # The ledger writes the turn, then the session's active turn: wait for both.
+        wait_for(lambda: SessionStore(tmp_path / "state").load(sid).active_turn_id is not None)
         asked = c.interrupt_turn(sid)
         assert not marker.exists()
         wait_for(lambda: _statuses(tmp_path, sid) == [("interrupted", "goal_loop", None)])

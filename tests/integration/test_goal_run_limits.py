@@ -510,6 +510,9 @@ def _run_on_its_next_turn(
     thread, box = run_in_thread(follow.our_run().run)
     try:
         wait_for(lambda: len(follow.finished) >= 1 and bool(follow.loop.open_turns))
+        # The turn is open before the ledger names it the session's: an interrupt waits for both.
+        store, sid = runner.controller.store, follow.loop.session_id
+        wait_for(lambda: bool(store.load(sid).active_turn_id))
     except AssertionError:
         follow.stop()
         thread.join(60)
