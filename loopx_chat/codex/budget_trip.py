@@ -1,9 +1,10 @@
 """A goal run's hard budget, acted on by the app-server's reader as codex reports tokens.
 
-Owns `BudgetTrip`: fed each notification of the thread's app-server on the reader thread,
-before the notification reaches the run's inbox (`HostConnection.tap`), it counts the run's
-tokens the way the run does (the same decoder, `turn_events.TurnEvents`: each followed
-turn charged the growth of the thread's total) and, once they reach the budget in a turn
+Owns `BudgetTrip`: fed each event of the thread's app-server on the reader thread, before
+the notification reaches the run's inbox (`HostConnection.tap`; the reader's one decoder,
+`turn_events.TurnEvents`, shared with the runaway guard's trip, makes the events), it counts
+the run's tokens the way the run does (each followed turn charged the growth of the
+thread's total) and, once they reach the budget in a turn
 whose last finished item is not the agent's answer (more model requests to come), sends
 `turn/interrupt` for it at once, answered to nobody (`HostConnection.fire`). Codex checks a
 goal's budget only between turns, and within a turn of quick tool calls its next model
@@ -24,34 +25,22 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from loopx_chat.codex.host_connection import Notification
-from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
-from loopx_chat.state.session_records import TokenCounts
+from loopx_chat.codex.turn_events import TurnEvent, TurnEvents
 
-# The notifications that move the count (everything else, deltas first, is passed by).
-COUNTED = frozenset(
-    {"turn/started", "turn/completed", "item/completed", "thread/tokenUsage/updated"}
-)
 # Fire and forget: `send(method, params)` writes one request whose answer nobody awaits.
 Send = Callable[[str, Mapping[str, Any]], object]
 
 
 class BudgetTrip:
-    """One run's budget on one thread: `see` each notification, on the reader thread."""
+    """One run's budget on one thread: `on` each event the reader's decoder makes."""
 
     def __init__(
-        self,
-        thread_id: str,
-        usage_total: TokenCounts | None,
-        *,
-        budget: int,
-        spent: int,
-        send: Send,
+        self, thread_id: str, events: TurnEvents, *, budget: int, spent: int, send: Send
     ) -> None:
         self.budget = budget
         self._spent = spent  # the run's finished turns, as the ledger counts them
         self._send = send
-        self._events = TurnEvents(TotalsSeen(thread_id, usage_total))
+        self._events = events  # the decoder that makes the events: what each turn answered
         self._thread_id = thread_id
         self._lock = threading.Lock()
         self._tripped: set[str] = set()
@@ -66,10 +55,7 @@ class BudgetTrip:
         with self._lock:
             return turn_id in self._tripped
 
-    def see(self, note: Notification) -> None:
-        if note.method not in COUNTED:
-            return
-        event = self._events.see(note)
+    def on(self, event: TurnEvent | None) -> None:
         if event is None or event.turn_id is None:
             return
         with self._lock:

@@ -3,7 +3,8 @@
 Owns the rule (`repeats_after`, `guard_reason`: turns in a row with no tool call and the same
 final answer, or the owner's `--max-turns`), which the run's own thread applies at each turn's
 end (`controller.run_limits`), and `RunawayTrip`, which applies the same rule on the
-app-server's reader thread (`HostConnection.tap`, beside `budget_trip.BudgetTrip`). Codex
+app-server's reader thread (`HostConnection.tap`, beside `budget_trip.BudgetTrip`, on the
+events of the same decoder). Codex
 starts a continuation turn within milliseconds of the last one's end, and on a loaded machine
 the run's thread reads that end after codex has started the next turn, and sometimes
 finished it and started another: the guard said "after 3" and the loop ran 5. The reader
@@ -22,10 +23,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
-
 if TYPE_CHECKING:
-    from loopx_chat.codex.host_connection import Notification
+    from loopx_chat.codex.turn_events import TurnEvent
 
 # Continuation turns in a row with no tool call and the same final answer before the run is
 # paused with an owner gate: a loop that repeats itself spends the budget for nothing.
@@ -33,8 +32,6 @@ NO_PROGRESS_TURNS = 3
 # `turn/interrupt` is refused for the first milliseconds of a turn (`CodexThread.
 # _send_interrupt`): a turn past the guard is asked at its start and at its next notes.
 ASKS_PER_TURN = 3
-# The notifications that end a turn or show it under way (deltas are passed by).
-SEEN = frozenset({"turn/started", "turn/completed", "item/started", "item/completed"})
 Send = Callable[[str, Mapping[str, Any]], object]
 
 
@@ -60,7 +57,7 @@ def guard_reason(repeats: int, finished: int, max_turns: int | None) -> str | No
 
 
 class RunawayTrip:
-    """One run's guard on one thread: `see` each notification, on the reader thread."""
+    """One run's guard on one thread: `on` each event the reader's decoder makes."""
 
     def __init__(
         self,
@@ -73,7 +70,6 @@ class RunawayTrip:
         send: Send,
     ) -> None:
         self._thread_id = thread_id
-        self._events = TurnEvents(TotalsSeen(thread_id))
         self._repeats, self._last_answer = repeats, last_answer
         self._finished, self._max_turns = finished, max_turns
         self._send = send
@@ -86,11 +82,10 @@ class RunawayTrip:
         with self._lock:
             return turn_id in self._asks
 
-    def see(self, note: Notification) -> None:
-        if note.method not in SEEN:
-            return
-        event = self._events.see(note)
-        turn_id = event.turn_id if event is not None else note.params.get("turnId")
+    def on(self, event: TurnEvent | None, note_turn: object) -> None:
+        """`event`: what the decoder made of a notification (None: nothing), `note_turn` the
+        turn that notification names (an item's, which the decoder makes no event of)."""
+        turn_id = event.turn_id if event is not None else note_turn
         if event is not None and event.kind == "turn_ended" and event.outcome is not None:
             self._ended(event.tool_calls, event.answer)
             return

@@ -25,6 +25,17 @@ if TYPE_CHECKING:
     from loopx_chat.controller.our_run import OurRun
     from loopx_chat.controller.warm_threads import Warm
 
+# What the reader's trips act on: a turn's start, items, usage and end (the deltas of its
+# words, most of what codex sends, are passed by).
+READER_SEES = frozenset(
+    {
+        "turn/started",
+        "turn/completed",
+        "item/started",
+        "item/completed",
+        "thread/tokenUsage/updated",
+    }
+)
 # How long a run that resumes after the usage limit waits when codex reported no reset time.
 USAGE_WAIT_SEC = 300.0
 
@@ -48,11 +59,14 @@ class RunLimits:
         the guard, without waiting for the follower's thread."""
         from loopx_chat.codex.budget_trip import BudgetTrip  # loaded as codex starts
         from loopx_chat.codex.runaway_trip import RunawayTrip
+        from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
 
         proc, thread_id = warm.thread.proc, warm.thread.thread_id
+        # One decoder on the reader for both: the budget counts its events, the guard ends.
+        events = TurnEvents(TotalsSeen(thread_id, warm.thread.usage_total))
         trip = self.trip = BudgetTrip(
             thread_id,
-            warm.thread.usage_total,
+            events,
             budget=self.run.plan.token_budget,
             spent=self.run.follower.spent(),
             send=proc.fire,
@@ -67,8 +81,10 @@ class RunLimits:
         )
 
         def see(note: Notification) -> None:
-            trip.see(note)
-            guard.see(note)
+            if note.method in READER_SEES:
+                event = events.see(note)
+                trip.on(event)
+                guard.on(event, note.params.get("turnId"))
 
         proc.tap(see)
 

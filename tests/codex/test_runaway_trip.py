@@ -17,11 +17,14 @@ from loopx_chat.codex.runaway_trip import (
     guard_reason,
     repeats_after,
 )
+from loopx_chat.codex.turn_events import TotalsSeen, TurnEvents
 
 THREAD = "thread-1"
 
 
-def _trip(max_turns: int | None = None, **state: Any) -> tuple[RunawayTrip, list[str]]:
+def _trip(max_turns: int | None = None, **state: Any) -> tuple[RunawayTrip, list[str], Any]:
+    """The trip, the turns it asked to stop, and `see`: a notification through the reader's
+    decoder, then the trip (as `RunLimits.arm` wires them)."""
     asked: list[str] = []
 
     def send(method: str, params: Mapping[str, Any]) -> None:
@@ -29,7 +32,9 @@ def _trip(max_turns: int | None = None, **state: Any) -> tuple[RunawayTrip, list
         asked.append(str(params["turnId"]))
 
     start = {"repeats": 0, "last_answer": None, "finished": 0, **state}
-    return RunawayTrip(THREAD, max_turns=max_turns, send=send, **start), asked
+    trip = RunawayTrip(THREAD, max_turns=max_turns, send=send, **start)
+    events = TurnEvents(TotalsSeen(THREAD))
+    return trip, asked, lambda note: trip.on(events.see(note), note.params.get("turnId"))
 
 
 def _note(method: str, **params: Any) -> Notification:
@@ -46,9 +51,9 @@ def _turn(turn: str, *items: tuple[str, str | None]) -> list[Notification]:
     return notes
 
 
-def _see(trip: RunawayTrip, notes: list[Notification]) -> None:
+def _see(see: Any, notes: list[Notification]) -> None:
     for note in notes:
-        trip.see(note)
+        see(note)
 
 
 def test_the_rule_counts_turns_with_no_tool_and_the_same_answer() -> None:
@@ -62,44 +67,44 @@ def test_the_rule_counts_turns_with_no_tool_and_the_same_answer() -> None:
 
 
 def test_after_the_third_same_answer_each_turn_codex_starts_is_asked_to_stop() -> None:
-    trip, asked = _trip()
+    trip, asked, see = _trip()
     for n in (1, 2):
-        _see(trip, _turn(f"t{n}", ("agentMessage", "still thinking")))
+        _see(see, _turn(f"t{n}", ("agentMessage", "still thinking")))
     assert not trip.tripped and asked == []
-    _see(trip, _turn("t3", ("agentMessage", "still thinking")))
+    _see(see, _turn("t3", ("agentMessage", "still thinking")))
     assert trip.tripped and asked == []  # nothing runs yet: nothing to stop
-    trip.see(_note("turn/started", turn={"id": "t4", "status": "inProgress"}))
+    see(_note("turn/started", turn={"id": "t4", "status": "inProgress"}))
     assert asked == ["t4"] and trip.asked("t4")
     # Refused in a turn's first milliseconds: asked again at its next notes, a few times.
     for _ in range(5):
-        trip.see(_note("item/started", turnId="t4", item={"type": "reasoning", "id": "r"}))
+        see(_note("item/started", turnId="t4", item={"type": "reasoning", "id": "r"}))
     assert asked == ["t4"] * ASKS_PER_TURN
     assert not trip.asked("t5")
 
 
 def test_a_tool_call_between_the_answers_is_progress() -> None:
-    trip, _ = _trip()
-    _see(trip, _turn("t1", ("agentMessage", "same")))
-    _see(trip, _turn("t2", ("commandExecution", None), ("agentMessage", "same")))
-    _see(trip, _turn("t3", ("agentMessage", "same")))
-    _see(trip, _turn("t4", ("agentMessage", "same")))
+    trip, _, see = _trip()
+    _see(see, _turn("t1", ("agentMessage", "same")))
+    _see(see, _turn("t2", ("commandExecution", None), ("agentMessage", "same")))
+    _see(see, _turn("t3", ("agentMessage", "same")))
+    _see(see, _turn("t4", ("agentMessage", "same")))
     assert not trip.tripped  # 2 in a row after the tool call
-    _see(trip, _turn("t5", ("agentMessage", "same")))
+    _see(see, _turn("t5", ("agentMessage", "same")))
     assert trip.tripped
 
 
 def test_max_turns_and_a_recovered_runs_count_carry_on_from_where_the_run_was() -> None:
-    trip, _ = _trip(max_turns=3, finished=2)
-    _see(trip, _turn("t3", ("agentMessage", "step 3")))
+    trip, _, see = _trip(max_turns=3, finished=2)
+    _see(see, _turn("t3", ("agentMessage", "step 3")))
     assert trip.tripped
-    trip, _ = _trip(repeats=2, last_answer=None)
-    _see(trip, _turn("t1", ("agentMessage", "x")))
+    trip, _, see = _trip(repeats=2, last_answer=None)
+    _see(see, _turn("t1", ("agentMessage", "x")))
     assert not trip.tripped  # the digest differs from none: counted afresh
 
 
 def test_another_threads_turns_are_not_counted() -> None:
-    trip, asked = _trip(max_turns=1)
+    trip, asked, see = _trip(max_turns=1)
     other = {"threadId": "thread-2", "turn": {"id": "o1", "status": "inProgress"}}
-    trip.see(Notification("turn/started", other))
-    trip.see(Notification("turn/completed", {**other, "turn": {"id": "o1", "status": "completed"}}))
+    see(Notification("turn/started", other))
+    see(Notification("turn/completed", {**other, "turn": {"id": "o1", "status": "completed"}}))
     assert not trip.tripped and asked == []
