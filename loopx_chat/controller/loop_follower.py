@@ -3,7 +3,7 @@
 Owns `LoopFollower`: a run of ours (`for_run`, then `our_run().run`: the budget, gates, record
 `our_run.OurRun` brings) or a loop no run of ours runs (`follow`: the service's `HostLoops`,
 a CLI command before it lets a thread go), which has none of them. One take-inputs loop
-(`_loop`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
+(`take_inputs`) follows both: one ordered queue (`run_inbox`: codex's notifications, which the
 app-server's reader only puts, and what this process asks), the goal's records looked at
 between inputs (`Looks`: `StopLook`, the `goal stop` record of a loop not ours; a run's
 `run_gates.RunGates`), when to stop as data (`StopRules`), the turns recorded through
@@ -271,9 +271,9 @@ class LoopFollower:
         self.watch, self.goal, proc = watch, goal, watch.thread.proc
         proc.route(self.inbox.queue)
         try:
-            self.why = self._loop().why
+            self.why = self.take_inputs().why
             if self.hand_over:
-                self._turn_ends(self.rules.hand_over_sec)  # a Run adopts it
+                self.let_turn_end(self.rules.hand_over_sec)  # a Run adopts it
         except LoopxChatError as exc:
             self.error = exc
             raise
@@ -286,7 +286,7 @@ class LoopFollower:
         return self.loop.recorded
 
     # -- the one loop ------------------------------------------------------------------------
-    def _loop(self) -> Stop:
+    def take_inputs(self) -> Stop:
         """Take inputs in order until a rule, a record or the caller says stop; what did."""
         rules = self.rules
         start = self.last = time.monotonic()
@@ -459,7 +459,7 @@ class LoopFollower:
                 if interrupted and not self._interrupted_here(event.turn_id):
                     self.outside = event.turn_id
 
-    def _turn_ends(self, seconds: float) -> None:
+    def let_turn_end(self, seconds: float) -> None:
         """The running turn gets `seconds` to end on its own record; what else comes meanwhile
         is only answered. Codex gone: the turn is recorded interrupted after."""
         deadline = time.monotonic() + seconds
@@ -494,7 +494,7 @@ class LoopFollower:
         starting turn may cross, is saved."""
         return not self.steered and self.goal is not None and self.goal.status in CODEX_ENDS
 
-    def _set(self, status: str, *, objective: str | None = None) -> HostGoalState | None:
+    def set_goal(self, status: str, *, objective: str | None = None) -> HostGoalState | None:
         """Set the host goal's status (None: codex refused)."""
         self.steered = True
         try:

@@ -197,7 +197,7 @@ class OurRun:
         self.ending_by, self.ending_reason = by, reason
         f.state.move("paused")
         self.gates.clear()
-        f._set("paused")
+        f.set_goal("paused")
 
     # -- the run -----------------------------------------------------------------------------
     def run(self) -> RunResult:
@@ -309,7 +309,7 @@ class OurRun:
             self._recover()
         else:
             self._start()
-        stop = self.follower._loop()
+        stop = self.follower.take_inputs()
         if stop.now:
             return self.end.stop_now(stop.by or stop.why, None, reason=stop.reason)
         return self.end.finish(by=self.ending_by, reason=self.ending_reason)

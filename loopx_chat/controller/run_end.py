@@ -35,10 +35,10 @@ class RunEnd:
         f = self.run.follower
         if not f.state.terminal:
             f.state.move("paused")
-        f._set("paused")
+        f.set_goal("paused")
         for upstream in list(f.loop.open_turns):
             f.send_interrupt(upstream)
-        f._turn_ends(self.run.runner.controller.config.timeouts.interrupt_settle)
+        f.let_turn_end(self.run.runner.controller.config.timeouts.interrupt_settle)
         self.settle_open("controller_stopped")
         return self.finish(by=by, reason=reason, exit_code=exit_code)
 

@@ -133,7 +133,7 @@ class RunGates:
         first = gates[0]
         # Codex's reader never waits on this run (it only puts in the inbox), so the run may
         # wait for codex's answers here, whoever recorded the gate.
-        goal = f._set("blocked")
+        goal = f.set_goal("blocked")
         self.goal_blocked = True
         asking = {str((g.host or {}).get("turn_id")) for g in gates if _codex_waits(g)}
         for upstream, turn in list(f.loop.open_turns.items()):
@@ -159,7 +159,7 @@ class RunGates:
             carried = []
         goal = None
         if self.goal_blocked or carried:
-            goal = f._set("active", objective=self._carried_objective(carried))
+            goal = f.set_goal("active", objective=self._carried_objective(carried))
             if goal is not None and carried:  # codex took the objective that says them
                 desk.mark_carried(run.goal_id, carried)
         self.goal_blocked = False

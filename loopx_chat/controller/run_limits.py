@@ -133,9 +133,9 @@ class RunLimits:
         run, f = self.run, self.run.follower
         if f.goal is not None and f.goal.status != "active":
             return  # codex said it first (its own budget, or the model's update_goal)
-        if f._set("budgetLimited") is None:
+        if f.set_goal("budgetLimited") is None:
             run.ending_by = run.ending_by or "the budget"
-            f._set("paused")
+            f.set_goal("paused")
 
     def _check_progress(self, event: LoopEvent) -> None:
         """A runaway loop stops: after NO_PROGRESS_TURNS turns in a row with no tool call and
@@ -181,7 +181,7 @@ class RunLimits:
         if now < self.usage_wait_until:
             return True
         self.usage_wait_until = None
-        if f._set("active") is None:
+        if f.set_goal("active") is None:
             return False  # codex refused: the run ends at the limit, as without the flag
         f.state.move("usage_resumed")
         run.note("usage_resumed", host_status="active")
