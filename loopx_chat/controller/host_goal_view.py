@@ -50,10 +50,9 @@ def host_goal_view(
     shown = goal.to_dict() if goal else None
     if shown is not None:
         shown["turns"] = len(turns)
-        started = [e for e in run.history if e.get("event") == "started"] if run else []
-        if run is not None and started:
+        base = run.host_tokens_before() if run else None
+        if run is not None and base is not None:
             # What this run spent of its own budget (codex counts the goal's whole life).
-            base = int(started[-1].get("host_tokens_before") or 0)
             shown["run_tokens_used"] = max(0, shown["tokens_used"] - base)
             shown["run_token_budget"] = run.token_budget
     paused = runs.host_loop_paused(goal_id)

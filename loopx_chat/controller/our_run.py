@@ -328,9 +328,8 @@ class OurRun:
              if t.run_id == self.record.run_id and t.turn_id not in open_ids),
             key=lambda t: t.created_at,
         )  # fmt: skip
-        history = self.runner.runs.run(self.goal_id, self.record.run_id).history
-        started = [e for e in history if e.get("event") == "started"]
-        self.base = int(started[-1].get("host_tokens_before") or 0) if started else 0
+        recorded = self.runner.runs.run(self.goal_id, self.record.run_id)
+        self.base = recorded.host_tokens_before() or 0
         if self.limits.trip is not None:  # it counted from before the ledger was read
             self.limits.trip.count_more(f.spent() - before)
         f.goal = f.watch.get()

@@ -194,6 +194,12 @@ class GoalRun:
         """Whether the run's process should still be following the host's loop."""
         return self.state in ("authorized", "running", "blocked")
 
+    def host_tokens_before(self) -> int | None:
+        """The tokens codex counted for the goal when the run last started (what the run
+        spent is the growth from it); None: it never started."""
+        started = [e for e in self.history if e.get("event") == "started"]
+        return int(started[-1].get("host_tokens_before") or 0) if started else None
+
 
 def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
     kind = event.get("event")
