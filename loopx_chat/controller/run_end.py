@@ -21,7 +21,9 @@ from loopx_chat.goals.goal_runs import GoalRun, exit_code_for
 
 if TYPE_CHECKING:
     from loopx_chat.codex.goal_loop import HostGoalState
+    from loopx_chat.controller.chat_controller import ChatController
     from loopx_chat.controller.our_run import OurRun
+    from loopx_chat.state.session_records import SessionRecord
 
 
 class RunEnd:
@@ -61,7 +63,10 @@ class RunEnd:
             if status == "usageLimited":
                 by = "the account's usage limit"
         ledger_tokens = f.spent()
-        facts, differences = self._compare(ledger_tokens)
+        host = self.run.host_run_tokens()
+        facts, differences = compare_counts(
+            self.run.runner.controller, self.run.plan.session, ledger_tokens, host
+        )
         f.state.end_as(status)
         code = exit_code if exit_code is not None else exit_code_for(status)
         result = RunResult(
@@ -69,7 +74,7 @@ class RunEnd:
             host=f.goal,
             turns=len(f.finished),
             ledger_tokens=ledger_tokens,
-            host_tokens=self.run.host_run_tokens(),
+            host_tokens=host,
             facts=facts,
             differences=differences,
             exit_code=code,
@@ -106,47 +111,52 @@ class RunEnd:
             **({"result": result} if result is not None else {}),
         )
 
-    def _compare(self, ledger_tokens: int) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
-        """The run's tokens as the ledger, the host goal and the host's rollouts count them."""
-        differences: list[str] = []
-        host = self.run.host_run_tokens()
-        if host is not None and host != ledger_tokens:
-            differences.append(
-                f"the ledger counted {ledger_tokens:,} tokens for the run's turns, the host "
-                f"goal {host:,} (codex stops counting a goal's tokens when its status changes "
-                "mid-turn)"
-            )
-        controller = self.run.runner.controller
-        thread_id = self.run.plan.session.upstream_thread_id
-        session_id = self.run.follower.loop.session_id
-        facts: dict[str, Any] | None = None
-        try:
-            from loopx_chat.codex.rollouts.host_facts import scanner_for
 
-            scan = scanner_for(controller.store.root, controller.codex_home).scan()
-            thread = scan.threads.get(thread_id or "")
-        except (LoopxChatError, OSError):
-            thread = None
-        if thread is None:
-            differences.append("codex facts has no record of this thread yet")
-            return None, tuple(differences)
-        session_turns = controller.store.list_turns(session_id)
-        ledger_total = sum(t.tokens.total_tokens for t in session_turns)
-        facts_total = thread.tokens.total_tokens if thread.tokens else 0
-        facts = {
-            "turns": thread.turns.started,
-            "tokens": facts_total,
-            "ledger_turns": len(session_turns),
-            "ledger_tokens": ledger_total,
-        }
-        if facts_total != ledger_total:
-            differences.append(
-                f"codex facts counts {facts_total:,} tokens on the thread, the ledger "
-                f"{ledger_total:,}"
-            )
-        if thread.turns.started != len(session_turns):
-            differences.append(
-                f"codex facts counts {thread.turns.started} turns on the thread, the ledger "
-                f"{len(session_turns)}"
-            )
-        return facts, tuple(differences)
+def compare_counts(
+    controller: ChatController,
+    session: SessionRecord,
+    ledger_tokens: int,
+    host: int | None,
+) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """A run's tokens as the ledger (`ledger_tokens`), the host goal (`host`: what it
+    counted since the run set it active) and the host's rollouts count them: the facts, and
+    each difference in words. The run's own end and `chat interrupt` of a run whose process
+    is gone both end a run with it."""
+    differences: list[str] = []
+    if host is not None and host != ledger_tokens:
+        differences.append(
+            f"the ledger counted {ledger_tokens:,} tokens for the run's turns, the host "
+            f"goal {host:,} (codex stops counting a goal's tokens when its status changes "
+            "mid-turn)"
+        )
+    thread_id, session_id = session.upstream_thread_id, session.session_id
+    facts: dict[str, Any] | None = None
+    try:
+        from loopx_chat.codex.rollouts.host_facts import scanner_for
+
+        scan = scanner_for(controller.store.root, controller.codex_home).scan()
+        thread = scan.threads.get(thread_id or "")
+    except (LoopxChatError, OSError):
+        thread = None
+    if thread is None:
+        differences.append("codex facts has no record of this thread yet")
+        return None, tuple(differences)
+    session_turns = controller.store.list_turns(session_id)
+    ledger_total = sum(t.tokens.total_tokens for t in session_turns)
+    facts_total = thread.tokens.total_tokens if thread.tokens else 0
+    facts = {
+        "turns": thread.turns.started,
+        "tokens": facts_total,
+        "ledger_turns": len(session_turns),
+        "ledger_tokens": ledger_total,
+    }
+    if facts_total != ledger_total:
+        differences.append(
+            f"codex facts counts {facts_total:,} tokens on the thread, the ledger {ledger_total:,}"
+        )
+    if thread.turns.started != len(session_turns):
+        differences.append(
+            f"codex facts counts {thread.turns.started} turns on the thread, the ledger "
+            f"{len(session_turns)}"
+        )
+    return facts, tuple(differences)

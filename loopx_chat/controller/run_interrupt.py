@@ -108,18 +108,22 @@ def _dead_run_paused(
                 call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
             )
         from loopx_chat.controller.our_run import RunResult
+        from loopx_chat.controller.run_end import compare_counts
 
         status = goal.status if goal is not None else None
         done = [t for t in controller.store.list_turns(turn.session_id) if t.run_id == run.run_id]
         spent = sum(t.tokens.total_tokens for t in done)
+        base = run.host_tokens_before()
+        host = None if goal is None or base is None else max(0, goal.tokens_used - base)
+        facts, differences = compare_counts(controller, session, spent, host)
         result = RunResult(
             run=run,
             host=goal,
             turns=len(done),
             ledger_tokens=spent,
-            host_tokens=None,
-            facts=None,
-            differences=(),
+            host_tokens=host,
+            facts=facts,
+            differences=differences,
             exit_code=exit_code_for(status),
         )
         return runs.note(

@@ -301,14 +301,14 @@ def test_a_turn_codex_says_it_started_after_the_run_went_quiet_is_recorded(
     monkeypatch.setattr(
         AppServerProcess, "tap", lambda _proc, hook: hook and late.taps.append(hook)
     )
-    set_status = follow._set
+    set_status = follow.set_goal
 
     def set_late(status: str, **kwargs: Any) -> Any:
         if status == "paused":
             time.sleep(SET_LATE_SEC)  # the run's thread, late at the first turn's end
         return set_status(status, **kwargs)
 
-    follow._set = set_late
+    follow.set_goal = set_late
     mock.script("mock:text=first", "mock:slow=0.3 mock:text=a b c d e f", default="mock:text=on")
     result = follow.our_run().run()
     assert late.starts >= 2  # codex started the second turn
@@ -666,7 +666,11 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     store = SessionStore(cli.state)
     run = cli.start("goal", "run", "g", "--token-budget", "400000")
     try:
-        wait_for(lambda: any(t.status == "running" for t in goal_loop_turns(cli.state, sid)))
+        # A turn finished (codex counted its tokens for the goal), the next one running.
+        wait_for(
+            lambda: [t.status for t in goal_loop_turns(cli.state, sid)][-2:]
+            == ["completed", "running"]
+        )
         wait_for(lambda: bool(store.load(sid).active_turn_id))
         codex = psutil.Process(run.pid).children(recursive=True)
         run.kill()
@@ -690,6 +694,12 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
         assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
         ended = run_events(cli.state, "g")[-1]
         assert (ended["event"], ended["host_status"]) == ("ended", "paused"), ended
+        # Its result counts as the run's own end does: codex's goal since the run started,
+        # and the thread's rollout against the ledger (both were null).
+        result = ended["result"]
+        assert result["host_tokens_used"] > 0, result
+        assert result["host_tokens_used"] == ended["tokens_used"] - died["host_tokens_before"]
+        assert result["codex_facts"]["ledger_turns"] == len(store.list_turns(sid)), result
         with pytest.raises(LoopxChatError) as left:
             found[0].our_run().run()
         assert left.value.error_code == "run_not_found"  # read again: left as it is
