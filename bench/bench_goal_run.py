@@ -10,8 +10,11 @@ on a fresh thread of the same shape (one first turn), as whole processes:
      until the goal is `budgetLimited` and the last turn completed, close.
 
 Prints the median wall of each, their ratio (target <= 1.05x), every pair's ratio (A and B
-of one pair ran back to back, so the machine's drift cancels within a pair), and the turns
-each saw.
+of one pair ran back to back, so the machine's drift cancels within a pair), the turns each
+saw, and where each side's time went: the median time to codex's first model request (the
+start: imports, checks, spawn, handshake, the goal set), the loop (first to last request),
+after the last request (the last turn's end, the run's end, the exit), and the CPU of the
+process with its codex (`RUSAGE_CHILDREN`: both are waited for).
 Run: `.venv/bin/python bench/bench_goal_run.py [--runs N] [--budget N] [--codex-bin PATH]`.
 """
 
@@ -20,12 +23,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.binary import find_codex
@@ -119,13 +124,40 @@ def offline_home(root: Path, base_url: str) -> Path:
     return home.resolve()
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, int]:
-    start = time.perf_counter()
+class Sample(NamedTuple):
+    """One whole process: its wall, the turns it saw, when the mock heard its first and last
+    model request (seconds from its start), and the CPU of it and its codex together."""
+
+    wall: float
+    turns: int
+    first: float
+    last: float
+    cpu: float
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path, mock: Any) -> Sample:
+    heard = len(mock.requests)
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
     done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=600)
-    wall = time.perf_counter() - start
+    wall = time.monotonic() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode not in (0, 3):
         sys.exit(f"{argv[2:6]} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return wall, int(json.loads(done.stdout)["turns"])
+    times = [r["received"] - start for r in mock.requests[heard:]] or [wall, wall]
+    cpu = (after.ru_utime - used.ru_utime) + (after.ru_stime - used.ru_stime)
+    return Sample(wall, int(json.loads(done.stdout)["turns"]), times[0], times[-1], cpu)
+
+
+def phases(samples: list[Sample]) -> str:
+    """Median of each phase: to codex's first model request, the loop, after its last one."""
+    med = statistics.median
+    return (
+        f"to first request {med(s.first for s in samples):.3f} s, loop "
+        f"{med(s.last - s.first for s in samples):.3f} s, after the last "
+        f"{med(s.wall - s.last for s in samples):.3f} s; CPU with its codex "
+        f"{med(s.cpu for s in samples):.3f} s"
+    )
 
 
 def main() -> None:
@@ -158,7 +190,8 @@ def main() -> None:
         )
         mock.script(default="mock:text=counting on")
         run_env = {**env, "LOOPX_CHAT_CODEX_HOME": str(home)}
-        a_walls, b_walls, a_turns, b_turns = [], [], [], []
+        a_runs: list[Sample] = []
+        b_runs: list[Sample] = []
         for i in range(args.runs + 1):  # the first pair warms up and is not counted
             sid_a = fresh_session(state, home, env, args.codex_bin, root)
             sid_b = fresh_session(state, home, env, args.codex_bin, root)
@@ -191,23 +224,25 @@ def main() -> None:
                 str(thread_b),
                 str(args.budget),
             ]
-            order = [(a, a_walls, a_turns), (b, b_walls, b_turns)]
+            order = [(a, a_runs), (b, b_runs)]
             if i % 2:
                 order.reverse()
-            for argv, walls, turns in order:
-                wall, n = timed(argv, run_env, root)
+            for argv, runs in order:
+                sample = timed(argv, run_env, root, mock)
                 if i:
-                    walls.append(wall)
-                    turns.append(n)
-        a_med, b_med = statistics.median(a_walls), statistics.median(b_walls)
-        pairs = sorted(a / b for a, b in zip(a_walls, b_walls, strict=True))
-        print(f"goal run      : {a_med:.3f} s median wall, turns {a_turns}")
-        print(f"bare client   : {b_med:.3f} s median wall, turns {b_turns}")
+                    runs.append(sample)
+        a_med = statistics.median(s.wall for s in a_runs)
+        b_med = statistics.median(s.wall for s in b_runs)
+        pairs = sorted(a.wall / b.wall for a, b in zip(a_runs, b_runs, strict=True))
+        print(f"goal run      : {a_med:.3f} s median wall, turns {[s.turns for s in a_runs]}")
+        print(f"bare client   : {b_med:.3f} s median wall, turns {[s.turns for s in b_runs]}")
         print(f"pair ratios   : {' '.join(f'{r:.3f}' for r in pairs)}")
         print(
             f"ratio (A / B) : {a_med / b_med:.3f}x of the medians, "
             f"{statistics.median(pairs):.3f}x median pair  (target <= 1.05x, {args.runs} pairs)"
         )
+        print(f"goal run      : {phases(a_runs)}")
+        print(f"bare client   : {phases(b_runs)}")
 
 
 if __name__ == "__main__":

@@ -554,7 +554,8 @@ class MockResponsesServer:
 
     Use as a context manager, or call `start()` and `stop()`.  Every ``POST /v1/responses`` is
     recorded in `requests` (in memory only) as ``{"model", "user_texts", "assistant_texts",
-    "tool_outputs", "headers"}``.
+    "tool_outputs", "headers", "received"}`` (``received``: `time.monotonic()` as it came,
+    which the benchmarks use to split a run into its phases).
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -686,6 +687,7 @@ class MockResponsesServer:
             "assistant_texts": _message_texts(body, "assistant", "output_text"),
             "tool_outputs": _tool_outputs(body),
             "headers": {k.lower(): v for k, v in headers.items()},
+            "received": time.monotonic(),
         }
         # Counting and appending under one lock keeps `#N` equal to the entry's position.
         with self._lock:
