@@ -140,10 +140,6 @@ class LoopbackServer(ThreadingHTTPServer):
             self._owner.add(conn)
             return True
 
-    def is_unproven(self, conn: socket.socket) -> bool:
-        with self._connections_lock:
-            return conn in self._unproven
-
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
