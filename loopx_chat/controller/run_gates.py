@@ -6,7 +6,8 @@ a host gate was decided after codex stopped waiting); a rejected one, `goal stop
 owner's Pause pause the run (its turn finishes); the service stopping, or the owner's `chat
 interrupt` of its turn (from any process), ends it at once. A host
 gate codex asked on a turn it holds open blocks the run but leaves the goal `active` (codex's
-wait holds its loop); its decision is delivered as codex's answer, never carried. The caller
+wait holds its loop); its decision is delivered as codex's answer, never carried. When its
+window passes first, the goal is held `blocked` before the desk answers codex. The caller
 that recorded or decided a gate here is told what became of it (`look_now`).
 
 It never decides a gate, writes records only through `GoalRuns.note`, never starts a turn.
@@ -185,14 +186,16 @@ class RunGates:
         return " ".join(lines) + " Then: " + self.run.plan.objective.text
 
     # -- the callers that wait on a gate -----------------------------------------------------
-    def look_now(self, gate_id: str | None) -> RunBlock:
+    def look_now(self, gate_id: str | None, *, window_passed: bool = False) -> RunBlock:
         """A thread recorded (`gate_id`) or decided (None) a gate of this goal: the run takes
-        it in order and looks; what became of it (bounded). Never codex's reader (it puts)."""
+        it in order and looks; what became of it (bounded). Never codex's reader (it puts).
+        `window_passed`: the desk answers codex for `gate_id` once this returns."""
         f = self.run.follower
         if threading.current_thread() is f.follower_thread:
             return self._answer_for(gate_id)  # recorded by the run itself: it looks next
         answer = Answer()
-        f.inbox.put(GateDecided(answer) if gate_id is None else GateOpened(gate_id, answer))
+        opened = GateOpened(gate_id, answer, window_passed) if gate_id is not None else None
+        f.inbox.put(opened or GateDecided(answer))
         timeouts = self.run.runner.controller.config.timeouts
         block = answer.wait(timeouts.request + timeouts.interrupt_settle)
         if block is not None:
@@ -200,9 +203,24 @@ class RunGates:
         return RunBlock(False, NOT_ACKNOWLEDGED, self.run.record.run_id)
 
     def answer(self, item: RunInput) -> None:
+        if isinstance(item, GateOpened) and item.window_passed:
+            self._window_passing(item.gate_id)
         if isinstance(item, (GateOpened, GateDecided)) and item.answer is not None:
             gate_id = item.gate_id if isinstance(item, GateOpened) else None
             item.answer.give(self._answer_for(gate_id))
+
+    def _window_passing(self, gate_id: str) -> None:
+        """Codex stops waiting on `gate_id` as soon as the desk answers it: the goal is held
+        `blocked` first. Set once the run saw the window had passed, it raced codex, which
+        ends the turn on the answer and may start a continuation on a goal still `active`
+        (seen under load). Its waiting turn is not interrupted: the answer ends it."""
+        if self.run.ending_by is not None or self.goal_blocked or gate_id not in self.blocked_on:
+            return
+        try:
+            gate = self.run.runner.goals.gate(self.run.goal_id, gate_id)
+        except LoopxChatError:
+            return
+        self._hold_blocked([gate])
 
     def _answer_for(self, gate_id: str | None) -> RunBlock:
         run, goal = self.run, self.run.follower.goal

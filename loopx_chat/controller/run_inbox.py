@@ -46,10 +46,12 @@ class Answer:
 
 @dataclass(frozen=True)
 class GateOpened:
-    """A gate of the goal was recorded in this process (a host gate: by codex's request)."""
+    """A gate of the goal was recorded in this process (a host gate: by codex's request);
+    `window_passed`: the desk is about to answer codex for it, the owner's window over."""
 
     gate_id: str
     answer: Answer | None = field(default=None, compare=False)
+    window_passed: bool = False
 
 
 @dataclass(frozen=True)

@@ -173,13 +173,14 @@ class RunningGoals:
         """A gate of the goal was decided: the run here sets the goal `active` again (the
         last blocking one approved) or pauses it (one rejected) before this returns. With
         `gate_id`, the desk is about to answer codex for it after its window passed: the run
-        takes every input before it first (the gate's own, which blocks the goal), so codex
-        never ends that turn on an `active` goal and starts a continuation (seen under load:
-        the window of 1 s passed before the run had taken the gate). Bounded, as `look_now`
-        is; no run here: nothing to wait for."""
+        takes every input before it first (the gate's own) and holds the goal `blocked`, so
+        codex never ends that turn on an `active` goal and starts a continuation (seen under
+        load twice: the run had not taken the gate yet; the run set `blocked` only once it
+        saw the window had passed). Bounded, as `look_now` is; no run here: nothing to wait
+        for."""
         follower = self.follower(goal_id)
         if follower is not None:
-            follower.our_run().gates.look_now(gate_id)
+            follower.our_run().gates.look_now(gate_id, window_passed=gate_id is not None)
 
     def after_gate(self, goals: GateStore, gate: Gate) -> RunBlock:
         """What the gate did to the goal's run: this process's run blocked it at once, or

@@ -21,8 +21,8 @@ class Follower:
     def our_run(self) -> SimpleNamespace:  # its run's gates: this fake itself
         return SimpleNamespace(gates=self)
 
-    def look_now(self, gate_id: str | None) -> RunBlock:
-        self.asked.append(gate_id)
+    def look_now(self, gate_id: str | None, *, window_passed: bool = False) -> RunBlock:
+        self.asked.append(f"window passed {gate_id}" if window_passed else gate_id)
         return RunBlock(True, "blocked", "run-1")
 
     def post_gate(self, gate_id: str) -> None:
@@ -42,13 +42,15 @@ def test_a_gate_asks_the_run_of_its_goal_only_while_it_follows(tmp_path: Path) -
         assert registry.gate_opened(other) is None
         registry.gate_decided("g")
         registry.gate_decided("h")
+        registry.gate_decided("g", gate.gate_id)  # the desk answers codex for it next
         advisory = goals.request_gate("g", "FYI", blocking=False)
         assert registry.gate_opened(advisory) == RunBlock(None, "advisory gate")
         assert registry.after_gate(goals, gate).run_blocked is True
-    assert run.asked == [gate.gate_id, None, gate.gate_id]
+    asked = [gate.gate_id, None, f"window passed {gate.gate_id}", gate.gate_id]
+    assert run.asked == asked
     assert registry.follower("g") is None and not registry.follows_session("s-1")
     registry.gate_posted(gate)  # no run here: nowhere to put it
-    assert run.asked == [gate.gate_id, None, gate.gate_id]
+    assert run.asked == asked
     # No run here and none in another process: the answer says so without waiting.
     assert registry.after_gate(goals, gate) == RunBlock(None, "no running goal")
 

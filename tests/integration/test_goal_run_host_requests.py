@@ -284,7 +284,21 @@ def test_when_the_window_passes_the_run_stays_blocked_until_the_owner_approves(
     bound_home: Path,
     base_env: dict[str, str],
     codex_bin: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The run holds the goal `blocked` before codex hears the window's answer. It set it
+    only once it saw the window had passed, racing codex, which ends the turn on the answer
+    and starts a continuation on a goal still `active`: seen once in CI (2 turns, not 1).
+    Here the run's thread is 1 s late where it sets the goal blocked, as under load."""
+    from loopx_chat.controller.run_gates import RunGates
+
+    hold_blocked = RunGates._hold_blocked
+
+    def late(self: RunGates, gates: Any) -> Any:
+        time.sleep(1.0)
+        return hold_blocked(self, gates)
+
+    monkeypatch.setattr(RunGates, "_hold_blocked", late)
     config = ControllerConfig(
         options=ThreadOptions(sandbox="workspace-write"),
         timeouts=Timeouts(idle=IDLE_SEC),

@@ -668,8 +668,9 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     try:
         # A turn finished (codex counted its tokens for the goal), the next one running.
         wait_for(
-            lambda: [t.status for t in goal_loop_turns(cli.state, sid)][-2:]
-            == ["completed", "running"]
+            lambda: (
+                [t.status for t in goal_loop_turns(cli.state, sid)][-2:] == ["completed", "running"]
+            )
         )
         wait_for(lambda: bool(store.load(sid).active_turn_id))
         codex = psutil.Process(run.pid).children(recursive=True)
