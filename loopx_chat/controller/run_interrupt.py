@@ -103,10 +103,13 @@ def _dead_run_paused(
             return None  # taken up and ended meanwhile
         from loopx_chat.codex.goal_loop import HostGoalState
 
-        with controller.thread_metadata(turn.session_id) as call:
-            goal = HostGoalState.from_wire(
-                call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
-            )
+        try:
+            with controller.thread_metadata(turn.session_id) as call:
+                goal = HostGoalState.from_wire(
+                    call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
+                )
+        except CodexError as exc:
+            raise _not_paused(exc, run, turn.session_id) from exc
         from loopx_chat.controller.our_run import RunResult
         from loopx_chat.controller.run_end import compare_counts
 
@@ -141,6 +144,23 @@ def _dead_run_paused(
         )
     finally:
         lock.release()
+
+
+def _not_paused(exc: CodexError, run: GoalRun, session_id: str) -> CodexError:
+    """Codex could not be reached to pause a dead run's goal: the run stays recorded running
+    (the next service start takes it up), which `goal stop` prevents without codex."""
+    return CodexError(
+        f"goal {run.goal_id}'s run {run.run_id} was not paused: {exc.message}",
+        error_code=exc.error_code,
+        remedy=Remedy(
+            summary="Its turn was recorded interrupted, but the goal could not be paused in "
+            "Codex, so the run is still recorded running and the next `loopx-chat serve` "
+            "would take it up again.",
+            next_action=f"Keep it stopped without Codex: `loopx-chat goal stop "
+            f"{run.goal_id}`; or fix Codex (`loopx-chat home check`) and run `loopx-chat "
+            f"chat interrupt {session_id}` again.",
+        ),
+    )
 
 
 def _dead(run: GoalRun) -> bool:

@@ -646,21 +646,9 @@ def test_chat_interrupt_in_the_runs_own_process_goes_through_its_inbox_not_a_fil
     assert doc["turn"]["id"] == turns[-1].turn_id and doc["turn"]["status"] == "interrupted"
 
 
-def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leaves_it(
-    cli: OwnerCli,
-    mock: MockResponsesServer,
-    bound_home: Path,
-    base_env: dict[str, str],
-    codex_bin: str,
-) -> None:
-    """Issue 34: a `goal run` killed mid-turn (its run still recorded running, its pid gone):
-    `chat interrupt` recorded the turn interrupted and answered `goal_run: null`, and the next
-    service start took the run up again (`RunPool.recover`): codex went on with the goal, the
-    owner's interrupt lost. It is now recorded on the run: the host goal is paused and the
-    run ends paused with the owner's reason, the answer says so, and recovery leaves it,
-    also one that found the run before the interrupt and loads its thread after."""
-    from loopx_chat.controller.run_pool import RunPool
-
+def _killed_mid_turn(cli: OwnerCli, mock: MockResponsesServer) -> tuple[str, dict[str, Any]]:
+    """A `goal run` of `g` killed (SIGKILL) once a turn finished and the next one runs: its
+    run still recorded running, its process and its codex gone. The session and that record."""
     sid = _goal_with_session(cli)
     mock.script(default="mock:slow=1 mock:text=one more step")
     store = SessionStore(cli.state)
@@ -682,6 +670,26 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     psutil.wait_procs(codex, timeout=30)  # its app-server ends with its stdin
     died = run_events(cli.state, "g")[-1]
     assert died["event"] == "started"  # recorded running; its process is gone
+    return sid, died
+
+
+def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leaves_it(
+    cli: OwnerCli,
+    mock: MockResponsesServer,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    """Issue 34: a `goal run` killed mid-turn (its run still recorded running, its pid gone):
+    `chat interrupt` recorded the turn interrupted and answered `goal_run: null`, and the next
+    service start took the run up again (`RunPool.recover`): codex went on with the goal, the
+    owner's interrupt lost. It is now recorded on the run: the host goal is paused and the
+    run ends paused with the owner's reason, the answer says so, and recovery leaves it,
+    also one that found the run before the interrupt and loads its thread after."""
+    from loopx_chat.controller.run_pool import RunPool
+
+    sid, died = _killed_mid_turn(cli, mock)
+    store = SessionStore(cli.state)
     with make_controller(cli.state, bound_home, base_env, codex_bin) as c:
         pool = RunPool(c, GateStore(cli.state))
         # A service start that found the run before the interrupt, and loads its thread after.
@@ -711,6 +719,43 @@ def test_chat_interrupt_of_a_run_whose_process_died_pauses_it_and_recovery_leave
     assert [e["event"] for e in run_events(cli.state, "g")].count("recovered") == 0
     host_goal = _said_paused(cli, OWNER_PAUSED_LINE, "paused by owner (chat interrupt)")
     assert host_goal["goal"]["status"] == "paused", host_goal
+
+
+def test_chat_interrupt_of_a_dead_run_when_codex_cannot_start_says_how_to_stop_it(
+    cli: OwnerCli,
+    mock: MockResponsesServer,
+    tmp_path: Path,
+    bound_home: Path,
+    base_env: dict[str, str],
+    codex_bin: str,
+) -> None:
+    """Pausing a dead run needs codex (the host goal is set `paused`). When codex cannot
+    start, `chat interrupt` said only codex's own error: the owner was not told that the run
+    is still recorded running, so the next service start takes it up again, nor how to keep
+    it from that without codex (`goal stop`, which the run's recovery reads)."""
+    from loopx_chat.controller.run_pool import RunPool
+
+    sid, died = _killed_mid_turn(cli, mock)
+    broken = tmp_path / "broken-codex"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    offline = OwnerCli(cli.tmp, bound_home, base_env, str(broken))
+    code, doc = offline.json("chat", "interrupt", sid)
+    assert code != 0 and doc["ok"] is False, doc
+    assert died["run_id"] in doc["error"] and "not paused" in doc["error"], doc
+    assert "goal stop g" in doc["gate"]["next_action"], doc
+    assert run_events(cli.state, "g")[-1] == died  # still recorded running, as it says
+    assert goal_loop_turns(cli.state, sid)[-1].status == "interrupted"  # its turn settled
+    with make_controller(cli.state, bound_home, base_env, codex_bin) as c:
+        found: list[Any] = []
+        pool = RunPool(c, GateStore(cli.state))
+        pool._launch = found.append  # type: ignore[method-assign]
+        assert pool.recover() == [died["run_id"]]  # a service start would take it up
+        # What the remedy says, without codex: then no service start takes it up.
+        done = offline("goal", "stop", "g")
+        assert done.returncode == 0, done.stderr
+        assert RunPool(c, GateStore(cli.state)).recover() == []
+        pool.close()
 
 
 # -- the usage limit -------------------------------------------------------------------------
