@@ -109,7 +109,7 @@ def _dead_run_paused(
                     call("thread/goal/set", {"status": "paused", "origin": "user"}).get("goal")
                 )
         except CodexError as exc:
-            raise _not_paused(exc, run, turn.session_id) from exc
+            raise _not_paused(exc, run) from exc
         from loopx_chat.controller.our_run import RunResult
         from loopx_chat.controller.run_end import compare_counts
 
@@ -146,7 +146,7 @@ def _dead_run_paused(
         lock.release()
 
 
-def _not_paused(exc: CodexError, run: GoalRun, session_id: str) -> CodexError:
+def _not_paused(exc: CodexError, run: GoalRun) -> CodexError:
     """Codex could not be reached to pause a dead run's goal: the run stays recorded running
     (the next service start takes it up), which `goal stop` prevents without codex."""
     return CodexError(
@@ -156,9 +156,9 @@ def _not_paused(exc: CodexError, run: GoalRun, session_id: str) -> CodexError:
             summary="Its turn was recorded interrupted, but the goal could not be paused in "
             "Codex, so the run is still recorded running and the next `loopx-chat serve` "
             "would take it up again.",
-            next_action=f"Keep it stopped without Codex: `loopx-chat goal stop "
-            f"{run.goal_id}`; or fix Codex (`loopx-chat home check`) and run `loopx-chat "
-            f"chat interrupt {session_id}` again.",
+            next_action=f"Keep it from being taken up, without Codex: `loopx-chat goal stop "
+            f"{run.goal_id}` (`goal resume {run.goal_id}` undoes it); `loopx-chat home "
+            "check` says what is wrong with Codex.",
         ),
     )
 
