@@ -1,5 +1,5 @@
-"""The controller and the codex adapter type-check clean: mypy, configured in pyproject.toml
-(`[tool.mypy]`), over the files it names and what they import. A type slip (a bare string
+"""The whole package type-checks clean: mypy, configured in pyproject.toml (`[tool.mypy]`),
+over every module of `loopx_chat`. A type slip (a bare string
 where a status enum is meant, a value that may be None used as if it were not) fails here,
 with mypy's own lines."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_controller_and_the_codex_adapter_type_check_clean(tmp_path: Path) -> None:
+def test_the_package_type_checks_clean(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")],
         cwd=ROOT,

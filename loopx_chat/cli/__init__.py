@@ -49,7 +49,7 @@ def run() -> NoReturn:
 def run_click() -> NoReturn:
     """The full click command line, then the end of the process (`_end`)."""
     command = globals().get("main") or __getattr__("main")
-    _end(_ended(lambda: command() or 0))
+    _end(_ended(lambda: command() or 0) or 0)
 
 
 def _ended(body: Callable[[], int | None]) -> int | None:

@@ -203,7 +203,7 @@ def _emit_gate(
     from loopx_chat.goals.badges import SAID
 
     lines = [f"{data['gate_id']}: {data['status']} ({data['actor']}) {data['question']}"]
-    if said in SAID:
+    if said is not None and said in SAID:
         lines.insert(0, SAID[said])
     words = block.words() if block is not None else None
     if words is not None:

@@ -93,7 +93,7 @@ class RunFollower:
             click.echo(f"[loopx-chat] {line}", err=True)
 
     def follow(
-        self, on_interrupt: Callable[[], None] | None = None, banner: str | None = None
+        self, on_interrupt: Callable[[], object] | None = None, banner: str | None = None
     ) -> int:
         """Print the run as it goes, until it ends; its exit code (130 after Ctrl-C)."""
         from loopx_chat.goals.goal_runs import run_line
@@ -189,7 +189,9 @@ class RunFollower:
     def _end(self) -> int:
         from loopx_chat.goals.goal_runs import exit_code_for
 
-        ended = next((e for e in reversed(self.run.history) if e.get("event") == "ended"), {})
+        ended: dict[str, Any] = next(
+            (e for e in reversed(self.run.history) if e.get("event") == "ended"), {}
+        )
         result: dict[str, Any] = dict(ended.get("result") or {})
         code = result.get("exit_code")
         if not isinstance(code, int):

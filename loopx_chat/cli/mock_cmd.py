@@ -12,6 +12,7 @@ person's own (one with a `config.toml` it did not write, or an `auth.json`).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -109,7 +110,7 @@ def mock_serve(
             write_offline_codex_config(home, server.base_url)
             click.echo(f"codex home for the mock: LOOPX_CHAT_CODEX_HOME={home}", err=True)
         click.echo(server.base_url)
-        click.get_text_stream("stdout").flush()
+        sys.stdout.flush()  # the URL reaches a reader of the pipe before we block
         block_until_signalled()
     finally:
         server.stop()

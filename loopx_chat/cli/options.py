@@ -33,8 +33,9 @@ def first_output_from_env(cli: CliContext) -> float | None:
     if not raw:
         return None
     try:
-        return POSITIVE_SECONDS.convert(raw, None, None)
-    except click.BadParameter:
+        seconds: float = POSITIVE_SECONDS.convert(float(raw), None, None)
+        return seconds
+    except (ValueError, click.BadParameter):  # not a number, or not above 0
         from loopx_chat.errors import UsageError
 
         raise UsageError(

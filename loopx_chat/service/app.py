@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -922,11 +923,13 @@ class ServiceApp:
                     sent_at = time.monotonic()
                     yield b": keepalive\n\n"
                 with self._changed:
-                    self._changed.wait_for(
-                        lambda seen=seen: self._generation != seen, STATUS_POLL_SEC
-                    )
+                    self._changed.wait_for(partial(self._moved_on, seen), STATUS_POLL_SEC)
 
         return self._event_stream(stream())
+
+    def _moved_on(self, seen: int) -> bool:
+        """Whether the page's state changed since generation `seen` (under `_changed`)."""
+        return self._generation != seen
 
     def state_changed(self) -> None:
         """Something this process did changed what the page shows: look again now."""

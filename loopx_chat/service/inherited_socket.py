@@ -82,12 +82,13 @@ def server_class(listener: socket.socket | None) -> type[LoopbackServer]:
     """`LoopbackServer`, or one that serves `listener` instead of binding its own."""
     if listener is None:
         return LoopbackServer
+    inherited: socket.socket = listener
 
     class InheritedServer(LoopbackServer):
         def server_bind(self) -> None:
             self.socket.close()
-            self.socket = listener
-            self.server_address = listener.getsockname()
+            self.socket = inherited
+            self.server_address = inherited.getsockname()
             self.server_name, self.server_port = str(self.server_address[0]), self.port
 
         def server_activate(self) -> None:

@@ -422,7 +422,7 @@ def serve_forever(
         threading.Thread(
             target=other.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
         ).start()
-    host = server.server_address[0]
+    host = str(server.server_address[0])
     shown = f"[{host}]" if ":" in host else host
     log(
         f"listening on http://{shown}:{server.port}/ "

@@ -13,6 +13,7 @@ file another user could have written.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import re
@@ -126,12 +127,21 @@ def load(state_dir: Path) -> tuple[Device, ...]:
     except FileNotFoundError:
         return ()
     except OSError as exc:
-        raise StateError(f"{path} cannot be read ({exc.strerror})", "state_unreadable") from None
+        if exc.errno == errno.ELOOP:  # a symlink in its place: never followed
+            raise StateError(
+                f"{path} is a symlink, not a private file of this user; it was not read — "
+                "move it aside (every browser then logs in again)",
+                error_code="state_unsafe",
+            ) from None
+        raise StateError(
+            f"{path} cannot be read ({exc.strerror})", error_code="state_unreadable"
+        ) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
             raise StateError(
-                f"{path} is not a private file of this user; it was not read",
+                f"{path} is not a private file of this user; it was not read — move it aside "
+                "(every browser then logs in again)",
                 error_code="foreign_owner" if info.st_uid != os.getuid() else "state_unsafe",
             )
         raw = os.read(fd, _LIMIT + 1)
