@@ -12,6 +12,12 @@ reads it first, so from the end of the turn that trips the guard it stops every 
 starts (`turn/interrupt`, answered to nobody), and codex starts no turn by itself after an
 interrupt.
 
+It stands down once the owner pauses the run (`stood_down`, set by the run as the owner's
+Pause is asked, before it is put in the run's inbox, and as it takes a `goal stop` or a
+rejected gate): the owner's pause is first in the run's order, so the run opens no gate, and
+a turn codex starts meanwhile finishes as after any pause. An end the run took before the
+Pause still pauses it by the guard; the run's own thread then stops the turns past it.
+
 It never waits, never changes the goal, opens no gate and records nothing: the run does all
 of that at the same turn's end, by the same rule; this only stops a turn sooner. It keeps
 ids, counts and answer digests only.
@@ -68,11 +74,13 @@ class RunawayTrip:
         finished: int,
         max_turns: int | None,
         send: Send,
+        stood_down: threading.Event | None = None,
     ) -> None:
         self._thread_id = thread_id
         self._repeats, self._last_answer = repeats, last_answer
         self._finished, self._max_turns = finished, max_turns
         self._send = send
+        self._stood_down = stood_down or threading.Event()
         self._lock = threading.Lock()
         self.tripped = False
         self._asks: dict[str, int] = {}  # turns started past the guard: interrupts sent
@@ -89,7 +97,9 @@ class RunawayTrip:
         if event is not None and event.kind == "turn_ended" and event.outcome is not None:
             self._ended(event.tool_calls, event.answer)
             return
-        if not self.tripped or not isinstance(turn_id, str):
+        # Not stood down yet: the end that tripped this was put in the run's inbox before the
+        # owner's Pause (put after `stood_down` is set), so the run takes it first too.
+        if not self.tripped or self._stood_down.is_set() or not isinstance(turn_id, str):
             return
         with self._lock:
             if event is not None and event.kind == "turn_started":

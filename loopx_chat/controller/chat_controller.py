@@ -66,7 +66,7 @@ from loopx_chat.controller.turn_settings import (
     turn_timeouts,
     with_policy,
 )
-from loopx_chat.controller.warm_threads import Warm, WarmThreads
+from loopx_chat.controller.warm_threads import ResumedGoal, Warm, WarmThreads
 from loopx_chat.errors import CodexError, LoopxChatError, Remedy, UsageError
 from loopx_chat.home import CodexHomeBinding, resolve_codex_home
 from loopx_chat.pids import start_time
@@ -577,7 +577,10 @@ class ChatController:
         self._load_checked(session_id, managed=True)
         with self._using(session_id):
             record = self._load_checked(session_id)
+            loaded = self._warm.get(session_id)
             warm = self._ensure_warm(record, approval_policy=approval_policy)
+            if warm is loaded:
+                warm.resumed_goal = None  # resumed before this hold: the goal may have moved
             self.apply_policy(warm.thread, record.goal_id, approval_policy)
             self.host_requests.bind(warm.thread.thread_id, record.session_id, record.goal_id)
             self._warm.cancel_idle_close(warm)
@@ -669,7 +672,7 @@ class ChatController:
             lock.release()
             raise
         warm = self._warm.add(record.session_id, thread, lock)
-        self._notice_host_loop(record, thread)
+        warm.resumed_goal = self._notice_host_loop(record, thread)
         changes: dict[str, Any] = {}
         if record.codex_home is None:
             # A legacy session is bound only now, after its thread was restored here.
@@ -680,22 +683,26 @@ class ChatController:
             self.store.update(record.session_id, **changes)
         return warm
 
-    def _notice_host_loop(self, record: SessionRecord, thread: CodexThread) -> None:
+    def _notice_host_loop(self, record: SessionRecord, thread: CodexThread) -> ResumedGoal | None:
         """Resuming a thread whose goal is `active` restarts codex's own loop at once. When
         no run of ours authorized it (it was set in Codex's own UI, or by a run that is
         gone), say so: a sighting in the goal's records and `host_loop_notices` for the
-        caller to show. The host goal is never changed here."""
+        caller to show. The host goal is never changed here. What codex answered (None: it
+        did not), which a goal run that resumed the thread starts from rather than ask again."""
         try:
             result = thread.proc.request(
                 "thread/goal/get", {"threadId": thread.thread_id}, self.config.timeouts.request
             )
         except (RpcError, ProcessGone, TimeoutError):
-            return
+            return None
+        from loopx_chat.codex.goal_loop import HostGoalState  # imports only what a thread has
+
         goal = result.get("goal")
+        resumed = ResumedGoal(HostGoalState.from_wire(goal))
         if not isinstance(goal, dict) or goal.get("status") != "active":
-            return
+            return resumed
         if self.running_goals.follows_session(record.session_id):
-            return  # a run of this process is taking it up
+            return resumed  # a run of this process is taking it up
         from loopx_chat.goals.gate_store import GateStore
         from loopx_chat.goals.goal_runs import GoalRuns  # only a thread with an active goal
 
@@ -708,9 +715,10 @@ class ChatController:
                 and latest.pid == os.getpid()
                 and latest.session_id == record.session_id
             ):
-                return  # the run this process follows
+                return resumed  # the run this process follows
             runs.record_host_loop(record.goal_id, record.session_id, record.upstream_thread_id)
         self.host_loop_notices.append(record.session_id)
+        return resumed
 
     def _record_busy(
         self,

@@ -232,6 +232,10 @@ class LoopFollower:
     def pause(self, actor: str = "owner", timeout: float = 0.0) -> dict[str, Any] | None:
         """The owner's Pause, taken in order: the goal paused, the running turn finishes. A
         loop not ours: its record (waited up to `timeout`), None if the follow ended first."""
+        if self.ours is not None:
+            # Set before the put: a turn's end codex's reader puts after this, the run takes
+            # after the Pause, so the reader's runaway guard must not act on it.
+            self.ours.owner_paused.set()
         self.inbox.put(PauseAsked(actor))
         self.answered.wait(timeout)
         return self.paused

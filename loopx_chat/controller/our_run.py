@@ -125,6 +125,10 @@ class OurRun:
         self.base = 0  # the host goal's tokensUsed when this run set it active
         self.ending_by: str | None = None  # who paused it, while the last turn finishes
         self.ending_reason: str | None = None
+        # The owner paused it: set as a Pause is asked (before it is put in the inbox) and as
+        # the run winds down for anyone but the runaway guard; codex's reader then stops no
+        # more turns on the guard's account (`RunawayTrip`).
+        self.owner_paused = threading.Event()
         self.loop_started = False  # the goal was set active (or found so) by this run
         self.started = 0.0
 
@@ -194,6 +198,8 @@ class OurRun:
         """Pause the goal; the turn that runs finishes and is recorded, and no new one starts
         (codex's own rule for a client's pause), then the run ends."""
         f = self.follower
+        if not self.limits.guard_tripped:
+            self.owner_paused.set()  # before the goal is set: codex may start a turn meanwhile
         self.ending_by, self.ending_reason = by, reason
         f.state.move("paused")
         self.gates.clear()
@@ -340,8 +346,13 @@ class OurRun:
     def _start(self) -> None:
         f, plan = self.follower, self.plan
         # codex counts a goal's tokens for its whole life (a new objective does not reset
-        # them), so the run's budget is what it may spend from here on.
-        prior = f.watch.get()
+        # them), so the run's budget is what it may spend from here on. A thread this run
+        # resumed was asked for its goal then (`resumed_goal`): not asked again.
+        warm = self.warm
+        resumed = warm.resumed_goal if warm is not None else None
+        if warm is not None:
+            warm.resumed_goal = None  # taken once
+        prior = f.watch.get() if resumed is None else resumed.goal
         self.base = prior.tokens_used if prior is not None else 0
         goal = f.watch.set(
             "active", objective=plan.objective.text, token_budget=self.base + plan.token_budget

@@ -1,15 +1,15 @@
 """The threads a controller keeps loaded between turns, and when it lets them go.
 
-Owns `Warm` (a loaded thread with its writer lock, running turn, interrupt flag and idle
-deadline), the per-session in-process locks that serialize work on one session, closing a
-warm thread after `idle_close_sec` without a turn, closing idle ones when an exclusive
-operation asks for the home (both done by one watcher thread), the cap on how many may be
-loaded at once (`max_warm`: a spawn beyond it first lets the least recently used idle thread
-go, and is refused as `busy` when every one is in use), and closing everything on
-shutdown. Letting a thread
-go closes its app-server, releases its writer lock, unregisters the process and tells the
-owner (`on_let_go`), so nothing kept for the thread outlives it. The per-session locks are
-kept while used and for the most recently used idle sessions only (`state/used_table`).
+Owns `Warm` (a loaded thread with its writer lock, running turn, interrupt flag, idle
+deadline and the goal codex answered right after its resume, `ResumedGoal`), the per-session
+in-process locks that serialize work on one session, closing a warm thread after
+`idle_close_sec` without a turn, closing idle ones when an exclusive operation asks for the
+home (both done by one watcher thread), the cap on how many may be loaded at once
+(`max_warm`: a spawn beyond it first lets the least recently used idle thread go, and is
+refused as `busy` when every one is in use), and closing everything on shutdown. Letting a
+thread go closes its app-server, releases its writer lock, unregisters the process and tells
+the owner (`on_let_go`), so nothing kept for the thread outlives it. The per-session locks
+are kept while used and for the most recently used idle sessions only (`state/used_table`).
 
 It never spawns anything (the controller does, through the codex adapter) and never writes
 session state.
@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from loopx_chat.codex.thread import CodexThread
 from loopx_chat.controller.home_ownership import AppServerRegistry
@@ -30,12 +31,23 @@ from loopx_chat.errors import CodexError, Remedy
 from loopx_chat.state.session_store import IDLE_LOCKS
 from loopx_chat.state.used_table import UsedTable
 
+if TYPE_CHECKING:
+    from loopx_chat.codex.goal_loop import HostGoalState
+
 BUSY_REMEDY = Remedy(
     summary="Every Codex thread this service may keep loaded is running a turn.",
     next_action="Wait for a turn to finish (or interrupt one), then try again; "
     "`loopx-chat serve --max-warm N` allows more.",
 )
 QUIESCE_POLL_SEC = 0.25
+
+
+@dataclass(frozen=True)
+class ResumedGoal:
+    """The thread goal codex answered right after a resume (`goal` None: the thread has
+    none); its numbers and status, never its objective."""
+
+    goal: HostGoalState | None
 
 
 @dataclass
@@ -54,6 +66,9 @@ class Warm:
     steered_client_ids: set[str] = field(default_factory=set)  # of the running turn
     last_used: float = field(default_factory=time.monotonic)  # for least-recently-used
     pinned: bool = False  # held by a goal run: never idle-closed, evicted or counted in the cap
+    # Codex's answer to `thread/goal/get` right after the resume (`_notice_host_loop`), for a
+    # goal run that resumed the thread itself to start from (None: not asked, or taken).
+    resumed_goal: ResumedGoal | None = None
 
 
 class WarmThreads:

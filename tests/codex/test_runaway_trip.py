@@ -6,6 +6,7 @@ what the trip sends is kept in a list instead of written to codex.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -100,6 +101,21 @@ def test_max_turns_and_a_recovered_runs_count_carry_on_from_where_the_run_was() 
     trip, _, see = _trip(repeats=2, last_answer=None)
     _see(see, _turn("t1", ("agentMessage", "x")))
     assert not trip.tripped  # the digest differs from none: counted afresh
+
+
+def test_once_the_owner_paused_the_run_no_turn_is_asked_to_stop() -> None:
+    """The owner's pause is first in the run's order: the turn codex starts then finishes as
+    after any pause, whether the guard's count was reached before or after it."""
+    for paused_after_end in (False, True):
+        owner_paused = threading.Event()
+        trip, asked, see = _trip(max_turns=1, stood_down=owner_paused)
+        if not paused_after_end:
+            owner_paused.set()
+        _see(see, _turn("t1", ("agentMessage", "step 1")))
+        owner_paused.set()
+        see(_note("turn/started", turn={"id": "t2", "status": "inProgress"}))
+        see(_note("item/started", turnId="t2", item={"type": "reasoning", "id": "r"}))
+        assert asked == [] and not trip.asked("t2")
 
 
 def test_another_threads_turns_are_not_counted() -> None:

@@ -34,6 +34,7 @@ import pytest
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import Notification, RpcError
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
+from loopx_chat.controller.run_inbox import PauseAsked
 from loopx_chat.errors import LoopxChatError
 from loopx_chat.goals.gate_store import GateStore
 from loopx_chat.goals.goal_ledger import GoalLedger
@@ -139,6 +140,45 @@ def test_a_resumed_threads_earlier_tokens_are_not_charged_to_the_run(
     spent = doc["ledger_tokens"]
     assert budget <= spent < budget + max(served)
     assert doc["host_tokens_used"] == spent and doc["differences"] == []
+
+
+def test_the_budgets_base_is_the_resumes_answer_unless_the_thread_was_resumed_before(
+    runner: GoalRunner, mock: MockResponsesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The resume asks codex for the thread's goal (is it running a loop no run of ours
+    started?), and the run's start asked again on the same app-server, for its budget's base:
+    two round trips on the way to the goal set. A run that resumes its thread (`goal run` in
+    its own process) now takes the resume's answer. A thread resumed before (for chat turns,
+    as in the service) is asked again: chat turns count for the goal too, and a base taken
+    at that resume would charge them to the run."""
+    asked: list[tuple[int, str]] = []  # (app-server, method): each request codex was sent
+    send = AppServerProcess._send
+
+    def logged(proc: AppServerProcess, message: Any, *args: Any, **kwargs: Any) -> None:
+        if "id" in message:
+            asked.append((proc.pid, str(message["method"])))
+        send(proc, message, *args, **kwargs)
+
+    monkeypatch.setattr(AppServerProcess, "_send", logged)
+    controller = runner.controller
+    sid = runner.plan("g", None, 5000).session.session_id
+    mock.script(default="mock:text=working on it")
+    controller.drop_thread(sid)  # the run resumes its thread itself
+    result = _follower(runner, 5000).our_run().run()
+    assert result.exit_code == 3 and result.differences == ()
+    [resumed_on] = [pid for pid, method in asked if method == "thread/resume"]
+    on_it = [method for pid, method in asked if pid == resumed_on]
+    assert on_it.count("thread/goal/get") == 1, on_it
+    assert on_it.index("thread/goal/get") < on_it.index("thread/goal/set")
+
+    controller.drop_thread(sid)
+    controller.submit_turn(sid, "mock:text=a chat turn")  # resumed here, for a chat turn
+    controller.submit_turn(sid, "mock:text=and another, spending on the goal")
+    asked.clear()
+    result = _follower(runner, 5000).our_run().run()
+    assert [method for _, method in asked].count("thread/goal/get") == 1  # asked afresh
+    assert result.exit_code == 3 and result.differences == ()
+    assert result.host_tokens == result.ledger_tokens >= 5000
 
 
 # How late the run's own thread takes the count that reaches the budget, and how long the
@@ -406,6 +446,81 @@ def test_max_turns_pauses_a_loop_that_gets_somewhere(
     assert doc["run"]["ended_by"] == "loopx-chat (runaway guard)"
     [question] = _open_gates(cli)
     assert "reached its limit of 2 turns (--max-turns)" in question
+
+
+@pytest.mark.parametrize("owner", ["pause", "pause taken late", "goal stop"])
+def test_the_owners_pause_as_the_guards_last_turn_ends_stops_no_turn_on_its_account(
+    runner: GoalRunner,
+    cli: OwnerCli,
+    mock: MockResponsesServer,
+    monkeypatch: pytest.MonkeyPatch,
+    owner: str,
+) -> None:
+    """The owner pauses the run just before the end of the turn that reaches `--max-turns`,
+    and codex starts its next turn before it hears of it (the run sets the goal paused only
+    once codex's reader saw that turn start: the race made certain). The owner came first,
+    so the run is the owner's pause: no gate, and the turn codex started runs to its end, as
+    after any pause. Codex's reader had counted the turns too, and stopped that turn on the
+    guard's account: it was recorded `interrupted`, the owner's pause saying nothing of it.
+    The owner's Pause is put in the run's inbox before that end; taken before it (`pause`),
+    or after codex's reader saw the next turn start (`pause taken late`: the run's thread
+    late). `goal stop` is another process's record, which the run takes at a look, here
+    before it takes that end."""
+    plan = runner.plan("g", None, 400000, max_turns=2)
+    follow = runner.follower(runner.authorize(plan, actor="owner", surface="cli"), plan)
+    started: set[str] = set()
+    ended: list[str] = []
+    pausing, next_started = threading.Event(), threading.Event()
+    tap = AppServerProcess.tap
+
+    def tapped(proc: AppServerProcess, hook: Any) -> None:
+        def see(note: Notification) -> None:
+            turn = note.params.get("turn") or {}
+            if note.method == "turn/started":
+                started.add(str(turn.get("id")))
+                if len(ended) >= 2:
+                    next_started.set()
+            elif note.method == "turn/completed" and turn.get("id") in started:
+                ended.append(turn["id"])
+                if len(ended) == 2 and owner == "goal stop":
+                    GoalLedger(GateStore(cli.state)).set_stopped("g", True, actor="owner")
+                    pausing.wait(60)  # the run took it at a look before this end
+                elif len(ended) == 2:
+                    follow.pause()  # in the run's inbox before this end
+            hook(note)
+
+        tap(proc, see if hook is not None else None)
+
+    monkeypatch.setattr(AppServerProcess, "tap", tapped)
+    set_status, take = follow.set_goal, follow._take
+
+    def set_once_codex_went_on(status: str, **kwargs: Any) -> Any:
+        if status == "paused":
+            pausing.set()
+            next_started.wait(60)  # codex starts its next turn before it hears of it
+        return set_status(status, **kwargs)
+
+    def take_late(item: Any, **kwargs: Any) -> Any:
+        if isinstance(item, PauseAsked) and owner == "pause taken late":
+            next_started.wait(60)  # the run's thread takes the Pause late
+        return take(item, **kwargs)
+
+    follow.set_goal, follow._take = set_once_codex_went_on, take_late
+    mock.script(default="mock:slow=0.2 mock:text=one more step")  # numbered: progress
+    result = follow.our_run().run()
+    assert next_started.is_set()  # codex went on past the guard's last turn
+    assert result.exit_code == 6 and result.host is not None
+    assert result.host.status == "paused"
+    ended_record = run_events(cli.state, "g")[-1]
+    by = "owner (goal stop)" if owner == "goal stop" else "owner (Pause)"
+    assert (ended_record["by"], ended_record["reason"]) == (by, None)
+    assert _open_gates(cli) == []
+    turns = goal_loop_turns(cli.state, follow.loop.session_id)
+    assert len(turns) >= 3
+    assert [t.status for t in turns] == ["completed"] * len(turns)
+    # Codex's rollout counts what the ledger does (the host goal counts less of the turn it
+    # heard of the pause in).
+    assert _facts_agree(list(result.differences)), result.differences
 
 
 # -- codex dying ---------------------------------------------------------------------------
