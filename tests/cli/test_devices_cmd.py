@@ -3,26 +3,16 @@ traceback, and the file (or what it points at) left as it was."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
-
-def _devices(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "loopx_chat", "--state-dir", str(state), "devices", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+from tests.helpers.owner_cli import OwnerCli
 
 
-def _state(tmp_path: Path) -> Path:
-    state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    return state
+def _owner(tmp_path: Path) -> OwnerCli:
+    cli = OwnerCli(tmp_path, tmp_path / "home", dict(os.environ), "codex")  # codex is not run
+    cli.state.mkdir(mode=0o700)
+    return cli
 
 
 def test_a_symlink_in_place_of_the_devices_file_is_state_unsafe_and_not_followed(
@@ -30,11 +20,11 @@ def test_a_symlink_in_place_of_the_devices_file_is_state_unsafe_and_not_followed
 ) -> None:
     elsewhere = tmp_path / "elsewhere.json"
     elsewhere.write_text('{"schema_version": 1, "devices": []}')
-    state = _state(tmp_path)
+    cli = _owner(tmp_path)
+    state = cli.state
     (state / "devices.json").symlink_to(elsewhere)
-    done = _devices(state, "--json")
-    assert done.returncode != 0 and "Traceback" not in done.stderr
-    answer = json.loads(done.stdout)
+    code, answer = cli.json("devices")
+    assert code != 0
     assert answer["error_code"] == "state_unsafe", answer
     assert "move it aside" in answer["error"]
     assert os.path.islink(state / "devices.json")
@@ -42,11 +32,11 @@ def test_a_symlink_in_place_of_the_devices_file_is_state_unsafe_and_not_followed
 
 
 def test_a_devices_file_that_is_a_folder_is_refused_by_name(tmp_path: Path) -> None:
-    state = _state(tmp_path)
+    cli = _owner(tmp_path)
+    state = cli.state
     (state / "devices.json").mkdir(mode=0o700)
-    done = _devices(state, "--json")
-    assert done.returncode != 0 and "Traceback" not in done.stderr
-    answer = json.loads(done.stdout)
+    code, answer = cli.json("devices")
+    assert code != 0
     assert answer["error_code"] in ("state_unsafe", "state_unreadable"), answer
     assert answer["error_code"] != "internal_error"
     assert (state / "devices.json").is_dir()
