@@ -286,14 +286,16 @@ def chat_resume(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.pass_context
 def chat_interrupt(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """Interrupt SESSION_ID's active turn (also when another process is running it); a goal
-    run's turn is stopped at once and the run paused."""
+    run's turn is stopped at once and the run paused, as is a run whose process died, also
+    between turns."""
     with chat_backend(ctx) as backend:
         done = backend.interrupt_turn(session_id)
     turn, run = done["turn"], done.get("goal_run")
     if as_json:
         emit_json({"ok": True, "session_id": session_id, "turn": turn, "goal_run": run})
         return
-    click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
+    if turn is not None:
+        click.echo(f"interrupt requested for turn {turn['id']} (now {turn['status']})")
     if run is not None:
         words = f"run {run['run_id']} {run['state']}, goal {run['host_status']}"
         click.echo(f"goal {run['goal_id']}: {words}, by {run['ended_by']}")

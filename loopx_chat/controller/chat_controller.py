@@ -1019,6 +1019,18 @@ class ChatController:
                 # it): the marker, as from another process.
                 self._ask_marker(session_id, turn.turn_id)
             return turn
+        follower = self.running_goals.on_session(session_id)
+        if follower is not None and follower.ours is not None:
+            turn = self.store.load_turn(session_id, record.active_turn_id)
+            if turn.run_id == follower.ours.record.run_id and (
+                warm is None or warm.running_turn_id is None
+            ):
+                # A run this process is taking up (a service start's recovery), its process
+                # dead in this turn, its thread maybe still loading (the lock probe below
+                # would see our own lock as someone else's): the run settles the turn and
+                # takes the ask from its inbox.
+                follower.ask_interrupt(turn.turn_id)
+                return turn
         if warm is not None:
             # We hold the thread and run no turn: the recorded one was left by a controller
             # that died. (The lock probe below would see our own lock as someone else's.)
@@ -1040,21 +1052,40 @@ class ChatController:
         """`chat interrupt`'s answer, here and in the service: the turn asked to stop, and
         `goal_run`, None unless it is a continuation turn of a goal run, which its run stops
         now and pauses (`run_gates`), or, when the run's process is gone, is paused for it
-        here (`run_interrupt`): then the run as recorded once it ended, waited for
-        (bounded), and its last turn, the one it stopped; `interrupt_not_acknowledged` when
-        its live process did not say."""
-        turn = self.interrupt_turn(session_id)
-        run = None
-        if turn.run_id is not None:
+        here (`run_interrupt`; also when it died between turns and no turn runs, or a resume
+        here restarted its loop): then the run as recorded once it ended, waited for
+        (bounded), and its last turn, the one it stopped (None when it had none);
+        `interrupt_not_acknowledged` when its live process did not say."""
+        turn: TurnRecord | None
+        try:
+            asked = self.interrupt_turn(session_id)
+        except CodexError as exc:
+            if exc.error_code != "turn_not_active":
+                raise
             from loopx_chat.controller.run_interrupt import run_after_interrupt
 
-            run = run_after_interrupt(self, turn)
-        if run is None:
-            return {"turn": turn.public_dict(), "goal_run": None}  # a chat turn's, or done
-        # The run's last turn: the one it stopped (the one named may have ended meanwhile).
-        turn = [t for t in self.store.list_turns(session_id) if t.run_id == run.run_id][-1]
+            turn, run = None, run_after_interrupt(self, session_id, None)
+            if run is None:
+                raise  # nothing runs, and no run is left for a service start to take up
+        else:
+            turn, run = asked, None
+            if asked.origin == "goal_loop":
+                from loopx_chat.controller.run_interrupt import run_after_interrupt
+
+                run = run_after_interrupt(self, session_id, asked)
+            if run is None:
+                return {"turn": asked.public_dict(), "goal_run": None}  # a chat turn's, or done
+        if turn is not None and turn.run_id != run.run_id:
+            turn = self.store.load_turn(session_id, turn.turn_id)  # a loop's turn, as it ended
+        else:
+            # The run's last turn: the one it stopped (the one named may have ended meanwhile).
+            done = [t for t in self.store.list_turns(session_id) if t.run_id == run.run_id]
+            turn = done[-1] if done else None
         fields = ("goal_id", "run_id", "state", "host_status", "ended_by", "reason")
-        return {"turn": turn.public_dict(), "goal_run": {k: getattr(run, k) for k in fields}}
+        return {
+            "turn": turn.public_dict() if turn is not None else None,
+            "goal_run": {k: getattr(run, k) for k in fields},
+        }
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
         """The thread's turns with their text, read from the host now (never stored).

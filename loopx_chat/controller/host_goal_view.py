@@ -50,10 +50,10 @@ def host_goal_view(
     shown = goal.to_dict() if goal else None
     if shown is not None:
         shown["turns"] = len(turns)
-        base = run.host_tokens_before() if run else None
-        if run is not None and base is not None:
+        spent = run.host_run_tokens(shown["tokens_used"]) if run else None
+        if run is not None and spent is not None:
             # What this run spent of its own budget (codex counts the goal's whole life).
-            shown["run_tokens_used"] = max(0, shown["tokens_used"] - base)
+            shown["run_tokens_used"] = spent
             shown["run_token_budget"] = run.token_budget
     paused = runs.host_loop_paused(goal_id)
     paused_by = (

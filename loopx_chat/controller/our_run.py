@@ -122,7 +122,7 @@ class OurRun:
         self.recovering = recovering  # the run's process died with the goal active
         follower.state = RunState(RECOVERING if recovering else AUTHORIZED)
         self.warm: Warm | None = None
-        self.base = 0  # the host goal's tokensUsed when this run set it active
+        self.began: GoalRun | None = None  # its record as it last started (codex's count then)
         self.ending_by: str | None = None  # who paused it, while the last turn finishes
         self.ending_reason: str | None = None
         # The owner paused it: set as a Pause is asked (before it is put in the inbox) and as
@@ -181,9 +181,9 @@ class OurRun:
     def host_run_tokens(self) -> int | None:
         """What the host goal counted since this run set it active."""
         goal = self.follower.goal
-        if goal is None:
+        if goal is None or self.began is None:
             return None
-        return max(0, goal.tokens_used - self.base)
+        return self.began.host_run_tokens(goal.tokens_used)
 
     def note(self, event: str, **fields: Any) -> GoalRun:
         """Record one event of the run, and say what it says (`run_line`: the same words
@@ -334,8 +334,10 @@ class OurRun:
              if t.run_id == self.record.run_id and t.turn_id not in open_ids),
             key=lambda t: t.created_at,
         )  # fmt: skip
-        recorded = self.runner.runs.run(self.goal_id, self.record.run_id)
-        self.base = recorded.host_tokens_before() or 0
+        # The owner's `chat interrupt` of the turn its process died in, asked while this
+        # process took the run up (or another's marker naming it), is one of this loop's.
+        f.loop.ids.update(t.turn_id for t in f.finished)
+        self.began = self.runner.runs.run(self.goal_id, self.record.run_id)
         if self.limits.trip is not None:  # it counted from before the ledger was read
             self.limits.trip.count_more(f.spent() - before)
         f.goal = f.watch.get()
@@ -353,17 +355,17 @@ class OurRun:
         if warm is not None:
             warm.resumed_goal = None  # taken once
         prior = f.watch.get() if resumed is None else resumed.goal
-        self.base = prior.tokens_used if prior is not None else 0
+        base = prior.tokens_used if prior is not None else 0
         goal = f.watch.set(
-            "active", objective=plan.objective.text, token_budget=self.base + plan.token_budget
+            "active", objective=plan.objective.text, token_budget=base + plan.token_budget
         )
         f.goal = goal
         self.loop_started = True
         f.state.move("loop_started")
-        self.note(
+        self.began = self.note(
             "started",
             host_status=goal.status,
             tokens_used=goal.tokens_used,
-            host_tokens_before=self.base,
+            host_tokens_before=base,
             prior_host_status=prior.status if prior is not None else None,
         )

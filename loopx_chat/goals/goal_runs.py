@@ -200,6 +200,12 @@ class GoalRun:
         started = [e for e in self.history if e.get("event") == "started"]
         return int(started[-1].get("host_tokens_before") or 0) if started else None
 
+    def host_run_tokens(self, goal_tokens_used: int) -> int | None:
+        """What codex counted for this run: the growth of its count for the goal
+        (`goal_tokens_used`, now) since the run last started; None: it never started."""
+        base = self.host_tokens_before()
+        return None if base is None else max(0, goal_tokens_used - base)
+
 
 def _fold(event: dict[str, Any], run: GoalRun | None) -> GoalRun | None:
     kind = event.get("event")

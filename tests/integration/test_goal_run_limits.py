@@ -13,18 +13,22 @@ A run never waits for nothing: a turn interrupted outside loopx-chat (codex keep
 idle timeout; nor does the owner's `chat interrupt` of the run's turn, from another process
 or the run's own (its inbox, no file): the turn stops at once and the run pauses, with the
 owner's reason. A run whose process died is paused by the interrupt itself, so recovery
-does not take it up again.
+does not take it up again: killed mid-turn or between turns, its thread held by the process
+that answers (let go first), or being taken up by it (asked through the run's inbox).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
 import signal
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,7 @@ import pytest
 
 from loopx_chat.codex.app_server import AppServerProcess
 from loopx_chat.codex.host_connection import Notification, RpcError
+from loopx_chat.controller.chat_controller import ChatController
 from loopx_chat.controller.goal_run import GoalRunner, RunResult
 from loopx_chat.controller.run_inbox import PauseAsked
 from loopx_chat.errors import LoopxChatError
@@ -57,6 +62,17 @@ RUNAWAY_CALLS = 400
 @pytest.fixture
 def cli(tmp_path: Path, bound_home: Path, base_env: dict[str, str], codex_bin: str) -> OwnerCli:
     return OwnerCli(tmp_path, bound_home, base_env, codex_bin)
+
+
+Controllers = Callable[[], ChatController]
+
+
+@pytest.fixture
+def controller(
+    cli: OwnerCli, bound_home: Path, base_env: dict[str, str], codex_bin: str
+) -> Controllers:
+    """A controller on `cli`'s state and home, made when called (a service's, in this test)."""
+    return lambda: make_controller(cli.state, bound_home, base_env, codex_bin)
 
 
 def _goal_with_session(cli: OwnerCli) -> str:
@@ -871,6 +887,219 @@ def test_chat_interrupt_of_a_dead_run_when_codex_cannot_start_says_how_to_stop_i
         assert done.returncode == 0, done.stderr
         assert RunPool(c, GateStore(cli.state)).recover() == []
         pool.close()
+
+
+# A `goal run` that kills itself (SIGKILL) between turns: once it recorded the run
+# `started` (DIE_AFTER=started: before any turn), or a continuation turn `completed`
+# (before it records the next one codex starts).
+DIES_BETWEEN_TURNS = """
+import os, signal
+from loopx_chat.cli import run
+from loopx_chat.controller.loop_turns import LoopTurns
+from loopx_chat.goals.goal_runs import GoalRuns
+
+after = os.environ.pop("DIE_AFTER")
+note, on = GoalRuns.note, LoopTurns.on
+
+def note_then_die(self, goal_id, run_id, event, **fields):
+    noted = note(self, goal_id, run_id, event, **fields)
+    if event == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return noted
+
+def on_then_die(self, event):
+    ended = on(self, event)
+    if ended is not None and ended.status == after:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return ended
+
+GoalRuns.note, LoopTurns.on = note_then_die, on_then_die
+run()
+"""
+
+
+def _killed_between_turns(
+    cli: OwnerCli, mock: MockResponsesServer, after: str
+) -> tuple[str, dict[str, Any]]:
+    """A `goal run` of `g` killed (SIGKILL) right after its record `after` (`started`, or a
+    turn `completed`): its run still recorded running, no turn of the session running, its
+    process and its codex gone. The session and that record."""
+    sid = _goal_with_session(cli)
+    mock.script(default="mock:slow=1 mock:text=one more step")
+    argv = [sys.executable, "-c", DIES_BETWEEN_TURNS, *cli.base[3:], "goal", "run", "g"]
+    run = subprocess.Popen(
+        [*argv, "--token-budget", "400000"],
+        env={**cli.env, "DIE_AFTER": after},
+        cwd=cli.tmp,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    codex: set[psutil.Process] = set()
+
+    def died() -> bool:
+        with contextlib.suppress(psutil.Error):
+            codex.update(psutil.Process(run.pid).children(recursive=True))
+        return run.poll() is not None
+
+    try:
+        wait_for(died, 60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == -signal.SIGKILL
+    psutil.wait_procs(codex, timeout=30)  # its app-server ends with its stdin
+    turns = [t.status for t in goal_loop_turns(cli.state, sid)]
+    assert turns == ([] if after == "started" else ["completed"])
+    assert not SessionStore(cli.state).load(sid).active_turn_id  # no turn runs
+    died_run = run_events(cli.state, "g")[-1]
+    assert died_run["event"] == "started"  # recorded running; its process is gone
+    return sid, died_run
+
+
+def _ended_for_it(cli: OwnerCli, c: ChatController) -> None:
+    """Goal `g`'s run ended as `chat interrupt` ends one whose process is gone (paused, with
+    the owner's reason, `process_gone`), and a service start (on controller `c`) leaves it."""
+    from loopx_chat.controller.run_pool import RunPool
+
+    ended = run_events(cli.state, "g")[-1]
+    assert (ended["event"], ended["host_status"], ended["reason"], ended["process_gone"]) == (
+        "ended",
+        "paused",
+        "turn_interrupted_by_owner",
+        True,
+    ), ended
+    assert ended["result"]["host_tokens_used"] is not None, ended
+    assert ended["result"]["exit_code"] == 6, ended  # as a paused run's own end says
+    pool = RunPool(c, GateStore(cli.state))
+    assert pool.recover() == []
+    pool.close()
+
+
+@pytest.mark.parametrize("after", ["completed", "started"])
+def test_chat_interrupt_of_a_run_that_died_between_turns_pauses_it(
+    after: str, cli: OwnerCli, mock: MockResponsesServer, controller: Controllers
+) -> None:
+    """A `goal run` killed between turns (its run recorded running, its pid gone, no turn
+    running): `chat interrupt` answered `turn_not_active` and left the run to the next
+    service start, which took it up again: the owner asked to stop it, and it went on. It is
+    now paused as a run that died mid-turn is, the same record and answer, naming its last
+    turn (none, killed before its first); recovery leaves it. With no such run left,
+    `turn_not_active` as before."""
+    sid, died = _killed_between_turns(cli, mock, after)
+    if after == "started":  # no turn to name: the command says what became of the run
+        done = cli("chat", "interrupt", sid)
+        assert done.returncode == 0, done.stderr
+        words = f"goal g: run {died['run_id']} ended, goal paused, by owner (chat interrupt)"
+        assert done.stdout.splitlines() == [words]
+    else:
+        code, doc = cli.json("chat", "interrupt", sid)
+        assert code == 0, doc
+        assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
+        last = goal_loop_turns(cli.state, sid)[-1]
+        assert (doc["turn"]["id"], doc["turn"]["status"]) == (last.turn_id, "completed")
+    with controller() as c:
+        _ended_for_it(cli, c)
+    host_goal = _said_paused(cli, OWNER_PAUSED_LINE, "paused by owner (chat interrupt)")
+    assert host_goal["goal"]["status"] == "paused", host_goal
+    code, again = cli.json("chat", "interrupt", sid)
+    assert code != 0 and again["error_code"] == "turn_not_active", again
+
+
+@pytest.mark.parametrize("followed", [False, True])
+def test_chat_interrupt_of_a_dead_run_whose_thread_this_process_holds_pauses_it(
+    followed: bool, cli: OwnerCli, mock: MockResponsesServer, controller: Controllers
+) -> None:
+    """A run killed mid-turn whose thread the process answering `chat interrupt` then
+    loaded (a resume or a `chat send` there; codex restarts the goal's loop at once, which
+    the service follows as a loop loopx-chat did not start): the interrupt settled the
+    turn, or stopped only the loop's turn, and answered `goal_run: null`, leaving the run
+    recorded running for the next service start, its goal active, codex's loop running on
+    that process's thread. The thread is now let go, as the run's death let it go, and the
+    run paused as any dead run is."""
+    from loopx_chat.controller.host_loops import HostLoops
+
+    sid, died = _killed_mid_turn(cli, mock)
+    store = SessionStore(cli.state)
+    with controller() as c:
+        loops = HostLoops(c, GateStore(cli.state))
+        c.resume_session(sid)
+        assert c.holds(sid)
+        if followed:  # as the service does after a resume: the loop's turns are recorded
+            loops.take_up()
+            wait_for(lambda: goal_loop_turns(cli.state, sid)[-1].run_id is None)
+            wait_for(lambda: bool(store.load(sid).active_turn_id))
+        doc = c.interrupt(sid)
+        assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
+        # The turn it stopped: the followed loop's, else the run's (its process's last).
+        turns = goal_loop_turns(cli.state, sid)
+        stopped = turns[-1] if followed else [t for t in turns if t.run_id][-1]
+        assert (doc["turn"]["id"], doc["turn"]["status"]) == (stopped.turn_id, "interrupted")
+        assert not c.holds(sid)  # let go, and codex's loop on it with it
+        assert all(t.status != "running" for t in store.list_turns(sid))
+        _ended_for_it(cli, c)
+        loops.close()
+    code, doc = cli.json("status", "--goal", "g")
+    assert code == 0, doc
+    assert doc["attention_queue"][0]["host_goal"]["goal"]["status"] == "paused", doc
+
+
+@pytest.mark.parametrize("window", ["loading its thread", "its thread loaded"])
+def test_chat_interrupt_while_this_process_takes_a_dead_run_up_is_asked_of_the_run(
+    window: str,
+    cli: OwnerCli,
+    mock: MockResponsesServer,
+    controller: Controllers,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A service start takes a run killed mid-turn up (`RunPool.recover`); before its
+    `recovered` record, its process is still the dead one. `chat interrupt` there then
+    wrote the interrupt marker (the thread loading: the service's own lock looked like
+    another process's), which the recovered run ignored (it names the turn the dead process
+    ran), or settled that turn and answered `goal_run: null` (the thread loaded): the run
+    went on either way. The ask now goes to the run's inbox, naming that turn, which the
+    run counts as its own: it stops and ends paused with the owner's reason."""
+    from loopx_chat.controller.our_run import OurRun
+    from loopx_chat.controller.run_pool import RunPool
+
+    sid, died = _killed_mid_turn(cli, mock)
+    written = marker_writes(monkeypatch)
+    reached, go_on = threading.Event(), threading.Event()
+    name = "_open_thread" if window == "loading its thread" else "_still_live"
+    owner = ChatController if name == "_open_thread" else OurRun
+    held = getattr(owner, name)
+
+    def holding(self: Any, *args: Any, **kwargs: Any) -> Any:
+        reached.set()
+        go_on.wait(60)
+        return held(self, *args, **kwargs)
+
+    monkeypatch.setattr(owner, name, holding)
+    with controller() as c:
+        pool = RunPool(c, GateStore(cli.state))
+        try:
+            assert pool.recover() == [died["run_id"]]
+            wait_for(reached.is_set)
+            follower = c.running_goals.on_session(sid)
+            assert follower is not None
+            thread, box = run_in_thread(lambda: c.interrupt(sid))
+            try:
+                wait_for(lambda: follower.inbox.queue.qsize() > 0)  # the ask, and nothing else
+            finally:
+                go_on.set()
+                thread.join(60)
+        finally:
+            go_on.set()
+            pool.close()
+    assert written == []
+    doc = box.get("result")
+    assert isinstance(doc, dict), box
+    assert doc["goal_run"] == paused_by_owner_interrupt(died["run_id"])
+    events = run_events(cli.state, "g")
+    assert [e["event"] for e in events][-2:] == ["recovered", "ended"]
+    assert "process_gone" not in events[-1]  # ended by the run itself, in this process
+    ran = [t for t in goal_loop_turns(cli.state, sid) if t.run_id == died["run_id"]]
+    assert (doc["turn"]["id"], doc["turn"]["status"]) == (ran[-1].turn_id, "interrupted")
+    assert all(t.status != "running" for t in ran)
 
 
 # -- the usage limit -------------------------------------------------------------------------
