@@ -9,12 +9,17 @@ documented exit code of how the run ended (0 complete, 3 budget spent, 4 usage l
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import click
 
 from loopx_chat.cli.context import CliContext, emit_json, json_option
 from loopx_chat.cli.options import actor_option, known_goal
 from loopx_chat.errors import UsageError
+
+if TYPE_CHECKING:
+    from loopx_chat.controller.chat_controller import ChatController
 
 # A run spends the owner's budget: only a person may authorize or answer one (never the
 # agent, never a controller). `--actor` keeps the values it has everywhere; these refuse.
@@ -58,7 +63,7 @@ def _render(result: object, as_json: bool) -> None:
     sys.exit(result.exit_code)
 
 
-def _runner(ctx: click.Context):  # type: ignore[no-untyped-def]
+def _runner(ctx: click.Context) -> AbstractContextManager[ChatController]:
     from loopx_chat.cli.controller_scope import command_controller
 
     return command_controller(ctx)

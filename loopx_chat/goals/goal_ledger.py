@@ -57,7 +57,7 @@ GOAL_STATE_FIELDS = frozenset(
 def approval_policy_field(value: object) -> str | None:
     """A goal's approval policy as stored, or `approval_policy_unknown` (nothing written)."""
     if value is None or value in APPROVAL_POLICIES:
-        return value  # type: ignore[return-value]
+        return value
     shown = value if isinstance(value, str) else type(value).__name__
     raise UsageError(
         f"approval policy {str(shown)[:40]!r} is not one of {', '.join(APPROVAL_POLICIES)}; "

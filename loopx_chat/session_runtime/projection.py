@@ -294,7 +294,7 @@ def _ref(item: Item, default_kind: str) -> dict[str, str]:
         value = get(key)
         found = value if _as_is(value, REF_KIND_LIMIT) else text(value, REF_KIND_LIMIT)
         if found is not None:
-            ref["kind"] = found  # type: ignore[assignment]  # `_as_is` passes only a str
+            ref["kind"] = found  # `_as_is` passes only a str
             break
     for key in SOURCE_ID_KEYS:
         value = get(key)

@@ -330,7 +330,7 @@ def _identity(values: Mapping[str, object]) -> tuple[dict[str, str | None], list
         if _is_missing(value):
             kept[name] = None
         elif _is_identity(value):
-            kept[name] = str.__str__(value)  # type: ignore[arg-type]
+            kept[name] = str.__str__(value)
         else:
             kept[name] = None
             malformed.append(name)
