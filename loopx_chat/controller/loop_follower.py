@@ -235,7 +235,7 @@ class LoopFollower:
         if self.ours is not None:
             # Set before the put: a turn's end codex's reader puts after this, the run takes
             # after the Pause, so the reader's runaway guard must not act on it.
-            self.ours.owner_paused.set()
+            self.ours.guard_stood_down.set()
         self.inbox.put(PauseAsked(actor))
         self.answered.wait(timeout)
         return self.paused

@@ -125,10 +125,10 @@ class OurRun:
         self.began: GoalRun | None = None  # its record as it last started (codex's count then)
         self.ending_by: str | None = None  # who paused it, while the last turn finishes
         self.ending_reason: str | None = None
-        # The owner paused it: set as a Pause is asked (before it is put in the inbox) and as
-        # the run winds down for anyone but the runaway guard; codex's reader then stops no
-        # more turns on the guard's account (`RunawayTrip`).
-        self.owner_paused = threading.Event()
+        # Set as the owner's Pause is asked (before it is put in the inbox) and as the run
+        # winds down for anyone but the runaway guard: codex's reader then stops no more
+        # turns on the guard's account (`RunawayTrip`).
+        self.guard_stood_down = threading.Event()
         self.loop_started = False  # the goal was set active (or found so) by this run
         self.started = 0.0
 
@@ -199,7 +199,7 @@ class OurRun:
         (codex's own rule for a client's pause), then the run ends."""
         f = self.follower
         if not self.limits.guard_tripped:
-            self.owner_paused.set()  # before the goal is set: codex may start a turn meanwhile
+            self.guard_stood_down.set()  # before the goal is set: codex may start a turn meanwhile
         self.ending_by, self.ending_reason = by, reason
         f.state.move("paused")
         self.gates.clear()

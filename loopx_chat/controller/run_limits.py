@@ -78,7 +78,7 @@ class RunLimits:
             finished=len(self.run.follower.finished),
             max_turns=self.run.plan.max_turns,
             send=proc.fire,
-            stood_down=self.run.owner_paused,
+            stood_down=self.run.guard_stood_down,
         )
 
         def see(note: Notification) -> None:
