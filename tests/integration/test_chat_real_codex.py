@@ -5,7 +5,6 @@ These need the codex that `make test` installs; under CI they fail (never skip) 
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import signal
@@ -14,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -306,8 +306,20 @@ def _old_catalog_from_debug_models(codex_bin: str, env: dict[str, str], scratch:
     return json.dumps(catalog).encode()
 
 
-def _temp_catalogs() -> set[str]:
-    return set(glob.glob(os.path.join(tempfile.gettempdir(), "loopx-chat-model-catalog-*")))
+def _temp_catalogs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The temp catalogs this process writes from now on (named as `mkstemp` makes them):
+    this run's own, whatever another suite on the machine writes in the same temp dir."""
+    made: list[str] = []
+    real = tempfile.mkstemp
+
+    def recorded(*args: Any, **kwargs: Any) -> tuple[int, str]:
+        fd, name = real(*args, **kwargs)
+        if os.path.basename(name).startswith("loopx-chat-model-catalog-"):
+            made.append(name)
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", recorded)
+    return made
 
 
 def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
@@ -316,11 +328,12 @@ def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
     bound_home: Path,
     base_env: dict[str, str],
     mock: MockResponsesServer,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     catalog_file = bound_home / "model_catalog.json"  # the one config.toml names
     catalog_file.write_bytes(_old_catalog_from_debug_models(codex_bin, base_env, tmp_path / "s"))
     before = catalog_file.read_bytes()
-    temps_before = _temp_catalogs()
+    temps = _temp_catalogs(monkeypatch)
     # The real binary refuses this catalog, in words our table knows.
     probe = _raw_app_server(codex_bin, bound_home, tmp_path, base_env)
     try:
@@ -337,7 +350,8 @@ def test_an_old_catalog_home_completes_its_turn_and_keeps_its_catalog(
     assert result.turn.status == "completed", result.turn
     assert mock.requests, "the retried app-server never reached the model"
     assert catalog_file.read_bytes() == before
-    assert _temp_catalogs() == temps_before
+    assert temps, "the retry was given no temp catalog"
+    assert not [t for t in temps if os.path.exists(t)]  # each is removed
 
 
 def _facts_tokens(state: Path, codex_bin: str, env: dict[str, str], thread_id: str) -> dict:
